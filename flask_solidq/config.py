@@ -1,0 +1,299 @@
+"""The ``SOLIDQ_*`` configuration keys: defaults, validation, and the parsed :class:`Settings`.
+
+Each key is read once, in ``init_app``, with ``app.config.setdefault`` so its default shows in
+``app.config``. A wrong value raises :class:`ValueError` or :class:`TypeError` naming the key,
+what it got and what it takes. Durations become float seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing as t
+
+from flask_solidq.timing import to_seconds
+
+ADAPTERS = ("solidq", "inline", "test")
+ON_WORKER_DEATH = ("fail", "release")
+
+DEFAULT_WORKER: dict[str, t.Any] = {
+    "queues": "*",
+    "threads": 3,
+    "processes": 1,
+    "polling_interval": 0.1,
+}
+DEFAULT_DISPATCHER: dict[str, t.Any] = {
+    "polling_interval": 1,
+    "batch_size": 500,
+    "concurrency_maintenance": True,
+    "concurrency_maintenance_interval": 600,
+}
+
+DEFAULTS: dict[str, t.Any] = {
+    "SOLIDQ_BIND": None,
+    "SOLIDQ_ADAPTER": "solidq",
+    "SOLIDQ_WORKERS": [dict(DEFAULT_WORKER)],
+    "SOLIDQ_DISPATCHERS": [dict(DEFAULT_DISPATCHER)],
+    "SOLIDQ_RECURRING": {},
+    "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL": 60,
+    "SOLIDQ_PROCESS_ALIVE_THRESHOLD": 300,
+    "SOLIDQ_SHUTDOWN_TIMEOUT": 5,
+    "SOLIDQ_ON_WORKER_DEATH": "fail",
+    "SOLIDQ_USE_SKIP_LOCKED": True,
+    "SOLIDQ_PRESERVE_FINISHED_JOBS": True,
+    "SOLIDQ_CLEAR_FINISHED_JOBS_AFTER": 86400,
+    "SOLIDQ_DASHBOARD": True,
+    "SOLIDQ_DASHBOARD_URL_PREFIX": "/solidq",
+    "SOLIDQ_DASHBOARD_BASIC_AUTH": None,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """One entry of ``SOLIDQ_WORKERS``."""
+
+    queues: tuple[str, ...]
+    threads: int
+    processes: int
+    polling_interval: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatcherSettings:
+    """One entry of ``SOLIDQ_DISPATCHERS``."""
+
+    polling_interval: float
+    batch_size: int
+    concurrency_maintenance: bool
+    concurrency_maintenance_interval: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurringSettings:
+    """One entry of ``SOLIDQ_RECURRING``; the schedule is parsed when the scheduler starts."""
+
+    key: str
+    job: str
+    schedule: str
+    args: tuple[t.Any, ...] = ()
+    kwargs: dict[str, t.Any] = dataclasses.field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    description: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The parsed ``SOLIDQ_*`` keys of one app; durations in seconds."""
+
+    bind: str | None
+    adapter: str
+    workers: tuple[WorkerSettings, ...]
+    dispatchers: tuple[DispatcherSettings, ...]
+    recurring: tuple[RecurringSettings, ...]
+    process_heartbeat_interval: float
+    process_alive_threshold: float
+    shutdown_timeout: float
+    on_worker_death: str
+    use_skip_locked: bool
+    preserve_finished_jobs: bool
+    clear_finished_jobs_after: float
+    dashboard: bool
+    dashboard_url_prefix: str
+    dashboard_basic_auth: tuple[str, str] | None
+
+
+def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
+    """Fill in the defaults of every ``SOLIDQ_*`` key in ``config`` and parse them.
+
+    :raises ValueError, TypeError: a key holds a value it can't take; the message names it.
+    """
+    for key, default in DEFAULTS.items():
+        # A copy: the defaults' lists and dicts must not be shared between apps.
+        config.setdefault(key, copy.deepcopy(default))
+
+    return Settings(
+        bind=_optional_str(config, "SOLIDQ_BIND"),
+        adapter=_choice(config, "SOLIDQ_ADAPTER", ADAPTERS),
+        workers=tuple(
+            _worker(entry, f"SOLIDQ_WORKERS[{index}]")
+            for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_WORKERS"))
+        ),
+        dispatchers=tuple(
+            _dispatcher(entry, f"SOLIDQ_DISPATCHERS[{index}]")
+            for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_DISPATCHERS"))
+        ),
+        recurring=_recurring(config["SOLIDQ_RECURRING"]),
+        process_heartbeat_interval=_seconds(config, "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL"),
+        process_alive_threshold=_seconds(config, "SOLIDQ_PROCESS_ALIVE_THRESHOLD"),
+        shutdown_timeout=_seconds(config, "SOLIDQ_SHUTDOWN_TIMEOUT", allow_zero=True),
+        on_worker_death=_choice(config, "SOLIDQ_ON_WORKER_DEATH", ON_WORKER_DEATH),
+        use_skip_locked=_bool(config, "SOLIDQ_USE_SKIP_LOCKED"),
+        preserve_finished_jobs=_bool(config, "SOLIDQ_PRESERVE_FINISHED_JOBS"),
+        clear_finished_jobs_after=_seconds(config, "SOLIDQ_CLEAR_FINISHED_JOBS_AFTER"),
+        dashboard=_bool(config, "SOLIDQ_DASHBOARD"),
+        dashboard_url_prefix=_url_prefix(config, "SOLIDQ_DASHBOARD_URL_PREFIX"),
+        dashboard_basic_auth=_basic_auth(config, "SOLIDQ_DASHBOARD_BASIC_AUTH"),
+    )
+
+
+def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
+    """Parse a queue list: a list of names or one comma-separated string; ``"*"`` is every
+    queue and ``"prefix*"`` every queue starting with ``prefix``."""
+    if isinstance(value, str):
+        names = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value):
+        names = [part.strip() for part in value]
+    else:
+        raise TypeError(
+            f"{name} must be a list of queue names or a comma-separated string, not {value!r}."
+        )
+    names = [part for part in names if part]
+    if not names:
+        raise ValueError(f'{name} names no queue; use "*" for every queue.')
+    return tuple(dict.fromkeys(names))
+
+
+def _worker(entry: dict[str, t.Any], name: str) -> WorkerSettings:
+    values = _known_keys({**DEFAULT_WORKER, **entry}, DEFAULT_WORKER, name)
+    return WorkerSettings(
+        queues=parse_queues(values["queues"], name=f"{name}['queues']"),
+        threads=_positive_int(values["threads"], f"{name}['threads']"),
+        processes=_positive_int(values["processes"], f"{name}['processes']"),
+        polling_interval=to_seconds(values["polling_interval"], name=f"{name}['polling_interval']"),
+    )
+
+
+def _dispatcher(entry: dict[str, t.Any], name: str) -> DispatcherSettings:
+    values = _known_keys({**DEFAULT_DISPATCHER, **entry}, DEFAULT_DISPATCHER, name)
+    maintenance = values["concurrency_maintenance"]
+    if not isinstance(maintenance, bool):
+        raise TypeError(f"{name}['concurrency_maintenance'] must be True or False.")
+    return DispatcherSettings(
+        polling_interval=to_seconds(values["polling_interval"], name=f"{name}['polling_interval']"),
+        batch_size=_positive_int(values["batch_size"], f"{name}['batch_size']"),
+        concurrency_maintenance=maintenance,
+        concurrency_maintenance_interval=to_seconds(
+            values["concurrency_maintenance_interval"],
+            name=f"{name}['concurrency_maintenance_interval']",
+        ),
+    )
+
+
+RECURRING_KEYS = ("job", "schedule", "args", "kwargs", "queue", "priority", "description")
+
+
+def _recurring(value: object) -> tuple[RecurringSettings, ...]:
+    if not isinstance(value, dict):
+        raise TypeError(
+            "SOLIDQ_RECURRING must be a dict of task name -> "
+            '{"job": "module:attr", "schedule": "every minute", ...}, '
+            f"not {type(value).__name__}."
+        )
+    tasks = []
+    for key, entry in value.items():
+        name = f"SOLIDQ_RECURRING[{key!r}]"
+        if not isinstance(entry, dict):
+            raise TypeError(f"{name} must be a dict, not {type(entry).__name__}.")
+        unknown = sorted(set(entry) - set(RECURRING_KEYS))
+        if unknown:
+            raise ValueError(f"{name} has unknown keys {unknown}; it takes {list(RECURRING_KEYS)}.")
+        for required in ("job", "schedule"):
+            if not isinstance(entry.get(required), str) or not entry[required].strip():
+                raise ValueError(f"{name} needs {required!r}, a non-empty string.")
+        args = entry.get("args", ())
+        if not isinstance(args, (list, tuple)):
+            args = (args,)
+        kwargs = entry.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise TypeError(f"{name}['kwargs'] must be a dict.")
+        priority = entry.get("priority")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise TypeError(f"{name}['priority'] must be an int.")
+        tasks.append(
+            RecurringSettings(
+                key=str(key),
+                job=entry["job"].strip(),
+                schedule=entry["schedule"].strip(),
+                args=tuple(args),
+                kwargs=dict(kwargs),
+                queue=entry.get("queue"),
+                priority=priority,
+                description=entry.get("description"),
+            )
+        )
+    return tuple(tasks)
+
+
+def _known_keys(
+    values: dict[str, t.Any], defaults: dict[str, t.Any], name: str
+) -> dict[str, t.Any]:
+    unknown = sorted(set(values) - set(defaults))
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {unknown}; it takes {sorted(defaults)}.")
+    return values
+
+
+def _list_of_dicts(config: t.Mapping[str, t.Any], key: str) -> list[dict[str, t.Any]]:
+    value = config[key]
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, dict) for item in value):
+        raise TypeError(f"{key} must be a list of dicts, not {value!r}.")
+    return list(value)
+
+
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {value!r}.")
+    if value < 1:
+        raise ValueError(f"{name} must be 1 or more, not {value}.")
+    return value
+
+
+def _seconds(config: t.Mapping[str, t.Any], key: str, *, allow_zero: bool = False) -> float:
+    return to_seconds(config[key], name=key, allow_zero=allow_zero)
+
+
+def _bool(config: t.Mapping[str, t.Any], key: str) -> bool:
+    value = config[key]
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} must be True or False, not {value!r}.")
+    return value
+
+
+def _choice(config: t.Mapping[str, t.Any], key: str, choices: tuple[str, ...]) -> str:
+    value = config[key]
+    if value not in choices:
+        options = ", ".join(repr(choice) for choice in choices)
+        raise ValueError(f"{key} must be one of {options}, not {value!r}.")
+    return t.cast(str, value)
+
+
+def _optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
+    value = config[key]
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(f"{key} must be None or the name of a bind, not {value!r}.")
+    return t.cast("str | None", value)
+
+
+def _url_prefix(config: t.Mapping[str, t.Any], key: str) -> str:
+    value = config[key]
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(
+            f'{key} must be a path starting with "/", such as "/solidq", not {value!r}.'
+        )
+    return value.rstrip("/") or "/"
+
+
+def _basic_auth(config: t.Mapping[str, t.Any], key: str) -> tuple[str, str] | None:
+    value = config[key]
+    if value is None:
+        return None
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(part, str) and part for part in value)
+    ):
+        raise TypeError(f'{key} must be None or ("user", "password"), not {value!r}.')
+    return (value[0], value[1])

@@ -1,0 +1,204 @@
+"""The one module that knows database dialects.
+
+Everything dialect-specific lives here: how the queue's engine is built (SQLite's WAL, busy
+timeout and ``BEGIN IMMEDIATE``; MySQL's isolation level), how a transaction is opened for
+writing or reading, row locking with ``SKIP LOCKED``, inserts that ignore duplicates, and which
+errors are deadlocks worth retrying. Operations call these helpers and never test the dialect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import typing as t
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite
+
+#: Seconds a SQLite connection waits for another process's write lock before it gives up with
+#: "database is locked". Queue transactions are short, so a long wait means a real problem.
+SQLITE_BUSY_TIMEOUT = 30.0
+
+#: Rows per multi-row INSERT. PostgreSQL takes at most 65,535 parameters in one statement and
+#: a job row has 12 columns; SQLite's default limit is 32,766.
+INSERT_BATCH_SIZE = 1000
+
+
+def is_sqlite(engine: sa.Engine | sa.Connection) -> bool:
+    """Whether ``engine`` talks to SQLite."""
+    return engine.dialect.name == "sqlite"
+
+
+def is_memory_sqlite(url: sa.URL) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (which only one engine can see)."""
+    if not url.drivername.startswith("sqlite"):
+        return False
+    return url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+
+
+def create_queue_engine(url: sa.URL, connect_args: dict[str, t.Any] | None = None) -> sa.Engine:
+    """Build the engine the queue uses for ``url``, tuned for queue work.
+
+    The queue has an engine (and so a connection pool) of its own, apart from the app's: its
+    SQLite settings would change how the app's own transactions lock, and its workers must not
+    starve the app's pool.
+
+    * SQLite: WAL (readers don't block the writer), ``synchronous=NORMAL`` (safe with WAL),
+      foreign keys on (executions cascade with their job), a busy timeout, and transactions
+      that will write opened with ``BEGIN IMMEDIATE``: a deferred transaction that later needs
+      the write lock fails at once with "database is locked" when another process holds it,
+      busy timeout or not.
+    * MySQL/MariaDB: ``READ COMMITTED``, which takes no gap locks on the executions' indexes,
+      the source of most of Solid Queue's MySQL deadlocks.
+    """
+    args = dict(connect_args or {})
+    options: dict[str, t.Any] = {}
+    if url.drivername.startswith("sqlite"):
+        args.setdefault("timeout", SQLITE_BUSY_TIMEOUT)
+        args.setdefault("check_same_thread", False)
+    elif url.get_backend_name() in ("mysql", "mariadb"):
+        options["isolation_level"] = "READ COMMITTED"
+        options["pool_recycle"] = 3600
+    engine = sa.create_engine(url, connect_args=args, **options)
+    if is_sqlite(engine):
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def set_pragmas(dbapi_connection: t.Any, _record: t.Any) -> None:
+        # Take transaction control away from the sqlite3 module, which would otherwise open
+        # deferred transactions behind SQLAlchemy's back; the "begin" listener opens them.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def begin(connection: sa.Connection) -> None:
+        read_only = connection.get_execution_options().get("solidq_read_only")
+        connection.connection.driver_connection.execute(  # type: ignore[union-attr]
+            "BEGIN" if read_only else "BEGIN IMMEDIATE"
+        )
+
+
+_ambient: contextvars.ContextVar[dict[sa.Engine, sa.Connection] | None] = contextvars.ContextVar(
+    "solidq_ambient_transactions", default=None
+)
+
+
+@contextlib.contextmanager
+def transaction(engine: sa.Engine) -> t.Iterator[sa.Connection]:
+    """One transaction on ``engine`` that every queue write inside the block joins.
+
+    Nested blocks join the outermost one. It commits when the outermost block exits, and
+    rolls back if that block raises.
+    """
+    current = _ambient.get() or {}
+    if engine in current:
+        yield current[engine]
+        return
+    with engine.connect() as connection, connection.begin():
+        token = _ambient.set({**current, engine: connection})
+        try:
+            yield connection
+        finally:
+            _ambient.reset(token)
+
+
+def in_transaction(engine: sa.Engine) -> bool:
+    """Whether a :func:`transaction` block on ``engine`` is open in this context."""
+    return engine in (_ambient.get() or {})
+
+
+@contextlib.contextmanager
+def write(engine: sa.Engine) -> t.Iterator[sa.Connection]:
+    """A connection in a transaction that may write: joins the open :func:`transaction`, or
+    begins one of its own that commits on exit (``BEGIN IMMEDIATE`` on SQLite)."""
+    ambient = (_ambient.get() or {}).get(engine)
+    if ambient is not None:
+        yield ambient
+        return
+    with engine.begin() as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def read(engine: sa.Engine) -> t.Iterator[sa.Connection]:
+    """A connection for reading only: on SQLite its transaction takes no write lock."""
+    with engine.connect() as connection:
+        connection = connection.execution_options(solidq_read_only=True)
+        with connection.begin():
+            yield connection
+
+
+def supports_returning(connection: sa.Connection | sa.Engine) -> bool:
+    """Whether ``INSERT ... RETURNING`` works with several rows (PostgreSQL, SQLite 3.35+,
+    MariaDB 10.5+; not MySQL)."""
+    return bool(connection.dialect.insert_returning)
+
+
+def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
+    """Whether an ``INSERT ... RETURNING`` can feed another ``INSERT`` in one statement
+    (PostgreSQL's data-modifying CTEs), so an enqueue takes one round trip."""
+    return connection.dialect.name == "postgresql"
+
+
+@contextlib.contextmanager
+def autocommit(engine: sa.Engine) -> t.Iterator[sa.Connection]:
+    """A connection outside any transaction: each statement commits on its own. For writes
+    that are a single statement, it saves the round trips of ``BEGIN`` and ``COMMIT``."""
+    with engine.connect() as connection:
+        yield connection.execution_options(isolation_level="AUTOCOMMIT")
+
+
+def for_update(statement: sa.Select[t.Any], *, skip_locked: bool) -> sa.Select[t.Any]:
+    """Lock the selected rows: ``FOR UPDATE [SKIP LOCKED]``. SQLite has no row locks, and
+    needs none: its ``BEGIN IMMEDIATE`` already holds the only write lock."""
+    return statement.with_for_update(skip_locked=skip_locked)
+
+
+def insert_ignoring_duplicates(
+    connection: sa.Connection, table: sa.Table, rows: list[dict[str, t.Any]]
+) -> int:
+    """Insert ``rows``, skipping any that would break a unique index; return how many were
+    inserted."""
+    if not rows:
+        return 0
+    statement: t.Any
+    name = connection.dialect.name
+    if name == "postgresql":
+        statement = postgresql.insert(table).on_conflict_do_nothing()
+    elif name == "sqlite":
+        statement = sqlite.insert(table).on_conflict_do_nothing()
+    else:
+        statement = mysql.insert(table).prefix_with("IGNORE")
+    return int(connection.execute(statement, rows).rowcount)
+
+
+def is_deadlock(error: BaseException) -> bool:
+    """Whether ``error`` is a deadlock or lock timeout that a fresh transaction may not hit:
+    MySQL 1213/1205, PostgreSQL 40P01/40001, SQLite "database is locked"."""
+    original = getattr(error, "orig", None)
+    if original is None:
+        return False
+    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+    if code in ("40P01", "40001"):
+        return True
+    args = getattr(original, "args", ())
+    if args and args[0] in (1205, 1213):
+        return True
+    return "database is locked" in str(original)
+
+
+def batched(
+    rows: t.Sequence[t.Any], size: int = INSERT_BATCH_SIZE
+) -> t.Iterator[t.Sequence[t.Any]]:
+    """Split ``rows`` into slices of at most ``size``."""
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]

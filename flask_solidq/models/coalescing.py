@@ -1,0 +1,69 @@
+"""``solidq_coalesce_keys`` and ``solidq_coalesced_calls``: the open job of each coalesce key,
+and the calls a collecting job holds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
+from sqlalchemy.orm import mapped_column
+
+from flask_solidq.models.base import Base
+from flask_solidq.models.base import Key
+from flask_solidq.models.base import LongText
+from flask_solidq.models.base import job_reference
+from flask_solidq.models.base import primary_key
+from flask_solidq.models.base import timestamp
+from flask_solidq.models.executions import ClaimedExecution
+from flask_solidq.models.executions import FailedExecution
+from flask_solidq.models.job_record import JobRecord
+
+
+class CoalesceKey(Base):
+    """A coalesce key and its open job: the one later calls with that key join.
+
+    The row exists while the job is open; it goes when the job starts or, collecting, fills.
+    Enqueues of one key take turns on this row's lock.
+    """
+
+    __tablename__ = "solidq_coalesce_keys"
+
+    id: Mapped[int] = primary_key()
+    key: Mapped[str] = mapped_column(Key, nullable=False, unique=True)
+    job_id: Mapped[int] = job_reference(unique=False)
+    calls_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    created_at: Mapped[dt.datetime] = timestamp()
+    updated_at: Mapped[dt.datetime] = timestamp()
+
+    __table_args__ = (sa.Index("ix_solidq_coalesce_keys_job_id", "job_id"),)
+
+
+class CoalescedCall(Base):
+    """One call stored for a collecting job, oldest first by ``id``."""
+
+    __tablename__ = "solidq_coalesced_calls"
+
+    id: Mapped[int] = primary_key()
+    job_id: Mapped[int] = job_reference(unique=False)
+    arguments: Mapped[str | None] = mapped_column(LongText)
+    created_at: Mapped[dt.datetime] = timestamp()
+
+    __table_args__ = (sa.Index("ix_solidq_coalesced_calls_job_id_id", "job_id", "id"),)
+
+    @classmethod
+    def waiting(cls) -> sa.Select[t.Any]:
+        """A select of the calls still waiting to run: their job hasn't finished, isn't
+        running and hasn't failed (so scheduled, ready and blocked jobs' calls count).
+
+        ``session.scalar(sa.select(sa.func.count()).select_from(CoalescedCall.waiting()
+        .subquery()))`` counts them.
+        """
+        return (
+            sa.select(cls)
+            .join(JobRecord, JobRecord.id == cls.job_id)
+            .where(JobRecord.finished_at.is_(None))
+            .where(~sa.exists().where(ClaimedExecution.job_id == cls.job_id))
+            .where(~sa.exists().where(FailedExecution.job_id == cls.job_id))
+        )

@@ -1,0 +1,48 @@
+"""``solidq_jobs``: one row per job, holding its payload for its whole life."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
+from sqlalchemy.orm import mapped_column
+
+from flask_solidq.models.base import Base
+from flask_solidq.models.base import Key
+from flask_solidq.models.base import LongText
+from flask_solidq.models.base import primary_key
+from flask_solidq.models.base import timestamp
+
+
+class JobRecord(Base):
+    """A stored job. Its state is the execution row that points at it: ready, scheduled,
+    claimed, blocked or failed; with none and ``finished_at`` set, it finished.
+
+    ``arguments`` is the JSON payload (the import path, arguments, attempt counters), so a
+    process that never imported the job's module can still load it.
+    """
+
+    __tablename__ = "solidq_jobs"
+
+    id: Mapped[int] = primary_key()
+    queue_name: Mapped[str] = mapped_column(Key, nullable=False)
+    class_name: Mapped[str] = mapped_column(Key, nullable=False, index=True)
+    arguments: Mapped[str | None] = mapped_column(LongText)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    active_job_id: Mapped[str | None] = mapped_column(sa.String(36), index=True)
+    scheduled_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
+    finished_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
+    concurrency_key: Mapped[str | None] = mapped_column(Key)
+    rate_limit_key: Mapped[str | None] = mapped_column(Key)
+    created_at: Mapped[dt.datetime] = timestamp()
+    updated_at: Mapped[dt.datetime] = timestamp()
+
+    __table_args__ = (
+        sa.Index("ix_solidq_jobs_finished_at", "finished_at"),
+        sa.Index("ix_solidq_jobs_for_filtering", "queue_name", "finished_at"),
+        sa.Index("ix_solidq_jobs_for_alerting", "scheduled_at", "finished_at"),
+    )
+
+    def __repr__(self) -> str:
+        return f"<JobRecord {self.id} {self.class_name} queue={self.queue_name!r}>"

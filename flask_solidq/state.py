@@ -1,0 +1,110 @@
+"""Per-app state, stored in ``app.extensions["solidq"]``.
+
+One :class:`~flask_solidq.SolidQ` object serves many apps; everything that belongs to one app
+(its settings, its queue engine, whether its tables exist) lives here instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import typing as t
+
+import sqlalchemy as sa
+from flask import current_app
+
+from flask_solidq import db
+from flask_solidq import errors
+from flask_solidq import models
+from flask_solidq.config import Settings
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+
+    from flask_solidq.definitions.job import Job
+
+
+class SolidQState:
+    """The flask-solidq state of one app: settings, the queue's engine, the test adapter's
+    record of jobs."""
+
+    def __init__(self, app: Flask, settings: Settings, sqlalchemy: SQLAlchemy) -> None:
+        self.settings = settings
+        self.sqlalchemy = sqlalchemy
+        self.adapter = settings.adapter
+        #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
+        self.test_jobs: list[Job] = []
+        self._engine: sa.Engine | None = None
+        self._tables_exist = False
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The queue's engine, built on first use from the URL of the app's bind.
+
+        Requires an active application context the first time (Flask-SQLAlchemy's engines are
+        per app).
+        """
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = self._build_engine()
+        return self._engine
+
+    def _build_engine(self) -> sa.Engine:
+        app_engine = self.sqlalchemy.engines[self.settings.bind]
+        if db.is_memory_sqlite(app_engine.url):
+            # An in-memory database exists only inside its own engine's single connection.
+            return app_engine
+        return db.create_queue_engine(app_engine.url, _connect_args(self.settings.bind))
+
+    def dispose(self) -> None:
+        """Drop the engine's pooled connections, as a forked child must before its first query
+        (a connection shared across a fork corrupts both sides' protocol state)."""
+        if self._engine is not None and self._engine is not self.sqlalchemy.engines.get(
+            self.settings.bind
+        ):
+            self._engine.dispose(close=False)
+
+    def check_tables(self) -> None:
+        """Raise :class:`~flask_solidq.PendingMigrations` unless every flask-solidq table
+        exists. A positive answer is cached for the life of the process."""
+        if self._tables_exist:
+            return
+        with db.read(self.engine) as connection:
+            existing = set(sa.inspect(connection).get_table_names())
+        missing = {table.name for table in models.TABLES} - existing
+        if missing:
+            raise errors.PendingMigrations(missing)
+        self._tables_exist = True
+
+
+def _connect_args(bind: str | None) -> dict[str, t.Any]:
+    """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
+    like), so the queue connects the way the app does."""
+    options = dict(current_app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    if bind is not None:
+        bind_config = (current_app.config.get("SQLALCHEMY_BINDS") or {}).get(bind)
+        if isinstance(bind_config, dict):
+            options.update({k: v for k, v in bind_config.items() if k != "url"})
+    return dict(options.get("connect_args") or {})
+
+
+def get_state() -> SolidQState:
+    """The flask-solidq state of the current app.
+
+    :raises RuntimeError: there is no app context, or the app has no flask-solidq.
+    """
+    try:
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+    except RuntimeError:
+        raise RuntimeError(
+            "Working outside of application context. flask-solidq enqueues into the current"
+            " app's database: push one with `with app.app_context():`."
+        ) from None
+    try:
+        return t.cast(SolidQState, app.extensions["solidq"])
+    except KeyError:
+        raise RuntimeError(
+            "The current Flask app has no flask-solidq. Did you call `solidq.init_app(app)`?"
+        ) from None
