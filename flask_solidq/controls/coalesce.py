@@ -1,0 +1,165 @@
+"""``coalesce``: repeated enqueues with one key share one pending job.
+
+``"discard"`` keeps the first call's arguments, ``"replace"`` the latest's, ``"collect"`` every
+call's (the job receives them as ``calls``). ``debounce`` pushes a pending job back with each
+call, at most ``max_wait`` past its opening. Here: the declaration and its validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import typing as t
+
+from flask_solidq import keys
+from flask_solidq.controls import concurrency
+from flask_solidq.controls import options
+from flask_solidq.definitions import declarations
+
+DEFAULT_MAX_CALLS = 100
+
+
+class OnConflict(str, enum.Enum):
+    """What a call does when its key already has a pending job."""
+
+    DISCARD = "discard"
+    REPLACE = "replace"
+    COLLECT = "collect"
+
+
+class OnFull(str, enum.Enum):
+    """What a collecting job does when its last call fills it."""
+
+    #: Keep waiting for its time.
+    WAIT = "wait"
+    #: Become ready at once.
+    DISPATCH = "dispatch"
+
+
+class CoalesceStatus(str, enum.Enum):
+    """What happened to one enqueued call (``job.coalesce_status``)."""
+
+    CREATED = "created"
+    DISCARDED = "discarded"
+    REPLACED = "replaced"
+    COLLECTED = "collected"
+
+
+@dataclasses.dataclass(frozen=True)
+class Coalesce:
+    """A validated ``coalesce`` declaration."""
+
+    key: keys.KeyDeclaration
+    on_conflict: OnConflict
+    max_calls: int | None
+    on_full: OnFull | None
+    debounce: float | None
+    max_wait: float | None
+
+    @property
+    def enabled(self) -> bool:
+        return not keys.is_disabled(self.key)
+
+    def key_for(
+        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    ) -> str | None:
+        """The coalesce key of a call with these arguments (always scoped to the job's name)."""
+        if not self.enabled:
+            return None
+        return keys.build(job_name, self.key, args, kwargs)
+
+
+def coalesce(
+    *,
+    key: keys.KeyDeclaration,
+    on_conflict: str = "discard",
+    max_calls: int | None = None,
+    on_full: str | None = None,
+    debounce: dt.timedelta | float | None = None,
+    max_wait: dt.timedelta | float | None = None,
+) -> t.Callable[[t.Any], t.Any]:
+    """Merge enqueues with the same key into one pending job.
+
+    :param key: which calls belong together: a ``str`` literal, a callable over the job's
+        arguments, or ``None``/``False`` to turn coalescing off.
+    :param on_conflict: ``"discard"`` (the pending job keeps its arguments), ``"replace"`` (it
+        takes the latest call's) or ``"collect"`` (it receives every call).
+    :param max_calls: ``"collect"`` only: the most calls one job takes (100).
+    :param on_full: ``"collect"`` only: ``"wait"`` (default) or ``"dispatch"`` a full job at once.
+    :param debounce: each call pushes the pending job back to this long from now.
+    :param max_wait: with ``debounce``: the latest a job runs after it opened; more than
+        ``debounce``.
+    :raises ValueError, TypeError: an option is invalid.
+    """
+    name = "coalesce"
+    mode = OnConflict(
+        options.choice(
+            on_conflict, [m.value for m in OnConflict], option="on_conflict", decorator=name
+        )
+    )
+    collecting = mode is OnConflict.COLLECT
+    if not collecting and max_calls is not None:
+        raise ValueError("coalesce(max_calls=) is only allowed with on_conflict='collect'.")
+    if not collecting and on_full is not None:
+        raise ValueError("coalesce(on_full=) is only allowed with on_conflict='collect'.")
+    if max_wait is not None and debounce is None:
+        raise ValueError("coalesce(max_wait=) needs debounce=.")
+    debounce_seconds = (
+        None
+        if debounce is None
+        else options.positive_seconds(debounce, option="debounce", decorator=name)
+    )
+    max_wait_seconds = (
+        None
+        if max_wait is None
+        else options.positive_seconds(max_wait, option="max_wait", decorator=name)
+    )
+    if (
+        max_wait_seconds is not None
+        and debounce_seconds is not None
+        and max_wait_seconds <= debounce_seconds
+    ):
+        raise ValueError(
+            f"coalesce(max_wait=) must be longer than debounce= ({debounce_seconds:g}s), "
+            f"not {max_wait_seconds:g}s."
+        )
+    declaration = Coalesce(
+        key=key,
+        on_conflict=mode,
+        max_calls=(
+            options.positive_int(
+                DEFAULT_MAX_CALLS if max_calls is None else max_calls,
+                option="max_calls",
+                decorator=name,
+            )
+            if collecting
+            else None
+        ),
+        on_full=(
+            OnFull(
+                options.choice(
+                    on_full or "wait", [m.value for m in OnFull], option="on_full", decorator=name
+                )
+            )
+            if collecting
+            else None
+        ),
+        debounce=debounce_seconds,
+        max_wait=max_wait_seconds,
+    )
+
+    def apply(job_class: type) -> None:
+        if declarations.declares_own(job_class, "_coalesce"):
+            raise ValueError(f"{job_class.__qualname__} declares coalesce twice.")
+        enabled = declaration.enabled
+        job_class._coalesce = declaration if enabled else None  # type: ignore[attr-defined]
+        job_class.coalesce_key = declaration.key  # type: ignore[attr-defined]
+        job_class.coalesce_on_conflict = declaration.on_conflict if enabled else None  # type: ignore[attr-defined]
+        job_class.coalesce_max_calls = declaration.max_calls if enabled else None  # type: ignore[attr-defined]
+        job_class.coalesce_on_full = declaration.on_full if enabled else None  # type: ignore[attr-defined]
+        job_class.coalesce_debounce = declaration.debounce if enabled else None  # type: ignore[attr-defined]
+        job_class.coalesce_max_wait = declaration.max_wait if enabled else None  # type: ignore[attr-defined]
+        concurrency.check_combinations(job_class)
+
+    return lambda target: declarations.declare(target, apply, decorator=name)

@@ -1,0 +1,49 @@
+"""How a control decorator attaches its declaration to a job definition.
+
+A control decorator (``limits_rate``, ``coalesce``, ``retry_on``...) validates its options at
+once, then either applies its declaration to a job class, or, on a plain function that
+``@solidq.job`` will wrap later, records it on the function for ``@solidq.job`` to apply. So the
+decorators stack in any order, above or below ``@solidq.job``, and on ``Job`` subclasses.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+#: Applies one declaration to a job class; raises ValueError when it conflicts with another.
+Apply = t.Callable[[type], None]
+
+PENDING_ATTRIBUTE = "__solidq_declarations__"
+
+
+def declare(target: t.Any, apply: Apply, *, decorator: str) -> t.Any:
+    """Apply ``apply`` to ``target`` now if it is a job class, or record it on a function.
+
+    :param decorator: the decorator's name, for the error message.
+    :raises TypeError: ``target`` is neither a job class nor a function.
+    """
+    if isinstance(target, type):
+        if not getattr(target, "_solidq_job", False):
+            raise TypeError(
+                f"@{decorator} goes on a flask_solidq.Job subclass or on a function decorated"
+                f" with @solidq.job, not on the class {target.__qualname__}."
+            )
+        apply(target)
+        return target
+    if callable(target):
+        pending = target.__dict__.setdefault(PENDING_ATTRIBUTE, [])
+        pending.append(apply)
+        return target
+    raise TypeError(f"@{decorator} decorates a job function or a Job subclass, not {target!r}.")
+
+
+def apply_pending(function: t.Any, job_class: type) -> None:
+    """Apply the declarations recorded on ``function`` to its new job class, in the order the
+    decorators ran (innermost first), as they would have run on a class."""
+    for apply in getattr(function, "__dict__", {}).get(PENDING_ATTRIBUTE, []):
+        apply(job_class)
+
+
+def declares_own(job_class: type, attribute: str) -> bool:
+    """Whether ``job_class`` itself (not a parent) already holds ``attribute``."""
+    return attribute in job_class.__dict__

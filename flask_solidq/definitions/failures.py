@@ -1,0 +1,186 @@
+"""``retry_on`` and ``discard_on``: what a job does when ``perform`` raises.
+
+A retry is a new attempt of the same job, scheduled after a wait, up to ``attempts`` runs in
+all; when they run out the job fails (or the rule's ``fallback`` decides). A discard finishes
+the job with nothing failed. Rules declared later, and a subclass's rules, win over earlier and
+inherited ones, as they do in Active Job (for decorators: the outer one wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import random
+import typing as t
+
+from flask_solidq.controls import options
+from flask_solidq.definitions import declarations
+from flask_solidq.timing import to_seconds
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+POLYNOMIALLY_LONGER = "polynomially_longer"
+UNLIMITED = "unlimited"
+
+Wait = float | str | t.Callable[[int], float | dt.timedelta]
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryRule:
+    """A validated ``retry_on`` declaration."""
+
+    exceptions: tuple[type[BaseException], ...]
+    wait: Wait
+    attempts: int | None
+    jitter: float
+    queue: str | None
+    priority: int | None
+    fallback: t.Callable[[Job, BaseException], t.Any] | None
+
+    @property
+    def name(self) -> str:
+        """The key counting this rule's attempts in the job's ``exception_executions``."""
+        return "[" + ", ".join(exc.__qualname__ for exc in self.exceptions) + "]"
+
+    def is_exhausted(self, executions: int) -> bool:
+        """Whether a job that has now run ``executions`` times under this rule may not retry."""
+        return self.attempts is not None and executions >= self.attempts
+
+    def wait_seconds(self, executions: int) -> float:
+        """Seconds until the next attempt, after ``executions`` runs under this rule."""
+        if self.wait == POLYNOMIALLY_LONGER:
+            base = executions**4 + 2.0
+        elif callable(self.wait):
+            base = to_seconds(self.wait(executions), name="retry_on(wait=) result", allow_zero=True)
+        else:
+            base = float(t.cast(float, self.wait))
+        return base + base * self.jitter * random.random()
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscardRule:
+    """A validated ``discard_on`` declaration."""
+
+    exceptions: tuple[type[BaseException], ...]
+    callback: t.Callable[[Job, BaseException], t.Any] | None
+
+
+def retry_on(
+    *exceptions: type[BaseException],
+    wait: float | dt.timedelta | str | t.Callable[[int], float | dt.timedelta] = 3,
+    attempts: int | str = 5,
+    jitter: float = 0.15,
+    queue: str | None = None,
+    priority: int | None = None,
+    fallback: t.Callable[[Job, BaseException], t.Any] | None = None,
+) -> t.Callable[[t.Any], t.Any]:
+    """Retry the job when ``perform`` raises one of ``exceptions``.
+
+    :param wait: seconds or a timedelta before the next attempt; ``"polynomially_longer"``
+        (``executions ** 4 + 2`` seconds); or a callable taking the number of runs so far and
+        returning seconds.
+    :param attempts: runs in all, the first included; ``"unlimited"`` never gives up.
+    :param jitter: up to this fraction of the wait is added at random, so retries of many jobs
+        that failed together don't all come back at once.
+    :param queue: run the retries on this queue instead of the job's.
+    :param priority: run the retries with this priority instead of the job's.
+    :param fallback: called with ``(job, error)`` when the attempts run out; the job then
+        finishes instead of failing, unless ``fallback`` raises.
+    :raises ValueError, TypeError: an option is invalid.
+    """
+    name = "retry_on"
+    rule = RetryRule(
+        exceptions=_exception_classes(exceptions, decorator=name),
+        wait=_wait(wait),
+        attempts=(
+            None
+            if attempts == UNLIMITED
+            else options.positive_int(attempts, option="attempts", decorator=name)
+        ),
+        jitter=_jitter(jitter),
+        queue=_optional_queue(queue),
+        priority=_optional_priority(priority),
+        fallback=_optional_callable(fallback, option="fallback", decorator=name),
+    )
+
+    def apply(job_class: type) -> None:
+        job_class._failure_rules = (*job_class._failure_rules, rule)  # type: ignore[attr-defined]
+
+    return lambda target: declarations.declare(target, apply, decorator=name)
+
+
+def discard_on(
+    *exceptions: type[BaseException],
+    callback: t.Callable[[Job, BaseException], t.Any] | None = None,
+) -> t.Callable[[t.Any], t.Any]:
+    """Finish the job without failing it when ``perform`` raises one of ``exceptions``.
+
+    :param callback: called with ``(job, error)`` before the job is discarded.
+    :raises TypeError: an option is invalid.
+    """
+    name = "discard_on"
+    rule = DiscardRule(
+        exceptions=_exception_classes(exceptions, decorator=name),
+        callback=_optional_callable(callback, option="callback", decorator=name),
+    )
+
+    def apply(job_class: type) -> None:
+        job_class._failure_rules = (*job_class._failure_rules, rule)  # type: ignore[attr-defined]
+
+    return lambda target: declarations.declare(target, apply, decorator=name)
+
+
+def find_rule(job_class: type[Job], error: BaseException) -> RetryRule | DiscardRule | None:
+    """The rule that handles ``error``: the last applied one that matches. A subclass's rules
+    come after its parents', and an outer decorator after an inner one, so they win."""
+    for rule in reversed(getattr(job_class, "_failure_rules", ())):
+        if isinstance(error, rule.exceptions):
+            return t.cast("RetryRule | DiscardRule", rule)
+    return None
+
+
+def _exception_classes(
+    exceptions: tuple[t.Any, ...], *, decorator: str
+) -> tuple[type[BaseException], ...]:
+    if not exceptions:
+        raise TypeError(f"{decorator}() needs at least one exception class, such as TimeoutError.")
+    for exc in exceptions:
+        if not (isinstance(exc, type) and issubclass(exc, BaseException)):
+            raise TypeError(f"{decorator}() takes exception classes, not {exc!r}.")
+    return tuple(exceptions)
+
+
+def _wait(value: object) -> Wait:
+    if value == POLYNOMIALLY_LONGER or callable(value):
+        return t.cast(Wait, value)
+    if isinstance(value, str):
+        raise ValueError(
+            f"retry_on(wait=) takes seconds, a timedelta, {POLYNOMIALLY_LONGER!r} or a callable,"
+            f" not {value!r}."
+        )
+    return to_seconds(value, name="retry_on(wait=)", allow_zero=True)
+
+
+def _jitter(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"retry_on(jitter=) must be a fraction from 0 to 1, not {value!r}.")
+    return float(value)
+
+
+def _optional_queue(value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(f"retry_on(queue=) must be a queue name, not {value!r}.")
+    return t.cast("str | None", value)
+
+
+def _optional_priority(value: object) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"retry_on(priority=) must be an int, not {value!r}.")
+    return t.cast("int | None", value)
+
+
+def _optional_callable(value: object, *, option: str, decorator: str) -> t.Any:
+    if value is not None and not callable(value):
+        raise TypeError(f"{decorator}({option}=) must be callable, not {value!r}.")
+    return value

@@ -1,0 +1,342 @@
+"""``Job``: the class form of a job definition, and the instance every job is.
+
+Subclassing registers a job::
+
+    class SyncStripeJob(solidq.Job):
+        queue_name = "stripe"
+
+        def perform(self, account_id): ...
+
+    SyncStripeJob.perform_later(42)                      # enqueue; returns the Job instance
+    SyncStripeJob.set(wait=30, priority=5).perform_later(42)
+    SyncStripeJob.new(42).set(queue="low")               # build one, for perform_all_later
+
+``perform_later``, ``perform_now`` and ``set`` work on the class (with the arguments) and on an
+instance (which already holds them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import types
+import typing as t
+import uuid
+
+from flask_solidq import adapters
+from flask_solidq import current
+from flask_solidq.definitions import arguments
+from flask_solidq.definitions import registry
+from flask_solidq.definitions.calls import Call
+from flask_solidq.timing import as_utc
+from flask_solidq.timing import to_seconds
+
+if t.TYPE_CHECKING:
+    from flask_solidq.controls.coalesce import Coalesce
+    from flask_solidq.controls.coalesce import CoalesceStatus
+    from flask_solidq.controls.concurrency import ConcurrencyLimit
+    from flask_solidq.controls.rate_limit import RateLimit
+    from flask_solidq.definitions.failures import DiscardRule
+    from flask_solidq.definitions.failures import RetryRule
+
+JobT = t.TypeVar("JobT", bound="Job")
+
+#: The longest queue name the tables take.
+MAX_NAME_LENGTH = 255
+
+
+class _ClassOrInstanceMethod:
+    """A method with one implementation for the class and one for an instance."""
+
+    def __init__(
+        self, on_class: t.Callable[..., t.Any], on_instance: t.Callable[..., t.Any]
+    ) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        self.__doc__ = on_class.__doc__
+
+    def __get__(self, instance: t.Any, owner: type) -> t.Any:
+        if instance is None:
+            return types.MethodType(self.on_class, owner)
+        return types.MethodType(self.on_instance, instance)
+
+
+class Job:
+    """A job definition (the class) and a job (an instance: arguments plus options).
+
+    Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
+    lower runs first). Class keywords: ``name=`` (the stored job name; the class's
+    ``__qualname__`` by default) and ``abstract=True`` (a base class that isn't a job itself).
+    """
+
+    _solidq_job: t.ClassVar[bool] = True
+
+    #: The name stored in ``solidq_jobs.class_name``; starts every control's key.
+    job_name: t.ClassVar[str] = "Job"
+    queue_name: str = "default"
+    priority: int = 0
+
+    _concurrency_limit: t.ClassVar[ConcurrencyLimit | None] = None
+    _rate_limit: t.ClassVar[RateLimit | None] = None
+    _coalesce: t.ClassVar[Coalesce | None] = None
+    _failure_rules: t.ClassVar[tuple[RetryRule | DiscardRule, ...]] = ()
+
+    # Read-back attributes of the controls (API.md section 2); the decorators set them.
+    rate_limit_to: t.ClassVar[int | None] = None
+    rate_limit_per: t.ClassVar[float | None] = None
+    rate_limit_burst: t.ClassVar[int | None] = None
+    rate_limit_key: t.ClassVar[t.Any] = None
+    rate_limit_group: t.ClassVar[t.Any] = None
+    rate_limited: t.ClassVar[bool] = False
+    coalesce_key: t.ClassVar[t.Any] = None
+    coalesce_on_conflict: t.ClassVar[str | None] = None
+    coalesce_max_calls: t.ClassVar[int | None] = None
+    coalesce_on_full: t.ClassVar[str | None] = None
+    coalesce_debounce: t.ClassVar[float | None] = None
+    coalesce_max_wait: t.ClassVar[float | None] = None
+    concurrency_limit: t.ClassVar[int | None] = None
+    concurrency_key: t.ClassVar[t.Any] = None
+    concurrency_duration: t.ClassVar[float | None] = None
+    concurrency_group: t.ClassVar[t.Any] = None
+    concurrency_on_conflict: t.ClassVar[str | None] = None
+
+    def __init_subclass__(
+        cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise TypeError(f"A job's name must be a non-empty string, not {name!r}.")
+        cls.job_name = name or cls.__qualname__
+        _check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
+        _check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
+        if not abstract:
+            registry.register(cls)
+
+    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
+        self._setup(args, kwargs)
+
+    def _setup(self, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> None:
+        #: The positional arguments (for a collecting job: its first call's).
+        self.arguments: tuple[t.Any, ...] = args
+        #: The keyword arguments.
+        self.kwargs: dict[str, t.Any] = kwargs
+        #: The job's own id, a UUID string (Active Job's ``job_id``).
+        self.job_id: str = str(uuid.uuid4())
+        #: The ``solidq_jobs`` row holding the job, once stored.
+        self.provider_job_id: int | None = None
+        #: Whether the last enqueue stored the job; None until one was tried.
+        self.successfully_enqueued: bool | None = None
+        #: What coalescing did with this call (see :class:`CoalesceStatus`).
+        self.coalesce_status: CoalesceStatus | None = None
+        #: The calls a collecting job performs, while it runs.
+        self.coalesced_calls: list[Call] | None = None
+        #: When the job is due: None for now.
+        self.scheduled_at: dt.datetime | None = None
+        #: When the job was last enqueued.
+        self.enqueued_at: dt.datetime | None = None
+        #: How many times the job has been performed, this run included.
+        self.executions: int = 0
+        #: Runs so far under each ``retry_on`` rule.
+        self.exception_executions: dict[str, int] = {}
+        self._wait: float | None = None
+
+    @property
+    def args(self) -> tuple[t.Any, ...]:
+        """The positional arguments (also ``arguments``)."""
+        return self.arguments
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).job_name} job_id={self.job_id!r} provider_job_id={self.provider_job_id}>"
+        )
+
+    # The work itself.
+
+    def perform(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+        """Do the job's work. Subclasses implement it."""
+        raise NotImplementedError(f"{type(self).__qualname__} must define perform().")
+
+    def perform_calls(self, calls: list[Call]) -> t.Any:
+        """Do a collecting job's work over its ``calls``. Collecting subclasses implement it."""
+        raise NotImplementedError(
+            f"{type(self).__qualname__} collects calls, so it must define perform_calls(calls)."
+        )
+
+    # Building and configuring.
+
+    @classmethod
+    def new(cls: type[JobT], *args: t.Any, **kwargs: t.Any) -> JobT:
+        """A job of this definition with these arguments, not enqueued yet."""
+        job = object.__new__(cls)
+        job._setup(args, kwargs)
+        return job
+
+    def _set_on_class(cls: type[JobT], **options: t.Any) -> ConfiguredJob[JobT]:  # type: ignore[misc]
+        """Enqueue options: ``wait=`` (seconds or a timedelta) or ``wait_until=`` (a datetime;
+        naive means UTC), ``queue=``, ``priority=``. On the class it returns an object with
+        ``perform_later``, ``perform_now`` and ``new``; on a job it sets them and returns the
+        job."""
+        cls.new().set(**options)  # validate now, not at the first enqueue
+        return ConfiguredJob(cls, options)
+
+    def _set_on_instance(
+        self: JobT,
+        *,
+        wait: dt.timedelta | float | None = None,
+        wait_until: dt.datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> JobT:
+        if wait is not None and wait_until is not None:
+            raise ValueError("set() takes wait= or wait_until=, not both.")
+        if wait is not None:
+            self._wait = to_seconds(wait, name="set(wait=)", allow_zero=True)
+            self.scheduled_at = None
+        if wait_until is not None:
+            if not isinstance(wait_until, dt.datetime):
+                raise TypeError(f"set(wait_until=) must be a datetime, not {wait_until!r}.")
+            self.scheduled_at = as_utc(wait_until)
+            self._wait = None
+        if queue is not None:
+            _check_queue(queue, where="set(queue=)")
+            self.queue_name = queue
+        if priority is not None:
+            _check_priority(priority, where="set(priority=)")
+            self.priority = priority
+        return self
+
+    set = _ClassOrInstanceMethod(_set_on_class, _set_on_instance)
+
+    # Enqueuing and performing.
+
+    def _perform_later_on_class(cls: type[JobT], *args: t.Any, **kwargs: t.Any) -> JobT:  # type: ignore[misc]
+        """Enqueue the job and return it (never a bool): read ``provider_job_id``,
+        ``successfully_enqueued`` and ``coalesce_status`` on it. On the class it takes the
+        job's arguments; on a job, none.
+
+        Requires an application context.
+
+        :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
+        :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
+        :raises flask_solidq.PendingMigrations: the tables don't exist yet.
+        """
+        return cls.new(*args, **kwargs).perform_later()
+
+    def _perform_later_on_instance(self: JobT) -> JobT:
+        adapters.enqueue(self)
+        return self
+
+    perform_later = _ClassOrInstanceMethod(_perform_later_on_class, _perform_later_on_instance)
+
+    def _perform_now_on_class(cls, *args: t.Any, **kwargs: t.Any) -> t.Any:  # type: ignore[misc]
+        """Perform the job in this thread, now, and return what it returns. No table is
+        touched and no control applies; exceptions propagate. A collecting job's
+        ``perform_calls`` receives one call whose ``id`` is None."""
+        return cls.new(*args, **kwargs).perform_now()
+
+    def _perform_now_on_instance(self) -> t.Any:
+        with current.performing(self):
+            self.executions += 1
+            if self.is_collecting():
+                call = Call(
+                    None, self.arguments, self.kwargs, types.MappingProxyType(self.payload())
+                )
+                self.coalesced_calls = [call]
+                return self.perform_calls([call])
+            return self.perform(*self.arguments, **self.kwargs)
+
+    perform_now = _ClassOrInstanceMethod(_perform_now_on_class, _perform_now_on_instance)
+
+    # Keys and payloads.
+
+    @classmethod
+    def is_collecting(cls) -> bool:
+        """Whether the definition collects calls (``coalesce(on_conflict="collect")``)."""
+        return cls._coalesce is not None and cls._coalesce.on_conflict == "collect"
+
+    @classmethod
+    def rate_limit_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+        """The budget key a call with these arguments uses (None without a rate limit)."""
+        return cls._rate_limit.key_for(cls.job_name, args, kwargs) if cls._rate_limit else None
+
+    @classmethod
+    def concurrency_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+        """The concurrency key a call with these arguments uses (None without a limit)."""
+        limit = cls._concurrency_limit
+        return limit.key_for(cls.job_name, args, kwargs) if limit else None
+
+    @classmethod
+    def coalesce_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+        """The coalesce key a call with these arguments uses (None without coalescing)."""
+        return cls._coalesce.key_for(cls.job_name, args, kwargs) if cls._coalesce else None
+
+    def payload(self) -> dict[str, t.Any]:
+        """The JSON-ready payload stored in ``solidq_jobs.arguments``.
+
+        :raises flask_solidq.SerializationError: an argument can't be stored.
+        """
+        data: dict[str, t.Any] = {
+            "job": arguments.import_path(type(self)),
+            "args": arguments.dump_args(self.arguments),
+        }
+        if self.kwargs:
+            data["kwargs"] = arguments.dump_kwargs(self.kwargs)
+        if self.executions:
+            data["executions"] = self.executions
+        if self.exception_executions:
+            data["exception_executions"] = self.exception_executions
+        return data
+
+    def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
+        """Restore the arguments and counters of a stored payload into this job.
+
+        :raises flask_solidq.DeserializationError: an argument can't be loaded.
+        """
+        self.arguments = arguments.load_args(data.get("args", []))
+        self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
+        self.executions = int(data.get("executions", 0))
+        self.exception_executions = dict(data.get("exception_executions", {}))
+
+    def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
+        """When the job is due, given that it is enqueued at ``now``; None if due now."""
+        if self._wait:
+            return now + dt.timedelta(seconds=self._wait)
+        return self.scheduled_at
+
+    def mark_enqueued(self, now: dt.datetime) -> None:
+        """Record that the job is being enqueued at ``now``: a relative ``wait`` becomes an
+        absolute ``scheduled_at``."""
+        self.scheduled_at = self.resolve_scheduled_at(now)
+        self._wait = None
+        self.enqueued_at = now
+
+
+class ConfiguredJob(t.Generic[JobT]):
+    """A job definition with enqueue options, from ``Definition.set(...)``."""
+
+    def __init__(self, job_class: type[JobT], options: dict[str, t.Any]) -> None:
+        self.job_class = job_class
+        self.options = options
+
+    def new(self, *args: t.Any, **kwargs: t.Any) -> JobT:
+        """A job with these arguments and the options."""
+        return self.job_class.new(*args, **kwargs).set(**self.options)
+
+    def perform_later(self, *args: t.Any, **kwargs: t.Any) -> JobT:
+        """Enqueue a job with these arguments and the options; see ``Job.perform_later``."""
+        return self.new(*args, **kwargs).perform_later()
+
+    def perform_now(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+        """Perform a job with these arguments now; see ``Job.perform_now``."""
+        return self.new(*args, **kwargs).perform_now()
+
+
+def _check_queue(value: object, *, where: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{where} must be a non-empty queue name, not {value!r}.")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"{where} must be at most {MAX_NAME_LENGTH} characters long.")
+
+
+def _check_priority(value: object, *, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where} must be an int (lower runs first), not {value!r}.")

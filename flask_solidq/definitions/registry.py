@@ -1,0 +1,87 @@
+"""The job registry: job name -> job definition, for the whole process.
+
+Job names are global to a process (they are what ``solidq_jobs.class_name`` stores), so the
+registry is too. A stored job also carries its definition's import path, so a worker that never
+imported the job's module loads it on demand.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import typing as t
+
+from flask_solidq import errors
+from flask_solidq.definitions import arguments
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+_definitions: dict[str, type[Job]] = {}
+_lock = threading.Lock()
+
+
+def register(job_class: type[Job]) -> None:
+    """Register ``job_class`` under its name.
+
+    Registering again the definition found at the same import path (a module imported twice, a
+    reload) replaces the old one.
+
+    :raises ValueError: another definition, elsewhere, already has this name.
+    """
+    name = job_class.job_name
+    with _lock:
+        existing = _definitions.get(name)
+        if existing is not None and existing is not job_class:
+            if arguments.import_path(existing) != arguments.import_path(job_class):
+                raise ValueError(
+                    f"Two jobs are named {name!r}: {_place(existing)} and {_place(job_class)}."
+                    " Rename one, or give it name=... (@solidq.job(name=...) or"
+                    " class X(solidq.Job, name=...))."
+                )
+        _definitions[name] = job_class
+
+
+def unregister(job_class: type[Job]) -> None:
+    """Forget ``job_class`` (for tests that define jobs on the fly)."""
+    with _lock:
+        if _definitions.get(job_class.job_name) is job_class:
+            del _definitions[job_class.job_name]
+
+
+def lookup(name: str, path: str | None = None) -> type[Job]:
+    """The definition registered as ``name``, importing ``path`` first if it isn't yet.
+
+    :raises flask_solidq.errors.JobNotFound: neither the registry nor the import path has it.
+    """
+    job_class = _definitions.get(name)
+    if job_class is None and path:
+        try:
+            arguments.load_import_path(path)
+        except Exception as exc:
+            raise errors.JobNotFound(
+                f"The job {name!r} isn't defined in this process, and importing {path!r}"
+                f" failed: {exc}"
+            ) from exc
+        job_class = _definitions.get(name)
+    if job_class is None:
+        raise errors.JobNotFound(
+            f"The job {name!r} isn't defined in this process"
+            + (f" (its import path {path!r} didn't define it)." if path else ".")
+        )
+    return job_class
+
+
+def names() -> list[str]:
+    """The names of every registered job, sorted."""
+    return sorted(_definitions)
+
+
+def _place(job_class: type[Job]) -> str:
+    target = getattr(job_class, "function", None) or job_class
+    try:
+        filename = inspect.getsourcefile(target)
+        line = inspect.getsourcelines(target)[1]
+    except (OSError, TypeError):
+        return arguments.import_path(job_class)
+    return f"{arguments.import_path(job_class)} ({filename}:{line})"

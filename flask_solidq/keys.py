@@ -1,0 +1,92 @@
+"""How a control's ``key`` and ``group`` declarations become the key stored with a job.
+
+One set of rules for concurrency limits, rate limits and coalescing, as in the seeds:
+
+* a ``str`` is a literal (``"global"``); a callable receives the job's arguments;
+* ``None`` or ``False`` as the *declaration* disables the control;
+* any other declared value (``key=123``) gives the bare, class-wide key;
+* in a result, a SQLAlchemy model instance becomes ``ClassName/<primary key>``, a list or tuple
+  is joined with ``/``, ``None`` drops out, and anything else goes through ``str()``;
+* the stored key is ``"<group or job name>/<key>"``; a key callable returning ``None`` gives the
+  bare ``"<group or job name>"``.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import sqlalchemy as sa
+
+#: A key or group declaration: a literal, a callable over the job's arguments, or None/False.
+KeyDeclaration = t.Any
+
+
+def is_disabled(declaration: KeyDeclaration) -> bool:
+    """Whether a ``key`` declaration turns its control off (``None`` or ``False``)."""
+    return declaration is None or declaration is False
+
+
+def evaluate(
+    declaration: KeyDeclaration, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+) -> t.Any:
+    """The raw value of a declaration for one call: the literal, or the callable's result.
+
+    Exceptions from a callable propagate: the enqueue fails with them, with nothing written.
+    """
+    if isinstance(declaration, str):
+        return declaration
+    if callable(declaration):
+        return declaration(*args, **kwargs)
+    return None
+
+
+def render(value: t.Any) -> str | None:
+    """Turn a key's value into its string form, or ``None`` when nothing is left."""
+    parts = list(_parts(value))
+    return "/".join(parts) if parts else None
+
+
+def build(
+    scope: str,
+    declaration: KeyDeclaration,
+    args: tuple[t.Any, ...],
+    kwargs: dict[str, t.Any],
+) -> str:
+    """The full key: ``scope`` (the group, or the job's name) joined with the key's value."""
+    rendered = render(evaluate(declaration, args, kwargs))
+    return scope if rendered is None else f"{scope}/{rendered}"
+
+
+def scope(
+    group: KeyDeclaration, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+) -> str:
+    """The first part of a key: the group's value when one is declared, else the job's name."""
+    if is_disabled(group):
+        return job_name
+    rendered = render(evaluate(group, args, kwargs))
+    return rendered if rendered is not None else job_name
+
+
+def _parts(value: t.Any) -> t.Iterator[str]:
+    if value is None:
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _parts(item)
+        return
+    identity = _model_identity(value)
+    if identity is not None:
+        yield from identity
+        return
+    yield str(value)
+
+
+def _model_identity(value: t.Any) -> list[str] | None:
+    if isinstance(value, (str, int, float)):
+        return None
+    state = sa.inspect(value, raiseerr=False)
+    mapper = getattr(state, "mapper", None)
+    if mapper is None or not hasattr(state, "identity"):
+        return None
+    primary_key = mapper.primary_key_from_instance(value)
+    return [type(value).__name__, *(str(part) for part in primary_key)]
