@@ -1,0 +1,63 @@
+"""The adapters behind ``perform_later``: where an enqueued job goes.
+
+* ``"solidq"``: the database queue (the default).
+* ``"inline"``: performed at once, in this thread, after its arguments went through the same
+  JSON round trip a stored job's do (so unstorable arguments fail here too). Waits are ignored;
+  exceptions propagate to the caller of ``perform_later``.
+* ``"test"``: recorded only, for :mod:`flask_solidq.testing`.
+
+Controls (``limits_rate``, ``coalesce``, ``limits_concurrency``) act only under ``"solidq"``.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+
+from flask_solidq import signals
+from flask_solidq.operations import enqueue as enqueue_operation
+from flask_solidq.state import get_state
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+
+def enqueue(job: Job) -> None:
+    """Enqueue ``job`` through the current app's adapter; requires an app context."""
+    state = get_state()
+    if state.adapter == "solidq":
+        state.check_tables()
+        enqueue_operation.enqueue(state.engine, job)
+    else:
+        _round_trip_arguments(job)
+        if state.adapter == "test":
+            state.test_jobs.append(job)
+    if job.successfully_enqueued:
+        signals.enqueue.send(type(job), job=job)
+    if state.adapter == "inline":
+        job.perform_now()
+
+
+def enqueue_all(jobs: t.Sequence[Job]) -> None:
+    """Enqueue ``jobs`` through the current app's adapter, in bulk where the adapter can."""
+    state = get_state()
+    if state.adapter != "solidq":
+        for job in jobs:
+            enqueue(job)
+        return
+    if not jobs:
+        return
+    state.check_tables()
+    enqueue_operation.enqueue_all(state.engine, jobs)
+    for job in jobs:
+        if job.successfully_enqueued:
+            signals.enqueue.send(type(job), job=job)
+
+
+def _round_trip_arguments(job: Job) -> None:
+    """Put the job's arguments through the JSON a stored job's go through, so arguments the
+    database queue couldn't store fail here too, and the job sees what a worker would."""
+    job.load_payload(json.loads(json.dumps(job.payload())))
+    job.mark_enqueued(utcnow())
+    job.successfully_enqueued = True

@@ -1,0 +1,262 @@
+"""Enqueue: store a job record and its first execution in one transaction.
+
+The hot path of every web request that enqueues, so it uses SQLAlchemy Core statements built
+once, and everything that can fail on bad input (arguments that won't serialize, a key
+callable that raises) runs before the transaction opens: a failed enqueue writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import db
+from flask_solidq import errors
+from flask_solidq import models
+from flask_solidq.operations import dispatch
+from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import naive_utc
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    import datetime as dt
+
+    from flask_solidq.definitions.job import Job
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+INSERT_JOB = JOBS.insert()
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def build_row(job: Job, now: dt.datetime) -> dict[str, t.Any]:
+    """The ``solidq_jobs`` row for ``job``, enqueued at ``now``.
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    :raises Exception: whatever a control's key callable raises.
+    """
+    job.mark_enqueued(now)
+    scheduled_at = job.scheduled_at
+    row = {
+        "queue_name": job.queue_name,
+        "class_name": type(job).job_name,
+        "arguments": _dumps(job.payload()),
+        "priority": job.priority,
+        "active_job_id": job.job_id,
+        "scheduled_at": scheduled_at or now,
+        "concurrency_key": None,
+        "rate_limit_key": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    controls.stamp(job, row)
+    return row
+
+
+def enqueue(engine: sa.Engine, job: Job) -> None:
+    """Store ``job``, ready or scheduled, and record the outcome on it.
+
+    Joins an open :func:`flask_solidq.db.transaction`; otherwise commits before returning.
+
+    :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
+    :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
+    """
+    now = utcnow()
+    row = build_row(job, now)
+    try:
+        if _fits_one_statement(engine, row):
+            with db.autocommit(engine) as connection:
+                job_id = _insert_with_execution(connection, row, now)
+            placed = {job_id}
+        else:
+            with db.write(engine) as connection:
+                job_id = int(connection.execute(INSERT_JOB, row).inserted_primary_key[0])  # type: ignore[index]
+                placed = dispatch.place(connection, [_ref(job_id, row, now)], now)
+    except sa.exc.SQLAlchemyError as exc:
+        job.successfully_enqueued = False
+        cause = getattr(exc, "orig", None) or exc
+        raise errors.EnqueueError(f"Enqueuing {type(job).job_name} failed: {cause}") from exc
+    _record_outcome(job, job_id, job_id in placed)
+
+
+def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
+    """Store ``jobs`` in one transaction, with multi-row inserts, and record each outcome.
+
+    Every payload and key is built before anything is written. Database errors propagate as
+    SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
+    """
+    now = utcnow()
+    rows = [build_row(job, now) for job in jobs]
+    with db.write(engine) as connection:
+        if db.supports_insert_in_cte(connection):
+            ids, placed = _insert_all_in_one_statement(connection, rows, now)
+        else:
+            ids = _insert_jobs(connection, rows)
+            placed = set()
+            refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
+            for batch in db.batched(refs):
+                placed |= dispatch.place(connection, list(batch), now)
+    for job, job_id in zip(jobs, ids, strict=True):
+        _record_outcome(job, job_id, job_id in placed)
+
+
+def _insert_all_in_one_statement(
+    connection: sa.Connection, rows: list[dict[str, t.Any]], now: dt.datetime
+) -> tuple[list[int], set[int]]:
+    """PostgreSQL: insert the jobs and their executions with one statement per 10,000 jobs.
+
+    The rows travel as one array per column (``unnest``), so the statement stays a few lines
+    long whatever the batch size: nothing to render or parse per row. Due jobs a control may
+    hold back are left out of the statement and dispatched afterwards, one by one.
+    """
+    ids: list[int] = []
+    placed: set[int] = set()
+    held: list[JobRef] = []
+    for batch in db.batched(rows, size=10_000):
+        columns = {name: [row[name] for row in batch] for name in _BULK_COLUMNS}
+        columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
+        columns["holds"] = [controls.act_on_dispatch(row) for row in batch]
+        result = connection.execute(_BULK_STATEMENT, {**columns, "now": naive_utc(now)})
+        id_by_job_id = {job_id: id_ for job_id, id_ in result}
+        batch_ids = [id_by_job_id[row["active_job_id"]] for row in batch]
+        for job_id, row, holds in zip(batch_ids, batch, columns["holds"], strict=True):
+            ref = _ref(job_id, row, now)
+            if holds and ref.scheduled_at is None:
+                held.append(ref)
+            else:
+                placed.add(job_id)
+        ids.extend(batch_ids)
+    placed.update(job.id for job in dispatch.make_ready(connection, held, now))
+    return ids, placed
+
+
+_BULK_COLUMNS = (
+    "queue_name",
+    "class_name",
+    "arguments",
+    "priority",
+    "active_job_id",
+    "scheduled_at",
+    "concurrency_key",
+    "rate_limit_key",
+)
+_BULK_STATEMENT = sa.text(
+    """
+    WITH input AS (
+        SELECT * FROM unnest(
+            CAST(:queue_name AS varchar[]), CAST(:class_name AS varchar[]),
+            CAST(:arguments AS text[]), CAST(:priority AS integer[]),
+            CAST(:active_job_id AS varchar[]), CAST(:scheduled_at AS timestamp[]),
+            CAST(:concurrency_key AS varchar[]), CAST(:rate_limit_key AS varchar[]),
+            CAST(:holds AS boolean[])
+        ) AS input (queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
+                    concurrency_key, rate_limit_key, holds)
+    ), new_jobs AS (
+        INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
+                                 scheduled_at, concurrency_key, rate_limit_key, created_at,
+                                 updated_at)
+        SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
+               concurrency_key, rate_limit_key, :now, :now
+        FROM input
+        RETURNING id, active_job_id, queue_name, priority, scheduled_at
+    ), ready AS (
+        INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+        SELECT new_jobs.id, new_jobs.queue_name, new_jobs.priority, :now
+        FROM new_jobs JOIN input USING (active_job_id)
+        WHERE new_jobs.scheduled_at <= :now AND NOT input.holds
+    ), scheduled AS (
+        INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
+                                                 created_at)
+        SELECT id, queue_name, priority, scheduled_at, :now
+        FROM new_jobs
+        WHERE scheduled_at > :now
+    )
+    SELECT active_job_id, id FROM new_jobs
+    """
+)
+
+
+def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
+    """Whether the enqueue can be one autocommitted statement: the database can chain the two
+    inserts, no caller's transaction is open, and no control will act when it becomes ready."""
+    return (
+        db.supports_insert_in_cte(engine)
+        and not db.in_transaction(engine)
+        and not controls.act_on_dispatch(row)
+    )
+
+
+def _insert_with_execution(
+    connection: sa.Connection, row: dict[str, t.Any], now: dt.datetime
+) -> int:
+    """Insert the job and its ready (or scheduled) execution in one statement; return its id."""
+    due = row["scheduled_at"] <= now
+    statement = _ONE_STATEMENT_READY if due else _ONE_STATEMENT_SCHEDULED
+    return int(connection.execute(statement, {**row, "execution_created_at": now}).scalar_one())
+
+
+def _one_statement(execution: sa.Table) -> sa.Insert:
+    job = (
+        JOBS.insert()
+        .values({column: sa.bindparam(column) for column in _JOB_COLUMNS})
+        .returning(JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.scheduled_at)
+        .cte("new_job")
+    )
+    columns = [job.c.id, job.c.queue_name, job.c.priority]
+    names = ["job_id", "queue_name", "priority"]
+    if "scheduled_at" in execution.c:
+        columns.append(job.c.scheduled_at)
+        names.append("scheduled_at")
+    columns.append(sa.bindparam("execution_created_at", type_=JOBS.c.created_at.type))
+    names.append("created_at")
+    return execution.insert().from_select(names, sa.select(*columns)).returning(execution.c.job_id)
+
+
+_JOB_COLUMNS = [column.name for column in JOBS.c if column.name not in ("id", "finished_at")]
+_ONE_STATEMENT_READY = _one_statement(dispatch.READY)
+_ONE_STATEMENT_SCHEDULED = _one_statement(dispatch.SCHEDULED)
+
+
+def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> list[int]:
+    """Insert ``rows`` into ``solidq_jobs`` with multi-row inserts; return their ids, in order.
+
+    New rows are matched to their ids through ``active_job_id``: RETURNING in input order
+    would cost SQLite one statement per row, and MySQL has no RETURNING at all.
+    """
+    by_job_id: dict[str, int] = {}
+    for batch in db.batched(rows):
+        if db.supports_returning(connection):
+            statement = JOBS.insert().returning(JOBS.c.active_job_id, JOBS.c.id)
+            by_job_id.update(
+                {job_id: id_ for job_id, id_ in connection.execute(statement, list(batch))}
+            )
+        else:
+            connection.execute(INSERT_JOB, list(batch))
+            query = (
+                sa.select(JOBS.c.active_job_id, JOBS.c.id)
+                .where(JOBS.c.active_job_id.in_([row["active_job_id"] for row in batch]))
+                # An instance enqueued before has older rows with its job id: the newest wins.
+                .order_by(JOBS.c.id)
+            )
+            by_job_id.update({job_id: id_ for job_id, id_ in connection.execute(query)})
+    return [by_job_id[row["active_job_id"]] for row in rows]
+
+
+def _ref(job_id: int, row: dict[str, t.Any], now: dt.datetime) -> JobRef:
+    scheduled_at = row["scheduled_at"]
+    return JobRef(
+        id=job_id,
+        queue_name=row["queue_name"],
+        priority=row["priority"],
+        class_name=row["class_name"],
+        concurrency_key=row["concurrency_key"],
+        scheduled_at=scheduled_at if scheduled_at > now else None,
+    )
+
+
+def _record_outcome(job: Job, job_id: int, stored: bool) -> None:
+    job.provider_job_id = job_id if stored else None
+    job.successfully_enqueued = stored

@@ -1,0 +1,130 @@
+"""Helpers for testing an app that enqueues jobs (API.md section 9).
+
+With ``SOLIDQ_ADAPTER = "test"``, ``perform_later`` only records jobs; these helpers read,
+check and perform what was recorded. Jobs still go through argument serialization, so an
+argument the database queue couldn't store fails here too. Controls don't act. Each helper
+needs an application context (pytest-flask pushes one for tests that use ``app``)::
+
+    def test_signup_enqueues_welcome_mail(app, client):
+        with assert_enqueued_with(job=send_welcome_mail, args=(1,)):
+            client.post("/signup", data={...})
+        perform_enqueued_jobs()
+
+The pytest plugin (:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that
+switches the app to the test adapter for one test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import typing as t
+
+from flask_solidq.state import SolidQState
+from flask_solidq.state import get_state
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+_UNSET: t.Any = object()
+
+
+def enqueued_jobs() -> list[Job]:
+    """The jobs recorded and not performed yet, oldest first."""
+    return list(_test_state().test_jobs)
+
+
+def clear_enqueued_jobs() -> None:
+    """Forget every recorded job."""
+    _test_state().test_jobs.clear()
+
+
+@contextlib.contextmanager
+def assert_enqueued_with(
+    *,
+    job: type[Job] | None = None,
+    args: t.Sequence[t.Any] | None = None,
+    kwargs: t.Mapping[str, t.Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    at: dt.datetime | None = _UNSET,
+) -> t.Iterator[None]:
+    """Assert that the block enqueues a job matching every criterion given.
+
+    :param job: the job definition (class, or what ``@solidq.job`` returned).
+    :param args: the positional arguments, compared as a tuple.
+    :param kwargs: the keyword arguments.
+    :param at: when it is due (``None`` for now).
+    :raises AssertionError: no job enqueued in the block matches; the message lists them.
+    """
+    state = _test_state()
+    before = len(state.test_jobs)
+    yield
+    new_jobs = state.test_jobs[before:]
+    criteria = {
+        "job": job,
+        "args": None if args is None else tuple(args),
+        "kwargs": None if kwargs is None else dict(kwargs),
+        "queue": queue,
+        "priority": priority,
+    }
+    wanted: dict[str, t.Any] = {
+        name: value for name, value in criteria.items() if value is not None
+    }
+    if at is not _UNSET:
+        wanted["at"] = at
+    if not any(_matches(candidate, wanted) for candidate in new_jobs):
+        enqueued = "\n".join(f"  {_describe(candidate)}" for candidate in new_jobs) or "  nothing"
+        raise AssertionError(f"No job enqueued with {wanted}. Enqueued in the block:\n{enqueued}")
+
+
+def perform_enqueued_jobs(*, only: t.Collection[type[Job]] | None = None) -> int:
+    """Perform the recorded jobs in the order they were enqueued, including the jobs those
+    enqueue, until none (of ``only``'s definitions, when given) is left; return how many ran.
+
+    Exceptions from a job propagate, as with ``perform_now``.
+    """
+    state = _test_state()
+    performed = 0
+    while True:
+        job = _next_job(state, only)
+        if job is None:
+            return performed
+        job.perform_now()
+        performed += 1
+
+
+def _next_job(state: SolidQState, only: t.Collection[type[Job]] | None) -> Job | None:
+    for index, job in enumerate(state.test_jobs):
+        if only is None or type(job) in only:
+            return state.test_jobs.pop(index)
+    return None
+
+
+def _matches(job: Job, wanted: dict[str, t.Any]) -> bool:
+    actual = {
+        "job": type(job),
+        "args": tuple(job.arguments),
+        "kwargs": job.kwargs,
+        "queue": job.queue_name,
+        "priority": job.priority,
+        "at": job.scheduled_at,
+    }
+    return all(actual[name] == value for name, value in wanted.items())
+
+
+def _describe(job: Job) -> str:
+    return (
+        f"{type(job).job_name}(args={job.arguments!r}, kwargs={job.kwargs!r},"
+        f" queue={job.queue_name!r}, priority={job.priority})"
+    )
+
+
+def _test_state() -> SolidQState:
+    state = get_state()
+    if state.adapter != "test":
+        raise RuntimeError(
+            "flask_solidq.testing needs the test adapter: set SOLIDQ_ADAPTER = 'test' in the"
+            " test config, or use the `solidq_jobs` pytest fixture."
+        )
+    return state
