@@ -1,0 +1,43 @@
+"""An app whose queue lives in a second database (``SOLIDQ_BIND = "queue"``), for the install
+tests to drive through the `flask` CLI.
+
+Environment: ``SOLIDQ_TEST_DATABASE_URL``, the default database, which holds the app's own
+table; ``SOLIDQ_TEST_QUEUE_DATABASE_URL``, the ``queue`` bind.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+from flask import Flask
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy.orm import Mapped
+from sqlalchemy.orm import mapped_column
+
+from flask_solidq import SolidQ
+
+db = SQLAlchemy()
+migrate = Migrate()
+solidq = SolidQ()
+
+
+class Note(db.Model):  # type: ignore[name-defined,misc]
+    """The app's own table, in the default database."""
+
+    __tablename__ = "notes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    text: Mapped[str] = mapped_column(sa.String(200))
+
+
+def create_app() -> Flask:
+    app = Flask(__name__)
+    app.config["SQLALCHEMY_DATABASE_URI"] = os.environ["SOLIDQ_TEST_DATABASE_URL"]
+    app.config["SQLALCHEMY_BINDS"] = {"queue": os.environ["SOLIDQ_TEST_QUEUE_DATABASE_URL"]}
+    app.config["SOLIDQ_BIND"] = "queue"
+    db.init_app(app)
+    migrate.init_app(app, db)
+    solidq.init_app(app)
+    return app

@@ -1,0 +1,102 @@
+"""Fixtures: one suite, every backend.
+
+``database_url`` is parametrized over SQLite (always) and PostgreSQL and MariaDB/MySQL when
+``SOLIDQ_TEST_POSTGRES_URL`` / ``SOLIDQ_TEST_MYSQL_URL`` are set: each test that uses it, or
+``app``, runs once per backend. Each session works in scratch databases of its own, with the
+schema built once; tables are emptied after every test.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import typing as t
+
+import pytest
+import sqlalchemy as sa
+
+from flask_solidq import models
+from tests import support
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+
+def _backends() -> list[t.Any]:
+    backends = [pytest.param("sqlite", id="sqlite")]
+    for backend in ("postgres", "mysql"):
+        if support.backend_url(backend):
+            backends.append(pytest.param(backend, id=backend))
+    return backends
+
+
+@pytest.fixture(scope="session", params=_backends())
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> t.Iterator[str]:
+    """The URL of an empty database with the flask-solidq schema, on one backend."""
+    backend = request.param
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('sqlite')}/queue.db"
+    else:
+        url = support.create_scratch_database(t.cast(str, support.backend_url(backend)))
+    engine = sa.create_engine(url)
+    models.metadata.create_all(engine)
+    engine.dispose()
+    yield url
+    if backend != "sqlite":
+        support.drop_scratch_database(url)
+
+
+@pytest.fixture
+def app(database_url: str) -> t.Iterator[Flask]:
+    """An app whose queue is on ``database_url``; its tables are emptied afterwards."""
+    app = support.create_app(database_url)
+    yield app
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        support.delete_all_rows(engine)
+        engine.dispose()
+        support.db.engines[None].dispose()
+
+
+@pytest.fixture
+def engine(app: Flask) -> sa.Engine:
+    """The queue engine of ``app``."""
+    with app.app_context():
+        return t.cast(sa.Engine, app.extensions["solidq"].engine)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> t.Iterator[None]:
+    """Fail a test that leaves a thread of its own running."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [
+        thread for thread in threading.enumerate() if thread not in before and thread.is_alive()
+    ]
+    assert not leaked, f"threads left running: {leaked}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``SOLIDQ_REQUIRE_ALL_BACKENDS`` set (CI does), refuse to run without every
+    backend's URL: a suite that quietly tested SQLite alone would pass for the wrong reason."""
+    if os.environ.get("SOLIDQ_REQUIRE_ALL_BACKENDS"):
+        missing = [
+            name for name, variable in support.BACKEND_URLS.items() if not os.environ.get(variable)
+        ]
+        if missing:
+            raise pytest.UsageError(f"SOLIDQ_REQUIRE_ALL_BACKENDS is set, but no URL for {missing}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With ``SOLIDQ_REQUIRE_ALL_BACKENDS`` set, a skipped test fails the run."""
+    if not os.environ.get("SOLIDQ_REQUIRE_ALL_BACKENDS"):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped and exitstatus == 0:
+        reporter.write_line(
+            f"SOLIDQ_REQUIRE_ALL_BACKENDS: {len(skipped)} test(s) skipped", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

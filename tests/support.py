@@ -1,0 +1,105 @@
+"""Shared helpers of the test suite: the app factory, scratch databases, waiting."""
+
+from __future__ import annotations
+
+import os
+import time
+import typing as t
+import uuid
+
+import sqlalchemy as sa
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+
+from flask_solidq import SolidQ
+from flask_solidq import models
+
+db = SQLAlchemy()
+solidq = SolidQ()
+
+BACKEND_URLS = {
+    "postgres": "SOLIDQ_TEST_POSTGRES_URL",
+    "mysql": "SOLIDQ_TEST_MYSQL_URL",
+}
+
+
+def create_app(database_url: str, **config: t.Any) -> Flask:
+    """A small app with Flask-SQLAlchemy and flask-solidq on ``database_url``."""
+    app = Flask("solidq_test_app")
+    app.config.update(
+        TESTING=True,
+        SQLALCHEMY_DATABASE_URI=database_url,
+        SOLIDQ_DASHBOARD=False,
+        **config,
+    )
+    db.init_app(app)
+    solidq.init_app(app)
+    return app
+
+
+def backend_url(backend: str) -> str | None:
+    """The server URL a backend's tests use, from its environment variable."""
+    return os.environ.get(BACKEND_URLS[backend])
+
+
+def create_scratch_database(server_url: str) -> str:
+    """Create an empty database on the server of ``server_url``; return its URL. Every test
+    session gets its own, so suites that run at once never see each other's rows."""
+    url = sa.make_url(server_url)
+    name = f"solidq_test_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def drop_scratch_database(database_url: str) -> None:
+    """Drop a database :func:`create_scratch_database` made."""
+    url = sa.make_url(database_url)
+    server = url.set(database="postgres" if url.get_backend_name() == "postgresql" else "")
+    engine = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        if url.get_backend_name() == "postgresql":
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {url.database} WITH (FORCE)")
+        else:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {url.database}")
+    engine.dispose()
+
+
+def delete_all_rows(engine: sa.Engine) -> None:
+    """Empty every flask-solidq table, children first."""
+    with engine.begin() as connection:
+        for table in reversed(models.TABLES):
+            connection.execute(table.delete())
+
+
+def wait_until(
+    predicate: t.Callable[[], t.Any], *, timeout: float = 10.0, interval: float = 0.02
+) -> t.Any:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail the test
+    with AssertionError when ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Timed out after {timeout}s waiting for {predicate!r}")
+        time.sleep(interval)
+
+
+def rows(
+    engine: sa.Engine, table: sa.Table | type[models.Base], *where: t.Any
+) -> list[sa.Row[t.Any]]:
+    """Every row of ``table`` (a Table or a model class) matching ``where``, ordered by id."""
+    table = getattr(table, "__table__", table)
+    with engine.connect() as connection:
+        return list(connection.execute(sa.select(table).where(*where).order_by(table.c.id)))
+
+
+def count(engine: sa.Engine, table: sa.Table | type[models.Base]) -> int:
+    """How many rows ``table`` holds."""
+    table = getattr(table, "__table__", table)
+    with engine.connect() as connection:
+        return int(connection.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
