@@ -1,0 +1,1 @@
+"""The flask-solidq example app (run it with ``make demo``)."""

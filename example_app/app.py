@@ -1,0 +1,115 @@
+"""The app factory and its one page: enqueue jobs, and see what is queued.
+
+``make demo`` (from the repository's top folder) migrates the SQLite database in
+``example_app/instance/`` and serves the app on http://127.0.0.1:5000.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+from flask import Blueprint
+from flask import Flask
+from flask import flash
+from flask import redirect
+from flask import render_template
+from flask import request
+from flask import url_for
+
+from example_app import jobs
+from example_app.extensions import db
+from example_app.extensions import migrate
+from example_app.extensions import solidq
+from example_app.models import Product
+from flask_solidq import models as queue
+
+pages = Blueprint("pages", __name__)
+
+STATES = {
+    "ready": queue.ReadyExecution,
+    "scheduled": queue.ScheduledExecution,
+    "claimed": queue.ClaimedExecution,
+    "blocked": queue.BlockedExecution,
+    "failed": queue.FailedExecution,
+}
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Build the example app; ``DATABASE_URL`` overrides its SQLite database."""
+    app = Flask(__name__, instance_relative_config=True)
+    os.makedirs(app.instance_path, exist_ok=True)
+    default_url = f"sqlite:///{os.path.join(app.instance_path, 'demo.db')}"
+    app.config.update(
+        SECRET_KEY="demo only",
+        SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL", default_url),
+    )
+    app.config.update(config or {})
+    db.init_app(app)
+    migrate.init_app(app, db)
+    solidq.init_app(app)
+    app.register_blueprint(pages)
+    return app
+
+
+@pages.get("/")
+def index() -> str:
+    return render_template(
+        "index.html",
+        products=db.session.scalars(sa.select(Product).order_by(Product.id)).all(),
+        counts=queue_counts(),
+        recent=recent_jobs(),
+    )
+
+
+@pages.post("/products")
+def add_product():
+    product = Product(name=request.form.get("name") or "Unnamed product")
+    db.session.add(product)
+    db.session.commit()
+    job = jobs.reindex_product.perform_later(product.id)
+    flash(f"Added {product.name}; its reindex is job {job.provider_job_id}.")
+    return redirect(url_for("pages.index"))
+
+
+@pages.post("/products/<int:product_id>/reindex")
+def reindex(product_id: int):
+    wait = int(request.form.get("wait") or 0)
+    job = jobs.reindex_product.set(wait=wait).perform_later(product_id)
+    flash(f"Reindex of product {product_id}: job {job.provider_job_id}.")
+    return redirect(url_for("pages.index"))
+
+
+@pages.post("/contacts/sync")
+def sync_contacts():
+    count = int(request.form.get("count") or 100)
+    solidq.perform_all_later([jobs.sync_contact.new(n, {"plan": "pro"}) for n in range(count)])
+    flash(f"Queued {count} contact syncs in one bulk enqueue.")
+    return redirect(url_for("pages.index"))
+
+
+def queue_counts() -> dict[str, int]:
+    """How many jobs are in each state: which execution table holds them."""
+    counts = {
+        state: db.session.scalar(sa.select(sa.func.count()).select_from(model)) or 0
+        for state, model in STATES.items()
+    }
+    finished = sa.select(sa.func.count()).where(queue.JobRecord.finished_at.is_not(None))
+    counts["finished"] = db.session.scalar(finished) or 0
+    return counts
+
+
+def recent_jobs() -> list[tuple[queue.JobRecord, str]]:
+    """The latest 20 jobs, each with its state."""
+    records = db.session.scalars(
+        sa.select(queue.JobRecord).order_by(queue.JobRecord.id.desc()).limit(20)
+    ).all()
+    ids = [record.id for record in records]
+    state_of = {}
+    for state, model in STATES.items():
+        for job_id in db.session.scalars(sa.select(model.job_id).where(model.job_id.in_(ids))):
+            state_of[job_id] = state
+    return [
+        (record, state_of.get(record.id, "finished" if record.finished_at else "unknown"))
+        for record in records
+    ]
