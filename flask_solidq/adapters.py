@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 import typing as t
 
+import sqlalchemy as sa
+
+from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.operations import enqueue as enqueue_operation
+from flask_solidq.processes import wakeups
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -29,6 +33,8 @@ def enqueue(job: Job) -> None:
     if state.adapter == "solidq":
         state.check_tables()
         enqueue_operation.enqueue(state.engine, job)
+        if job.successfully_enqueued:
+            _wake_local_processes(state.engine, [job])
     else:
         _round_trip_arguments(job)
         if state.adapter == "test":
@@ -50,9 +56,22 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
         return
     state.check_tables()
     enqueue_operation.enqueue_all(state.engine, jobs)
+    _wake_local_processes(state.engine, [job for job in jobs if job.successfully_enqueued])
     for job in jobs:
         if job.successfully_enqueued:
             signals.enqueue.send(type(job), job=job)
+
+
+def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
+    """Tell this process's idle workers (ready jobs) and dispatcher (scheduled ones), once
+    the jobs are committed: in thread mode they start at once instead of at their next poll."""
+    due = [job for job in jobs if job.scheduled_at is None or job.scheduled_at <= job.enqueued_at]
+    scheduled_at = [job.scheduled_at for job in jobs if job not in due and job.scheduled_at]
+    if due:
+        db.after_commit(engine, wakeups.ready)
+    if scheduled_at:
+        earliest = min(scheduled_at)
+        db.after_commit(engine, lambda: wakeups.scheduled(earliest))
 
 
 def _round_trip_arguments(job: Job) -> None:

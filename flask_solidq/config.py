@@ -116,7 +116,7 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         bind=_optional_str(config, "SOLIDQ_BIND"),
         adapter=_choice(config, "SOLIDQ_ADAPTER", ADAPTERS),
         workers=tuple(
-            _worker(entry, f"SOLIDQ_WORKERS[{index}]")
+            worker_settings(entry, f"SOLIDQ_WORKERS[{index}]")
             for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_WORKERS"))
         ),
         dispatchers=tuple(
@@ -154,7 +154,8 @@ def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _worker(entry: dict[str, t.Any], name: str) -> WorkerSettings:
+def worker_settings(entry: dict[str, t.Any], name: str = "SOLIDQ_WORKERS[0]") -> WorkerSettings:
+    """Parse one worker entry; missing keys take the defaults."""
     values = _known_keys({**DEFAULT_WORKER, **entry}, DEFAULT_WORKER, name)
     return WorkerSettings(
         queues=parse_queues(values["queues"], name=f"{name}['queues']"),

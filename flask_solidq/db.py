@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import random
+import threading
+import time
 import typing as t
+import weakref
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
+
+T = t.TypeVar("T")
 
 #: Seconds a SQLite connection waits for another process's write lock before it gives up with
 #: "database is locked". Queue transactions are short, so a long wait means a real problem.
@@ -67,7 +73,12 @@ def create_queue_engine(url: sa.URL, connect_args: dict[str, t.Any] | None = Non
     return engine
 
 
+_sqlite_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
+    _sqlite_writers[engine] = threading.RLock()
+
     @sa.event.listens_for(engine, "connect")
     def set_pragmas(dbapi_connection: t.Any, _record: t.Any) -> None:
         # Take transaction control away from the sqlite3 module, which would otherwise open
@@ -103,12 +114,28 @@ def transaction(engine: sa.Engine) -> t.Iterator[sa.Connection]:
     if engine in current:
         yield current[engine]
         return
-    with engine.connect() as connection, connection.begin():
-        token = _ambient.set({**current, engine: connection})
-        try:
-            yield connection
-        finally:
-            _ambient.reset(token)
+    callbacks: list[t.Callable[[], None]] = []
+    with _writer(engine), engine.connect() as connection:
+        with connection.begin():
+            connection.info["solidq_after_commit"] = callbacks
+            token = _ambient.set({**current, engine: connection})
+            try:
+                yield connection
+            finally:
+                _ambient.reset(token)
+                connection.info.pop("solidq_after_commit", None)
+    for callback in callbacks:
+        callback()
+
+
+def after_commit(engine: sa.Engine, callback: t.Callable[[], None]) -> None:
+    """Run ``callback`` once the open :func:`transaction` on ``engine`` commits (never, if it
+    rolls back), or now when none is open."""
+    ambient = (_ambient.get() or {}).get(engine)
+    if ambient is None:
+        callback()
+    else:
+        ambient.info["solidq_after_commit"].append(callback)
 
 
 def in_transaction(engine: sa.Engine) -> bool:
@@ -124,8 +151,19 @@ def write(engine: sa.Engine) -> t.Iterator[sa.Connection]:
     if ambient is not None:
         yield ambient
         return
-    with engine.begin() as connection:
+    with _writer(engine), engine.begin() as connection:
         yield connection
+
+
+def _writer(engine: sa.Engine) -> t.ContextManager[t.Any]:
+    """SQLite's write lock, taken in this process first.
+
+    Threads of one process (a worker's claims and its finisher) that wait for SQLite's own
+    lock wait in its busy handler, which sleeps 1, 2, 5, 10... milliseconds between tries; a
+    process-wide lock hands the turn over the moment the holder commits. Other processes
+    still meet in SQLite's lock.
+    """
+    return _sqlite_writers.get(engine) or contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -141,6 +179,11 @@ def supports_returning(connection: sa.Connection | sa.Engine) -> bool:
     """Whether ``INSERT ... RETURNING`` works with several rows (PostgreSQL, SQLite 3.35+,
     MariaDB 10.5+; not MySQL)."""
     return bool(connection.dialect.insert_returning)
+
+
+def supports_delete_returning(connection: sa.Connection | sa.Engine) -> bool:
+    """Whether ``DELETE ... RETURNING`` works (PostgreSQL, SQLite 3.35+, MariaDB 10.5+)."""
+    return bool(connection.dialect.delete_returning)
 
 
 def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
@@ -172,13 +215,14 @@ def insert_ignoring_duplicates(
         return 0
     statement: t.Any
     name = connection.dialect.name
-    if name == "postgresql":
-        statement = postgresql.insert(table).on_conflict_do_nothing()
-    elif name == "sqlite":
-        statement = sqlite.insert(table).on_conflict_do_nothing()
-    else:
-        statement = mysql.insert(table).prefix_with("IGNORE")
-    return int(connection.execute(statement, rows).rowcount)
+    if name in ("postgresql", "sqlite"):
+        dialect_insert = postgresql.insert if name == "postgresql" else sqlite.insert
+        # RETURNING counts what was inserted; the driver's rowcount doesn't, for many rows.
+        key = next(iter(table.primary_key.columns))
+        statement = dialect_insert(table).on_conflict_do_nothing().returning(key)
+        return len(connection.execute(statement, rows).all())
+    statement = mysql.insert(table).prefix_with("IGNORE")
+    return int(connection.execute(statement, rows[0] if len(rows) == 1 else rows).rowcount)
 
 
 def is_deadlock(error: BaseException) -> bool:
@@ -194,6 +238,23 @@ def is_deadlock(error: BaseException) -> bool:
     if args and args[0] in (1205, 1213):
         return True
     return "database is locked" in str(original)
+
+
+def retrying_deadlocks(operation: t.Callable[[], T], *, attempts: int = 3) -> T:
+    """Run ``operation`` (which opens and commits its own transaction), again if it dies in a
+    deadlock, up to ``attempts`` times in all.
+
+    Inside a caller's :func:`transaction` nothing is retried: the deadlock rolled the caller's
+    whole transaction back, and only the caller can run it again.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return operation()
+        except sa.exc.DBAPIError as error:
+            if attempt == attempts or not is_deadlock(error) or _ambient.get():
+                raise
+            time.sleep(random.uniform(0.005, 0.05) * attempt)
+    raise AssertionError("unreachable")
 
 
 def batched(

@@ -43,3 +43,10 @@ def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> list[JobRef]:
             break
         jobs = control.dispatch(connection, jobs)
     return jobs
+
+
+def finish(engine: sa.Engine, jobs: list[JobRef]) -> None:
+    """Run every control's FINISH hook, after the outcomes of ``jobs`` were committed."""
+    if jobs:
+        for control in CONTROLS:
+            control.finish(engine, jobs)

@@ -46,3 +46,8 @@ class Control:
         """DISPATCH: take the due ``jobs`` this control holds back (blocking or discarding
         them in ``connection``'s transaction) and return the rest, which become ready."""
         return jobs
+
+    def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
+        """FINISH: ``jobs`` left their claim (finished, failed, retried or discarded) and that
+        is committed; release what they held. Runs outside any transaction, so a failure
+        here can't undo a stored outcome."""

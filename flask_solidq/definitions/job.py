@@ -24,6 +24,7 @@ import uuid
 
 from flask_solidq import adapters
 from flask_solidq import current
+from flask_solidq import signals
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.calls import Call
@@ -234,15 +235,19 @@ class Job:
         return cls.new(*args, **kwargs).perform_now()
 
     def _perform_now_on_instance(self) -> t.Any:
+        self.executions += 1
+        definition = type(self)
+        signals.perform_start.send(definition, job=self)
         with current.performing(self):
-            self.executions += 1
             if self.is_collecting():
-                call = Call(
-                    None, self.arguments, self.kwargs, types.MappingProxyType(self.payload())
-                )
-                self.coalesced_calls = [call]
-                return self.perform_calls([call])
-            return self.perform(*self.arguments, **self.kwargs)
+                if self.coalesced_calls is None:
+                    payload = types.MappingProxyType(self.payload())
+                    self.coalesced_calls = [Call(None, self.arguments, self.kwargs, payload)]
+                result = self.perform_calls(self.coalesced_calls)
+            else:
+                result = self.perform(*self.arguments, **self.kwargs)
+        signals.perform.send(definition, job=self)
+        return result
 
     perform_now = _ClassOrInstanceMethod(_perform_now_on_class, _perform_now_on_instance)
 

@@ -72,6 +72,11 @@ def lookup(name: str, path: str | None = None) -> type[Job]:
     return job_class
 
 
+def is_registered(name: str) -> bool:
+    """Whether a definition named ``name`` is registered in this process."""
+    return name in _definitions
+
+
 def names() -> list[str]:
     """The names of every registered job, sorted."""
     return sorted(_definitions)

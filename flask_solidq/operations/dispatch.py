@@ -12,11 +12,14 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import utcnow
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
 INSERT_READY = READY.insert()
 INSERT_SCHEDULED = SCHEDULED.insert()
@@ -69,3 +72,54 @@ def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> se
     placed = {job.id for job in later}
     placed.update(job.id for job in make_ready(connection, due, now))
     return placed
+
+
+def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True) -> int:
+    """Make up to ``batch_size`` due scheduled jobs ready (or blocked, or discarded, as the
+    controls decide), in one transaction; return how many left the scheduled table."""
+    now = utcnow()
+    with db.write(engine) as connection:
+        due = connection.execute(
+            db.for_update(
+                sa.select(
+                    SCHEDULED.c.id, SCHEDULED.c.job_id, SCHEDULED.c.queue_name, SCHEDULED.c.priority
+                )
+                .where(SCHEDULED.c.scheduled_at <= now)
+                .order_by(SCHEDULED.c.scheduled_at, SCHEDULED.c.priority, SCHEDULED.c.job_id)
+                .limit(batch_size),
+                skip_locked=skip_locked,
+            )
+        ).all()
+        if not due:
+            return 0
+        details = {
+            row.id: row
+            for row in connection.execute(
+                sa.select(JOBS.c.id, JOBS.c.class_name, JOBS.c.concurrency_key).where(
+                    JOBS.c.id.in_([row.job_id for row in due])
+                )
+            )
+        }
+        refs = [
+            JobRef(
+                id=row.job_id,
+                queue_name=row.queue_name,
+                priority=row.priority,
+                class_name=details[row.job_id].class_name,
+                concurrency_key=details[row.job_id].concurrency_key,
+                scheduled_at=None,
+            )
+            for row in due
+        ]
+        make_ready(connection, refs, now)
+        connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id.in_([row.id for row in due])))
+    return len(due)
+
+
+def next_due_at(engine: sa.Engine) -> dt.datetime | None:
+    """When the earliest scheduled job comes due, or None when nothing is scheduled."""
+    with db.read(engine) as connection:
+        return t.cast(
+            "dt.datetime | None",
+            connection.scalar(sa.select(sa.func.min(SCHEDULED.c.scheduled_at))),
+        )

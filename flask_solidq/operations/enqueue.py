@@ -67,19 +67,22 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     now = utcnow()
     row = build_row(job, now)
     try:
-        if _fits_one_statement(engine, row):
-            with db.autocommit(engine) as connection:
-                job_id = _insert_with_execution(connection, row, now)
-            placed = {job_id}
-        else:
-            with db.write(engine) as connection:
-                job_id = int(connection.execute(INSERT_JOB, row).inserted_primary_key[0])  # type: ignore[index]
-                placed = dispatch.place(connection, [_ref(job_id, row, now)], now)
+        job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
     except sa.exc.SQLAlchemyError as exc:
         job.successfully_enqueued = False
         cause = getattr(exc, "orig", None) or exc
         raise errors.EnqueueError(f"Enqueuing {type(job).job_name} failed: {cause}") from exc
-    _record_outcome(job, job_id, job_id in placed)
+    _record_outcome(job, job_id, placed)
+
+
+def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[int, bool]:
+    """Insert one job and its first execution; return its id and whether it got one."""
+    if _fits_one_statement(engine, row):
+        with db.autocommit(engine) as connection:
+            return _insert_with_execution(connection, row, now), True
+    with db.write(engine) as connection:
+        job_id = int(connection.execute(INSERT_JOB, row).inserted_primary_key[0])  # type: ignore[index]
+        return job_id, job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
 
 
 def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:

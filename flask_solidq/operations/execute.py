@@ -1,0 +1,160 @@
+"""Execute: perform a claimed job and decide its outcome.
+
+Runs in a worker thread, inside an app context. Every exception ``perform`` raises becomes an
+outcome (a retry, a discard or a failure kept for a human); the outcome is stored afterwards,
+in batches, by :mod:`flask_solidq.operations.finalize`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import traceback
+import typing as t
+
+from flask_solidq import errors
+from flask_solidq import signals
+from flask_solidq.definitions import failures
+from flask_solidq.definitions import registry
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+    from flask_solidq.operations.claim import ClaimedJob
+
+#: Backtrace lines kept in a failed execution's error.
+BACKTRACE_LINES = 60
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class OutcomeKind(str, enum.Enum):
+    """How a run ended."""
+
+    FINISHED = "finished"
+    DISCARDED = "discarded"
+    RETRIED = "retried"
+    FAILED = "failed"
+
+
+class Retry(t.NamedTuple):
+    """Where and when the next attempt of a retried job runs, and its updated payload."""
+
+    arguments: str
+    scheduled_at: dt.datetime
+    queue_name: str
+    priority: int
+
+
+class Outcome(t.NamedTuple):
+    """The end of one run of a claimed job, waiting to be stored."""
+
+    claimed: ClaimedJob
+    kind: OutcomeKind
+    error: str | None = None
+    retry: Retry | None = None
+    job: Job | None = None
+
+
+def perform(claimed: ClaimedJob) -> Outcome:
+    """Load and perform ``claimed``; return how it ended. Requires an app context.
+
+    A job whose definition can't be loaded, or whose arguments can't be, fails with that
+    reason before anything runs.
+    """
+    try:
+        job = load(claimed)
+    except (errors.JobNotFound, errors.DeserializationError, ValueError) as error:
+        signals.fail.send(None, job=None, error=error, provider_job_id=claimed.id)
+        return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error))
+    try:
+        job.perform_now()
+    # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
+    except Exception as error:  # noqa: BLE001
+        return handle_error(claimed, job, error)
+    return Outcome(claimed, OutcomeKind.FINISHED, job=job)
+
+
+def load(claimed: ClaimedJob) -> Job:
+    """The job a claimed row holds, with its arguments and counters restored.
+
+    :raises flask_solidq.errors.JobNotFound: its definition can't be loaded.
+    :raises flask_solidq.errors.DeserializationError: an argument can't be loaded.
+    :raises ValueError: the stored payload isn't valid JSON.
+    """
+    payload = json.loads(claimed.arguments or "{}")
+    definition = registry.lookup(claimed.class_name, payload.get("job"))
+    job = definition.new()
+    job.load_payload(payload)
+    job.job_id = claimed.active_job_id or job.job_id
+    job.provider_job_id = claimed.id
+    job.queue_name = claimed.queue_name
+    job.priority = claimed.priority
+    return job
+
+
+def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
+    """The outcome of a run that raised ``error``: what the job's ``retry_on`` and
+    ``discard_on`` rules say, or a failure."""
+    definition = type(job)
+    rule = failures.find_rule(definition, error)
+    if isinstance(rule, failures.RetryRule):
+        count = job.exception_executions.get(rule.name, 0) + 1
+        job.exception_executions[rule.name] = count
+        if not rule.is_exhausted(count):
+            return _retry(claimed, job, rule, error, count)
+        if rule.fallback is None:
+            return _fail(claimed, job, error)
+        try:
+            rule.fallback(job, error)
+        except Exception as fallback_error:  # noqa: BLE001 - a raising fallback fails the job
+            return _fail(claimed, job, fallback_error)
+        signals.discard.send(definition, job=job, error=error)
+        return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
+    if isinstance(rule, failures.DiscardRule):
+        if rule.callback is not None:
+            try:
+                rule.callback(job, error)
+            except Exception as callback_error:  # noqa: BLE001 - a raising callback fails the job
+                return _fail(claimed, job, callback_error)
+        signals.discard.send(definition, job=job, error=error)
+        return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
+    return _fail(claimed, job, error)
+
+
+def _retry(
+    claimed: ClaimedJob, job: Job, rule: failures.RetryRule, error: Exception, count: int
+) -> Outcome:
+    wait = rule.wait_seconds(count)
+    signals.retry.send(type(job), job=job, error=error, wait=wait)
+    retry = Retry(
+        arguments=_dumps(job.payload()),
+        scheduled_at=utcnow() + dt.timedelta(seconds=wait),
+        queue_name=rule.queue or claimed.queue_name,
+        priority=claimed.priority if rule.priority is None else rule.priority,
+    )
+    return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job)
+
+
+def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:
+    signals.fail.send(type(job), job=job, error=error, provider_job_id=claimed.id)
+    return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), job=job)
+
+
+def error_json(error: BaseException) -> str:
+    """A failed execution's ``error``: the exception's class, message and backtrace."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    return _dumps(
+        {
+            "exception_class": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+            "backtrace": "".join(lines).splitlines()[-BACKTRACE_LINES:],
+        }
+    )
+
+
+def failure_json(exception_class: str, message: str) -> str:
+    """A failed execution's ``error`` for a failure that isn't an exception in this process
+    (a worker that died, say)."""
+    return _dumps({"exception_class": exception_class, "message": message, "backtrace": []})

@@ -1,0 +1,198 @@
+"""Finalize: store the outcomes of claimed jobs, many in one transaction.
+
+Finishing is the ceiling of a database queue's throughput (one commit per job caps it), so a
+worker hands its outcomes to a finisher that stores whatever completed meanwhile in one
+transaction. Each outcome is stored only if its claim still exists and is still this
+process's: a job whose worker was pruned (and whose claim was failed or released by someone
+else) must not be finished, or signal its semaphore, a second time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq.operations import dispatch
+from flask_solidq.operations.execute import Outcome
+from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import naive_utc
+from flask_solidq.timing import utcnow
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+
+INSERT_FAILED = FAILED.insert()
+UPDATE_RETRIED = (
+    JOBS.update()
+    .where(JOBS.c.id == sa.bindparam("job_id"))
+    .values(
+        arguments=sa.bindparam("new_arguments"),
+        scheduled_at=sa.bindparam("new_scheduled_at"),
+        queue_name=sa.bindparam("new_queue_name"),
+        priority=sa.bindparam("new_priority"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+def finalize_all(
+    engine: sa.Engine, process_id: int, outcomes: list[Outcome], *, preserve_finished: bool
+) -> list[Outcome]:
+    """Store ``outcomes`` of jobs ``process_id`` claimed, in one transaction; return the ones
+    stored (the others had lost their claim). Then run the controls' FINISH hooks."""
+    now = utcnow()
+    job_ids = [outcome.claimed.id for outcome in outcomes]
+    if _fits_one_statement(engine, outcomes):
+        params = {"process_id": process_id, "ids": job_ids, "now": naive_utc(now)}
+        with db.autocommit(engine) as connection:
+            kept = set(connection.scalars(_FINISH_IN_ONE_STATEMENT[preserve_finished], params))
+    else:
+        with db.write(engine) as connection:
+            kept = set(release_claims(connection, process_id, job_ids))
+            held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
+            _store(connection, held, now, preserve_finished=preserve_finished)
+    stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
+    controls.finish(engine, [job_ref(outcome) for outcome in stored])
+    return stored
+
+
+def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
+    """Whether the batch is only finished jobs, on a database that can release their claims
+    and finish them in one statement."""
+    return (
+        db.supports_insert_in_cte(engine)
+        and not db.in_transaction(engine)
+        and all(outcome.kind in _DONE for outcome in outcomes)
+    )
+
+
+def release_claims(connection: sa.Connection, process_id: int, job_ids: list[int]) -> list[int]:
+    """Delete the claims ``process_id`` still holds on ``job_ids``; return their job ids."""
+    if not job_ids:
+        return []
+    params = {"ids": job_ids, "process_id": process_id}
+    if db.supports_delete_returning(connection):
+        return list(connection.scalars(_DELETE_CLAIMS_RETURNING, params))
+    held = list(connection.scalars(_LOCK_CLAIMS, params))
+    if held:
+        connection.execute(_DELETE_CLAIMS, params)
+    return held
+
+
+def _store(
+    connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime, *, preserve_finished: bool
+) -> None:
+    done = [o.claimed.id for o in outcomes if o.kind in _DONE]
+    if done:
+        if preserve_finished:
+            connection.execute(_MARK_FINISHED, {"ids": done, "now": now})
+        else:
+            connection.execute(_DELETE_JOBS, {"ids": done})
+    failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED]
+    if failed:
+        store_failures(connection, [(o.claimed.id, t.cast(str, o.error)) for o in failed], now)
+    retried = [o for o in outcomes if o.kind is OutcomeKind.RETRIED]
+    if retried:
+        _schedule_retries(connection, retried, now)
+
+
+def store_failures(
+    connection: sa.Connection, failures: list[tuple[int, str]], now: dt.datetime
+) -> None:
+    """Keep jobs as failed executions, each with its error JSON."""
+    connection.execute(
+        INSERT_FAILED,
+        [{"job_id": job_id, "error": error, "created_at": now} for job_id, error in failures],
+    )
+
+
+def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:
+    """Give retried jobs their next attempt. A retry is the same job row going on (its id,
+    its calls and its keys stay), with the updated payload, queue and priority."""
+    retries = [(o.claimed, t.cast(t.Any, o.retry)) for o in outcomes]
+    connection.execute(
+        UPDATE_RETRIED,
+        [
+            {
+                "job_id": claimed.id,
+                "new_arguments": retry.arguments,
+                "new_scheduled_at": retry.scheduled_at,
+                "new_queue_name": retry.queue_name,
+                "new_priority": retry.priority,
+                "now": now,
+            }
+            for claimed, retry in retries
+        ],
+    )
+    refs = [
+        JobRef(
+            id=claimed.id,
+            queue_name=retry.queue_name,
+            priority=retry.priority,
+            class_name=claimed.class_name,
+            concurrency_key=claimed.concurrency_key,
+            scheduled_at=retry.scheduled_at if retry.scheduled_at > now else None,
+        )
+        for claimed, retry in retries
+    ]
+    dispatch.place(connection, refs, now)
+
+
+def job_ref(outcome: Outcome) -> JobRef:
+    """The :class:`JobRef` of an outcome's job, for the controls' hooks."""
+    claimed = outcome.claimed
+    return JobRef(
+        id=claimed.id,
+        queue_name=claimed.queue_name,
+        priority=claimed.priority,
+        class_name=claimed.class_name,
+        concurrency_key=claimed.concurrency_key,
+        scheduled_at=None,
+    )
+
+
+_DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
+
+_IDS = sa.bindparam("ids", expanding=True)
+_HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))
+_DELETE_CLAIMS_RETURNING = CLAIMED.delete().where(_HELD).returning(CLAIMED.c.job_id)
+_LOCK_CLAIMS = db.for_update(sa.select(CLAIMED.c.job_id).where(_HELD), skip_locked=False)
+_DELETE_CLAIMS = CLAIMED.delete().where(_HELD)
+_MARK_FINISHED = (
+    JOBS.update()
+    .where(JOBS.c.id.in_(_IDS))
+    .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
+)
+_DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))
+
+
+def _build_finish_in_one_statement(preserve_finished: bool) -> sa.TextClause:
+    """PostgreSQL: release the claims still held and finish their jobs in one statement."""
+    finish = (
+        "UPDATE solidq_jobs AS jobs SET finished_at = :now, updated_at = :now FROM released"
+        if preserve_finished
+        else "DELETE FROM solidq_jobs AS jobs USING released"
+    )
+    return sa.text(
+        f"""
+        WITH released AS (
+            DELETE FROM solidq_claimed_executions
+            WHERE process_id = :process_id AND job_id = ANY(:ids)
+            RETURNING job_id
+        )
+        {finish} WHERE jobs.id = released.job_id
+        RETURNING jobs.id
+        """
+    )
+
+
+_FINISH_IN_ONE_STATEMENT = {
+    preserve: _build_finish_in_one_statement(preserve) for preserve in (True, False)
+}

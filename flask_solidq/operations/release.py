@@ -1,0 +1,126 @@
+"""Release: the claims of a stopping or dead process go back to ready, or fail.
+
+A worker that stops gracefully releases the jobs it couldn't finish in time: they go back to
+ready as they are, still holding any concurrency slot they took (they never gave it back).
+The claims of a worker that died (killed, pruned for silence, or gone without a trace) follow
+``SOLIDQ_ON_WORKER_DEATH``: ``"fail"`` keeps each as a failed execution naming the process
+(Solid Queue's behaviour), ``"release"`` runs it again. Either way nothing is lost.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq.operations import finalize
+from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import utcnow
+
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
+
+RELEASE = "release"
+FAIL = "fail"
+
+
+def release_all(engine: sa.Engine, process_ids: t.Collection[int | None]) -> int:
+    """Put every job claimed by ``process_ids`` back to ready; return how many.
+
+    ``None`` in ``process_ids`` stands for claims without a process.
+    """
+    with db.write(engine) as connection:
+        return len(release_claims(connection, process_ids))
+
+
+def fail_all(engine: sa.Engine, process_ids: t.Collection[int | None], error: str) -> int:
+    """Keep every job claimed by ``process_ids`` as a failed execution with ``error``; then
+    release what the jobs held (their concurrency slots). Return how many."""
+    with db.write(engine) as connection:
+        jobs = fail_claims(connection, process_ids, error)
+    controls.finish(engine, jobs)
+    return len(jobs)
+
+
+def handle_lost_claims(
+    engine: sa.Engine, process_ids: t.Collection[int | None], *, policy: str, error: str
+) -> int:
+    """Release or fail (``policy``) the claims of processes that are gone."""
+    if policy == RELEASE:
+        return release_all(engine, process_ids)
+    return fail_all(engine, process_ids, error)
+
+
+def release_claims(
+    connection: sa.Connection, process_ids: t.Collection[int | None]
+) -> list[JobRef]:
+    """In the caller's transaction: move the claims of ``process_ids`` back to ready,
+    bypassing concurrency controls (each job still holds the slot it took)."""
+    jobs = _take_claims(connection, process_ids)
+    if jobs:
+        now = utcnow()
+        connection.execute(
+            READY.insert(),
+            [
+                {
+                    "job_id": job.id,
+                    "queue_name": job.queue_name,
+                    "priority": job.priority,
+                    "created_at": now,
+                }
+                for job in jobs
+            ],
+        )
+    return jobs
+
+
+def fail_claims(
+    connection: sa.Connection, process_ids: t.Collection[int | None], error: str
+) -> list[JobRef]:
+    """In the caller's transaction: keep the claims of ``process_ids`` as failed executions.
+    The caller runs the FINISH hooks (``controls.finish``) after committing."""
+    jobs = _take_claims(connection, process_ids)
+    if jobs:
+        finalize.store_failures(connection, [(job.id, error) for job in jobs], utcnow())
+    return jobs
+
+
+def orphaned_process_ids(engine: sa.Engine) -> list[int | None]:
+    """The process ids of claims whose process row is gone (``None`` for claims without one)."""
+    query = (
+        sa.select(CLAIMED.c.process_id)
+        .where(~sa.exists().where(PROCESSES.c.id == CLAIMED.c.process_id))
+        .distinct()
+    )
+    with db.read(engine) as connection:
+        return list(connection.scalars(query))
+
+
+def _take_claims(connection: sa.Connection, process_ids: t.Collection[int | None]) -> list[JobRef]:
+    """Lock and delete the claims of ``process_ids``; return their jobs."""
+    ids = [process_id for process_id in process_ids if process_id is not None]
+    condition = CLAIMED.c.process_id.in_(ids)
+    if None in process_ids:
+        condition = sa.or_(condition, CLAIMED.c.process_id.is_(None))
+    claims = connection.execute(
+        db.for_update(sa.select(CLAIMED.c.id, CLAIMED.c.job_id).where(condition), skip_locked=False)
+    ).all()
+    if not claims:
+        return []
+    connection.execute(CLAIMED.delete().where(CLAIMED.c.id.in_([claim.id for claim in claims])))
+    rows = connection.execute(
+        sa.select(
+            JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
+        )
+        .where(JOBS.c.id.in_([claim.job_id for claim in claims]))
+        .order_by(JOBS.c.id)
+    ).all()
+    return [
+        JobRef(row.id, row.queue_name, row.priority, row.class_name, row.concurrency_key, None)
+        for row in rows
+    ]
