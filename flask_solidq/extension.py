@@ -14,6 +14,7 @@ from flask_solidq import models
 from flask_solidq.config import load_settings
 from flask_solidq.definitions.function_job import make_job
 from flask_solidq.definitions.job import Job as _Job
+from flask_solidq.operations import queues
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 
@@ -110,6 +111,30 @@ class SolidQ:
         Requires an application context.
         """
         adapters.enqueue_all(list(jobs))
+
+    def pause(self, queue_name: str) -> None:
+        """Pause a queue: workers claim nothing from it until :meth:`resume`, while jobs still
+        enqueue into it. Pausing a paused queue does nothing.
+
+        Requires an application context.
+
+        :raises flask_solidq.PendingMigrations: the queue's tables don't exist yet.
+        """
+        state = get_state()
+        state.check_tables()
+        queues.pause(state.engine, queue_name)
+
+    def resume(self, queue_name: str) -> None:
+        """Let workers claim from a paused queue again. Resuming a running queue does
+        nothing.
+
+        Requires an application context.
+
+        :raises flask_solidq.PendingMigrations: the queue's tables don't exist yet.
+        """
+        state = get_state()
+        state.check_tables()
+        queues.resume(state.engine, queue_name)
 
     @contextlib.contextmanager
     def transaction(self) -> t.Iterator[sa.Connection]:

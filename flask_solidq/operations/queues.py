@@ -1,0 +1,248 @@
+"""Queues: pausing and resuming them, and the read-only figures ``flask solidq status`` shows.
+
+A queue exists only as the ``queue_name`` its jobs carry; pausing one is a row in
+``solidq_pauses``, which workers consult when they claim. The figures come from the execution
+tables, one grouped query per table, so their cost doesn't grow with the number of queues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq.timing import utcnow
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+PAUSES = t.cast(sa.Table, models.Pause.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
+SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
+
+#: The longest queue name the tables take.
+MAX_QUEUE_NAME_LENGTH = 255
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueCounts:
+    """How many jobs of one queue are in each state, how long its oldest ready job has
+    waited (``latency``, in seconds; 0 with none ready) and whether it is paused."""
+
+    queue_name: str
+    ready: int = 0
+    scheduled: int = 0
+    claimed: int = 0
+    blocked: int = 0
+    failed: int = 0
+    finished: int = 0
+    latency: float = 0.0
+    paused: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class FailedJob:
+    """A failed job as status lists it: the error parsed out of its JSON."""
+
+    job_id: int
+    active_job_id: str | None
+    class_name: str
+    queue_name: str
+    error_class: str
+    message: str
+    failed_at: dt.datetime
+
+
+class BlockedCount(t.NamedTuple):
+    """How many jobs wait on one concurrency key."""
+
+    concurrency_key: str
+    size: int
+
+
+class SemaphoreState(t.NamedTuple):
+    """A concurrency key's semaphore: its free slots and when its lease runs out."""
+
+    key: str
+    value: int
+    expires_at: dt.datetime
+
+
+def pause(engine: sa.Engine, queue_name: str) -> bool:
+    """Pause ``queue_name``: workers claim nothing from it until it is resumed; enqueues and
+    dispatching go on. Return whether it was running (pausing a paused queue does nothing).
+
+    :raises TypeError, ValueError: ``queue_name`` isn't a queue name the tables take.
+    """
+    _check_queue_name(queue_name)
+    row = {"queue_name": queue_name, "created_at": utcnow()}
+    with db.write(engine) as connection:
+        # The insert's row count can't tell: PostgreSQL reports -1 for it. So ask first; two
+        # pauses racing may both answer True, and the unique index still keeps one row.
+        was_paused = connection.scalar(
+            sa.select(sa.exists().where(PAUSES.c.queue_name == queue_name))
+        )
+        db.insert_ignoring_duplicates(connection, PAUSES, [row])
+    return not was_paused
+
+
+def resume(engine: sa.Engine, queue_name: str) -> bool:
+    """Let workers claim from ``queue_name`` again. Return whether it was paused (resuming a
+    running queue does nothing)."""
+    with db.write(engine) as connection:
+        deleted = connection.execute(PAUSES.delete().where(PAUSES.c.queue_name == queue_name))
+    return deleted.rowcount > 0
+
+
+def paused_queues(connection: sa.Connection) -> set[str]:
+    """The names of the paused queues."""
+    return set(connection.scalars(sa.select(PAUSES.c.queue_name)))
+
+
+def queue_counts(connection: sa.Connection, now: dt.datetime | None = None) -> list[QueueCounts]:
+    """Every queue that has jobs or is paused, by name, with its jobs counted per state.
+
+    :param now: the time latency is measured to; the current time by default.
+    """
+    now = now or utcnow()
+    ready = _count_by_queue(connection, READY.c.queue_name)
+    scheduled = _count_by_queue(connection, SCHEDULED.c.queue_name)
+    claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED)
+    blocked = _count_by_queue(connection, BLOCKED.c.queue_name)
+    failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
+    finished = _count_by_queue(connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None))
+    oldest_ready = _oldest_ready_by_queue(connection)
+    paused = paused_queues(connection)
+    names = paused.union(ready, scheduled, claimed, blocked, failed, finished)
+    return [
+        QueueCounts(
+            queue_name=name,
+            ready=ready.get(name, 0),
+            scheduled=scheduled.get(name, 0),
+            claimed=claimed.get(name, 0),
+            blocked=blocked.get(name, 0),
+            failed=failed.get(name, 0),
+            finished=finished.get(name, 0),
+            latency=_seconds_since(oldest_ready.get(name), now),
+            paused=name in paused,
+        )
+        for name in sorted(names)
+    ]
+
+
+def _count_by_queue(
+    connection: sa.Connection,
+    queue_column: sa.Column[str],
+    *where: sa.ColumnElement[bool],
+    join: sa.Table | None = None,
+) -> dict[str, int]:
+    """Rows per queue name of ``queue_column``'s table; claimed and failed executions copy no
+    queue name, so they are ``join``-ed to their jobs for it."""
+    source: sa.FromClause = queue_column.table
+    if join is not None:
+        source = join.join(JOBS, JOBS.c.id == join.c.job_id)
+    statement = (
+        sa.select(queue_column, sa.func.count())
+        .select_from(source)
+        .where(*where)
+        .group_by(queue_column)
+    )
+    return {name: int(size) for name, size in connection.execute(statement)}
+
+
+def _oldest_ready_by_queue(connection: sa.Connection) -> dict[str, dt.datetime]:
+    statement = sa.select(READY.c.queue_name, sa.func.min(READY.c.created_at)).group_by(
+        READY.c.queue_name
+    )
+    return {name: oldest for name, oldest in connection.execute(statement)}
+
+
+def _seconds_since(moment: dt.datetime | None, now: dt.datetime) -> float:
+    if moment is None:
+        return 0.0
+    return max(0.0, (now - moment).total_seconds())
+
+
+def process_rows(connection: sa.Connection) -> list[sa.Row[t.Any]]:
+    """The registered processes (kind, name, pid, hostname, last_heartbeat_at, ...), by kind
+    and name."""
+    statement = sa.select(PROCESSES).order_by(PROCESSES.c.kind, PROCESSES.c.name)
+    return list(connection.execute(statement))
+
+
+def failed_jobs(connection: sa.Connection, limit: int = 20) -> list[FailedJob]:
+    """The ``limit`` latest failed jobs, newest first."""
+    statement = (
+        sa.select(
+            JOBS.c.id,
+            JOBS.c.active_job_id,
+            JOBS.c.class_name,
+            JOBS.c.queue_name,
+            FAILED.c.error,
+            FAILED.c.created_at,
+        )
+        .select_from(FAILED.join(JOBS, JOBS.c.id == FAILED.c.job_id))
+        .order_by(FAILED.c.created_at.desc(), FAILED.c.id.desc())
+        .limit(limit)
+    )
+    return [_failed_job(row) for row in connection.execute(statement).mappings()]
+
+
+def _failed_job(row: sa.RowMapping) -> FailedJob:
+    error_class, message = parse_error(row["error"])
+    return FailedJob(
+        job_id=row["id"],
+        active_job_id=row["active_job_id"],
+        class_name=row["class_name"],
+        queue_name=row["queue_name"],
+        error_class=error_class,
+        message=message,
+        failed_at=row["created_at"],
+    )
+
+
+def parse_error(error: str | None) -> tuple[str, str]:
+    """The exception class and message of a failed execution's ``error`` JSON. Text that
+    isn't that JSON (written by hand, or cut short) becomes the message, so status never
+    fails on one bad row."""
+    try:
+        parsed = json.loads(error or "")
+    except ValueError:
+        return "", error or ""
+    if not isinstance(parsed, dict):
+        return "", str(parsed)
+    return str(parsed.get("exception_class") or ""), str(parsed.get("message") or "")
+
+
+def blocked_summary(connection: sa.Connection) -> list[BlockedCount]:
+    """How many jobs wait on each concurrency key, the most crowded first."""
+    size = sa.func.count().label("size")
+    statement = (
+        sa.select(BLOCKED.c.concurrency_key, size)
+        .group_by(BLOCKED.c.concurrency_key)
+        .order_by(size.desc(), BLOCKED.c.concurrency_key)
+    )
+    return [BlockedCount(key, int(count)) for key, count in connection.execute(statement)]
+
+
+def semaphores(connection: sa.Connection) -> list[SemaphoreState]:
+    """Every concurrency key's semaphore, by key."""
+    statement = sa.select(SEMAPHORES.c.key, SEMAPHORES.c.value, SEMAPHORES.c.expires_at).order_by(
+        SEMAPHORES.c.key
+    )
+    return [SemaphoreState(*row) for row in connection.execute(statement)]
+
+
+def _check_queue_name(queue_name: object) -> None:
+    if not isinstance(queue_name, str) or not queue_name.strip():
+        raise TypeError(f"A queue name must be a non-empty string, not {queue_name!r}.")
+    if len(queue_name) > MAX_QUEUE_NAME_LENGTH:
+        raise ValueError(f"A queue name must be at most {MAX_QUEUE_NAME_LENGTH} characters.")

@@ -1,0 +1,2 @@
+"""The processes behind ``flask solidq work``: workers, dispatchers, the scheduler, and the
+supervisor that starts and watches them."""

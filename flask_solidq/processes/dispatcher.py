@@ -1,0 +1,91 @@
+"""The dispatcher: makes due scheduled jobs ready, in batches.
+
+Beyond Solid Queue's fixed poll, it sleeps until the next scheduled job is due when that comes
+before its polling interval, so a job scheduled for 12:00:00.250 is ready then, not at the
+next whole poll; and a job this process schedules wakes it early. A full batch means a backlog:
+the next poll runs at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import typing as t
+
+from flask_solidq.controls import concurrency
+from flask_solidq.operations import dispatch
+from flask_solidq.processes import wakeups
+from flask_solidq.processes.poller import Poller
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+    from flask_solidq.config import DispatcherSettings
+
+
+class Dispatcher(Poller):
+    """A dispatcher process (or thread, in thread mode)."""
+
+    kind = "Dispatcher"
+
+    def __init__(self, app: Flask, dispatcher: DispatcherSettings, **options: t.Any) -> None:
+        super().__init__(app, **options)
+        self.dispatcher = dispatcher
+        self._wake_at: dt.datetime | None = None
+        self._next_maintenance = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def metadata(self) -> dict[str, t.Any]:
+        return {
+            "polling_interval": self.dispatcher.polling_interval,
+            "batch_size": self.dispatcher.batch_size,
+            "concurrency_maintenance_interval": self.dispatcher.concurrency_maintenance_interval,
+        }
+
+    def boot(self) -> None:
+        super().boot()
+        wakeups.listen_scheduled(self._scheduled)
+
+    def shutdown(self) -> None:
+        wakeups.forget(self._scheduled)
+        super().shutdown()
+
+    def poll(self) -> float:
+        self._maintain_concurrency()
+        batch_size = self.dispatcher.batch_size
+        count = dispatch.dispatch_due(
+            self.engine, batch_size, skip_locked=self.settings.use_skip_locked
+        )
+        if count:
+            wakeups.ready()
+        if count >= batch_size:
+            return 0.0
+        return self._delay_until(dispatch.next_due_at(self.engine))
+
+    def _maintain_concurrency(self) -> None:
+        """Every ``concurrency_maintenance_interval`` (and at start): expire semaphores and
+        release blocked jobs their dead holders left stuck."""
+        if not self.dispatcher.concurrency_maintenance or time.monotonic() < self._next_maintenance:
+            return
+        self._next_maintenance = time.monotonic() + self.dispatcher.concurrency_maintenance_interval
+        concurrency.maintain(self.engine, self.dispatcher.batch_size)
+
+    def _delay_until(self, next_due_at: dt.datetime | None) -> float:
+        """Seconds to sleep: until the next job is due, at most the polling interval."""
+        delay = self.dispatcher.polling_interval
+        if next_due_at is not None:
+            delay = min(delay, max(0.0, (next_due_at - utcnow()).total_seconds()))
+        with self._lock:
+            self._wake_at = utcnow() + dt.timedelta(seconds=delay)
+        return delay
+
+    def _scheduled(self, at: dt.datetime) -> None:
+        """A job of this process was scheduled for ``at``: wake up if that's before the time
+        this dispatcher meant to wake."""
+        with self._lock:
+            if self._wake_at is None or at < self._wake_at:
+                self._wake_at = at
+                self.wake_up()

@@ -1,0 +1,88 @@
+"""The finisher: stores the outcomes of a worker's jobs, many per transaction.
+
+Worker threads hand their outcomes over and go back to work at once; the finisher stores
+whatever arrived while its previous transaction committed, in one transaction (a group
+commit). Finishing is what caps a database queue's throughput, and this turns one commit per
+job into one per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq.operations import finalize
+
+if t.TYPE_CHECKING:
+    from flask_solidq.operations.execute import Outcome
+
+logger = logging.getLogger("flask_solidq")
+
+#: The most outcomes stored in one transaction.
+BATCH_SIZE = 500
+
+
+class Finisher:
+    """A thread storing the outcomes handed to :meth:`add` for process ``process_id``."""
+
+    def __init__(
+        self, engine: sa.Engine, process_id: t.Callable[[], int | None], *, preserve_finished: bool
+    ) -> None:
+        self.engine = engine
+        self.process_id = process_id
+        self.preserve_finished = preserve_finished
+        self._pending: list[Outcome] = []
+        self._condition = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="solidq-finisher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, outcome: Outcome) -> None:
+        """Store ``outcome`` soon (any thread)."""
+        with self._condition:
+            self._pending.append(outcome)
+            self._condition.notify()
+
+    def stop(self, timeout: float) -> None:
+        """Store what is pending, trying for up to ``timeout`` seconds, then stop. Outcomes
+        that couldn't be stored leave their claims behind, which the process's shutdown
+        releases: their jobs run again rather than being lost."""
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        failures = 0
+        while True:
+            with self._condition:
+                while not self._pending and not self._stopping:
+                    self._condition.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending[:BATCH_SIZE], self._pending[BATCH_SIZE:]
+            try:
+                self._store(batch)
+                failures = 0
+            except Exception:  # the database failed: keep the outcomes and try again
+                failures += 1
+                logger.exception("SolidQ couldn't store %s job outcomes; trying again", len(batch))
+                with self._condition:
+                    self._pending[:0] = batch
+                    if self._stopping and failures >= 3:
+                        return
+                time.sleep(min(5.0, 0.1 * 2**failures))
+
+    def _store(self, batch: list[Outcome]) -> None:
+        process_id = self.process_id()
+        if process_id is None:  # pruned: our claims were failed or released by someone else
+            return
+        finalize.finalize_all(
+            self.engine, process_id, batch, preserve_finished=self.preserve_finished
+        )

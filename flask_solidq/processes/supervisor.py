@@ -1,0 +1,331 @@
+"""The supervisor: starts the configured processes, watches them, replaces those that die,
+prunes processes gone silent anywhere, and stops everything on TERM, INT or QUIT.
+
+Fork mode (the default) runs each worker (times its ``processes``), dispatcher and scheduler
+as an OS process of its own; thread mode runs them all as threads of this process, for
+development and tests. The supervisor keeps no threads of its own in fork mode (it heartbeats
+and prunes from its loop), so forking never copies a lock held by another thread.
+
+* TERM / INT: stop gracefully. Workers stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT``
+  for running jobs and release the rest back to ready; then everyone deregisters.
+* QUIT: stop at once. The claims of processes that had no time to clean up are released.
+* A child that exits unexpectedly is replaced, after its claims follow
+  ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import threading
+import time
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq.operations import processes as registry
+from flask_solidq.operations import release
+from flask_solidq.processes.base import Runnable
+from flask_solidq.processes.interrupts import GRACEFUL
+from flask_solidq.processes.interrupts import Interrupts
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+logger = logging.getLogger("flask_solidq")
+
+#: Seconds between the supervisor's checks of its children.
+SUPERVISE_INTERVAL = 0.5
+#: Seconds, beyond the shutdown timeout, children get to clean up before they are QUIT.
+CLEANUP_GRACE = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RunnerSpec:
+    """One process the supervisor keeps running: how to build it, and a label for logs."""
+
+    label: str
+    build: t.Callable[[Flask, int | None], Runnable]
+
+
+class Supervisor(Runnable):
+    """The base of both modes: registration, maintenance, the supervise loop."""
+
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
+        super().__init__(app)
+        self.specs = list(specs)
+        self.interrupts = Interrupts()
+        self._next_heartbeat = 0.0
+        self._next_prune = 0.0
+        self._stop_now = False
+
+    @property
+    def metadata(self) -> dict[str, t.Any]:
+        return {"runners": ",".join(spec.label for spec in self.specs)}
+
+    def run(self) -> None:
+        """Supervise until stopped; in the main thread (it installs signal handlers)."""
+        with self.app.app_context():
+            self.interrupts.install()
+            try:
+                self.boot()
+                self.handle_orphaned_claims()
+                self.maintain()
+                for spec in self.specs:
+                    self.start_runner(spec)
+                self.loop()
+            finally:
+                self.stop_runners(immediately=self._stop_now)
+                self.shutdown()
+                self.interrupts.restore()
+
+    def boot(self) -> None:
+        # No heartbeat thread (see the module docstring): the loop heartbeats.
+        self.register()
+        logger.info(
+            "SolidQ started %s %s (pid %s) %s",
+            self.kind,
+            self.name,
+            self.pid,
+            self.metadata["runners"],
+        )
+
+    def shutdown(self) -> None:
+        self.release_supervisees()
+        self.deregister()
+        logger.info("SolidQ stopped %s %s (pid %s)", self.kind, self.name, self.pid)
+
+    def loop(self) -> None:
+        while not self.stopping:
+            for signum in self.interrupts.wait(SUPERVISE_INTERVAL):
+                self._stop_now = signum not in GRACEFUL
+                logger.info("SolidQ %s received %s", self.name, signal.Signals(signum).name)
+                self.stop()
+            if not self.stopping:
+                self.check_runners()
+                self.maintain()
+
+    def stop(self) -> None:
+        super().stop()
+        self.interrupts.wake()
+
+    def maintain(self) -> None:
+        """Heartbeat, and prune processes silent past the threshold, when each is due."""
+        now = time.monotonic()
+        try:
+            if now >= self._next_heartbeat:
+                self._next_heartbeat = now + self.settings.process_heartbeat_interval
+                self.heartbeat()
+            if now >= self._next_prune:
+                self._next_prune = now + min(
+                    self.settings.process_heartbeat_interval, self.settings.process_alive_threshold
+                )
+                for row in registry.prune_dead(
+                    self.engine,
+                    threshold=self.settings.process_alive_threshold,
+                    exclude=self.process_id,
+                    policy=self.settings.on_worker_death,
+                ):
+                    logger.warning(
+                        "SolidQ pruned %s %s (pid %s on %s)",
+                        row.kind,
+                        row.name,
+                        row.pid,
+                        row.hostname,
+                    )
+        except sa.exc.SQLAlchemyError:
+            logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
+
+    def handle_orphaned_claims(self) -> None:
+        """Claims whose process row no longer exists (its process was deleted by hand, or
+        died before any supervisor noticed) follow ``SOLIDQ_ON_WORKER_DEATH``."""
+        for process_id in release.orphaned_process_ids(self.engine):
+            count = release.handle_lost_claims(
+                self.engine,
+                [process_id],
+                policy=self.settings.on_worker_death,
+                error=registry.missing_error(process_id),
+            )
+            logger.warning("SolidQ handled %s claims of missing process %s", count, process_id)
+
+    def release_supervisees(self) -> None:
+        """Release the claims of this supervisor's processes that didn't deregister (quit or
+        killed while stopping) and delete their rows: their jobs run again."""
+        if self.process_id is None:
+            return
+        try:
+            for row in registry.supervisees(self.engine, self.process_id):
+                registry.remove(self.engine, row, policy=release.RELEASE, error="")
+        except sa.exc.SQLAlchemyError:
+            logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
+
+    def handle_unexpected_exit(
+        self, is_runner: t.Callable[[registry.ProcessRow], bool], label: str, description: str
+    ) -> None:
+        """A runner died on its own: the claims of its row (if it is still registered)
+        follow ``SOLIDQ_ON_WORKER_DEATH``, and the row goes."""
+        logger.warning("SolidQ %s %s; replacing it", label, description)
+        if self.process_id is None:
+            return
+        try:
+            for row in registry.supervisees(self.engine, self.process_id):
+                if is_runner(row):
+                    error = registry.exit_error(row, description)
+                    registry.remove(
+                        self.engine, row, policy=self.settings.on_worker_death, error=error
+                    )
+        except sa.exc.SQLAlchemyError:
+            logger.warning("SolidQ couldn't handle the claims of a dead runner", exc_info=True)
+
+    def start_runner(self, spec: RunnerSpec) -> None:
+        raise NotImplementedError
+
+    def check_runners(self) -> None:
+        raise NotImplementedError
+
+    def stop_runners(self, *, immediately: bool) -> None:
+        raise NotImplementedError
+
+
+class ForkSupervisor(Supervisor):
+    """Runs each runner in a forked child process."""
+
+    kind = "Supervisor(fork)"
+
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
+        super().__init__(app, specs)
+        self.children: dict[int, RunnerSpec] = {}
+
+    def start_runner(self, spec: RunnerSpec) -> None:
+        # Close the pooled connections first: a forked child must never share one.
+        for engine in self._engines():
+            engine.dispose()
+        pid = os.fork()
+        if pid == 0:
+            self._run_child(spec)
+        self.children[pid] = spec
+
+    def _engines(self) -> set[sa.Engine]:
+        return {self.engine, *self.state.sqlalchemy.engines.values()}
+
+    def _run_child(self, spec: RunnerSpec) -> t.NoReturn:
+        code = 1
+        try:
+            self.interrupts.restore()
+            for engine in self._engines():
+                # Connections opened before the fork belong to the parent: a child that used
+                # them would garble both sides' conversations with the server.
+                engine.dispose(close=False)
+            runner = spec.build(self.app, self.process_id)
+            runner.parent_pid = self.pid  # type: ignore[attr-defined]
+            signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+            signal.signal(signal.SIGINT, lambda *_: runner.stop())
+            signal.signal(signal.SIGQUIT, lambda *_: os._exit(1))
+            runner.run()
+            code = 0
+        except BaseException:  # noqa: BLE001 - a child reports and exits, whatever happened
+            logger.exception("SolidQ %s failed", spec.label)
+        finally:
+            logging.shutdown()
+            os._exit(code)
+
+    def check_runners(self) -> None:
+        for pid, status in self._reap():
+            spec = self.children.pop(pid, None)
+            if spec is None:
+                continue
+            self.handle_unexpected_exit(
+                lambda row, pid=pid: row.pid == pid,
+                f"{spec.label} (pid {pid})",
+                _describe_status(status),
+            )
+            self.start_runner(spec)
+
+    def stop_runners(self, *, immediately: bool) -> None:
+        if immediately:
+            self._signal_children(signal.SIGQUIT)
+            self._wait_for_children(2.0)
+        else:
+            self._signal_children(signal.SIGTERM)
+            if not self._wait_for_children(self.settings.shutdown_timeout + CLEANUP_GRACE):
+                logger.warning("SolidQ shutdown timeout exceeded; quitting the remaining processes")
+                self._signal_children(signal.SIGQUIT)
+                self._wait_for_children(2.0)
+        self._signal_children(signal.SIGKILL)
+        self._wait_for_children(2.0)
+
+    def _signal_children(self, signum: int) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                self.children.pop(pid, None)
+
+    def _wait_for_children(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.children and time.monotonic() < deadline:
+            for pid, _status in self._reap():
+                self.children.pop(pid, None)
+            time.sleep(0.05)
+        return not self.children
+
+    def _reap(self) -> list[tuple[int, int]]:
+        reaped = []
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return reaped
+            if pid == 0:
+                return reaped
+            reaped.append((pid, status))
+
+
+class ThreadSupervisor(Supervisor):
+    """Runs every runner as a thread of this process."""
+
+    kind = "Supervisor(thread)"
+
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
+        super().__init__(app, specs)
+        self.runners: dict[threading.Thread, tuple[RunnerSpec, Runnable]] = {}
+
+    def start_runner(self, spec: RunnerSpec) -> None:
+        runner = spec.build(self.app, self.process_id)
+        thread = threading.Thread(
+            target=self._run_runner, args=(runner,), name=f"solidq-{spec.label}", daemon=True
+        )
+        self.runners[thread] = (spec, runner)
+        thread.start()
+
+    def _run_runner(self, runner: Runnable) -> None:
+        try:
+            runner.run()
+        except Exception:
+            logger.exception("SolidQ %s %s failed", runner.kind, runner.name)
+
+    def check_runners(self) -> None:
+        for thread, (spec, runner) in list(self.runners.items()):
+            if not thread.is_alive():
+                del self.runners[thread]
+                self.handle_unexpected_exit(
+                    lambda row, runner=runner: row.id == runner.process_id, spec.label, "stopped"
+                )
+                self.start_runner(spec)
+
+    def stop_runners(self, *, immediately: bool) -> None:
+        for _spec, runner in self.runners.values():
+            runner.stop()
+        timeout = 0.0 if immediately else self.settings.shutdown_timeout + CLEANUP_GRACE
+        deadline = time.monotonic() + timeout
+        for thread in self.runners:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.runners.clear()
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"

@@ -1,0 +1,100 @@
+"""The worker: claims ready jobs for its idle threads and performs them.
+
+Each poll claims at most as many jobs as it has idle threads, in one transaction per queue,
+and hands them to the pool; the outcomes go to the finisher. A thread that frees wakes the
+worker at once, so a busy worker claims again as soon as it can, and an idle one polls every
+``polling_interval``.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from flask_solidq.operations import claim as claim_operation
+from flask_solidq.operations import execute
+from flask_solidq.operations import release
+from flask_solidq.processes import wakeups
+from flask_solidq.processes.finisher import Finisher
+from flask_solidq.processes.poller import Poller
+from flask_solidq.processes.pool import Pool
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+    from flask_solidq.config import WorkerSettings
+    from flask_solidq.operations.claim import ClaimedJob
+
+#: How long a worker with no idle thread sleeps: a thread that frees wakes it anyway.
+BUSY_SLEEP = 600.0
+
+
+class Worker(Poller):
+    """A worker process (or thread, in thread mode)."""
+
+    kind = "Worker"
+
+    def __init__(self, app: Flask, worker: WorkerSettings, **options: t.Any) -> None:
+        super().__init__(app, **options)
+        self.worker = worker
+        self.selector = claim_operation.QueueSelector(worker.queues)
+        self.pool: Pool | None = None
+        self.finisher: Finisher | None = None
+
+    @property
+    def metadata(self) -> dict[str, t.Any]:
+        return {
+            "queues": ",".join(self.worker.queues),
+            "threads": self.worker.threads,
+            "polling_interval": self.worker.polling_interval,
+        }
+
+    def boot(self) -> None:
+        super().boot()
+        self.pool = Pool(self.worker.threads, on_idle=self.wake_up, name=f"{self.name}-thread")
+        self.finisher = Finisher(
+            self.engine,
+            lambda: self.process_id,
+            preserve_finished=self.settings.preserve_finished_jobs,
+        )
+        self.finisher.start()
+        wakeups.listen_ready(self.wake_up)
+
+    def poll(self) -> float:
+        pool = t.cast(Pool, self.pool)
+        idle = pool.idle_threads
+        if idle and self.process_id is not None:
+            jobs = claim_operation.claim(
+                self.engine,
+                self.selector,
+                idle,
+                self.process_id,
+                skip_locked=self.settings.use_skip_locked,
+            )
+            for job in jobs:
+                pool.post(self._perform, job)
+        return self.worker.polling_interval if pool.idle_threads else BUSY_SLEEP
+
+    def _perform(self, job: ClaimedJob) -> None:
+        """Perform one claimed job on a pool thread; hand its outcome to the finisher."""
+        try:
+            with self.app.app_context():
+                outcome = execute.perform(job)
+        except BaseException as error:  # SystemExit or the like from a job: keep it as failed
+            outcome = execute.Outcome(
+                job, execute.OutcomeKind.FAILED, error=execute.error_json(error)
+            )
+        t.cast(Finisher, self.finisher).add(outcome)
+
+    def shutdown(self) -> None:
+        """Stop claiming, give running jobs ``SOLIDQ_SHUTDOWN_TIMEOUT`` to finish, store their
+        outcomes, release the claims of jobs still running, then deregister."""
+        self._stopping.set()
+        wakeups.forget(self.wake_up)
+        timeout = self.settings.shutdown_timeout
+        if self.pool is not None:
+            self.pool.shutdown(timeout)
+        if self.finisher is not None:
+            self.finisher.stop(timeout=max(timeout, 5.0))
+        if self.process_id is not None:
+            release.release_all(self.engine, [self.process_id])
+        super().shutdown()

@@ -1,0 +1,182 @@
+"""The text ``flask solidq status`` prints: plain functions from the figures
+:mod:`flask_solidq.operations.queues` reads to aligned tables, so the command stays a few lines
+and tests can read what it would print."""
+
+from __future__ import annotations
+
+import typing as t
+
+from flask_solidq.operations import queues
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    import datetime as dt
+
+    import sqlalchemy as sa
+
+#: The longest error message a failed job's line shows; the dashboard has the rest.
+MESSAGE_WIDTH = 60
+
+QUEUE_HEADERS = (
+    "QUEUE",
+    "READY",
+    "SCHEDULED",
+    "CLAIMED",
+    "BLOCKED",
+    "FAILED",
+    "FINISHED",
+    "LATENCY",
+    "PAUSED",
+)
+
+
+def render_status(
+    connection: sa.Connection, now: dt.datetime | None = None, failed_limit: int = 20
+) -> str:
+    """The whole status report: queues, processes, the latest failed jobs, and blocked jobs
+    and semaphores when there are any. Reads in ``connection``'s transaction, so the figures
+    agree with each other."""
+    now = now or utcnow()
+    sections = [
+        render_queues(queues.queue_counts(connection, now)),
+        render_processes(queues.process_rows(connection), now),
+        render_failed_jobs(queues.failed_jobs(connection, limit=failed_limit), now),
+    ]
+    blocked = queues.blocked_summary(connection)
+    if blocked:
+        sections.append(render_blocked(blocked))
+    semaphores = queues.semaphores(connection)
+    if semaphores:
+        sections.append(render_semaphores(semaphores, now))
+    return "\n\n".join(sections)
+
+
+def render_queues(counts: t.Sequence[queues.QueueCounts]) -> str:
+    """Each queue's jobs per state, its latency and whether it is paused."""
+    if not counts:
+        return "Queues: none yet (no jobs, no pauses)."
+    rows = [
+        [
+            queue.queue_name,
+            *(str(size) for size in _state_sizes(queue)),
+            format_duration(queue.latency) if queue.ready else "-",
+            "paused" if queue.paused else "",
+        ]
+        for queue in counts
+    ]
+    return "Queues\n" + format_table(QUEUE_HEADERS, rows, right=range(1, 8))
+
+
+def _state_sizes(queue: queues.QueueCounts) -> tuple[int, ...]:
+    return (
+        queue.ready,
+        queue.scheduled,
+        queue.claimed,
+        queue.blocked,
+        queue.failed,
+        queue.finished,
+    )
+
+
+def render_processes(rows: t.Sequence[t.Any], now: dt.datetime) -> str:
+    """Each registered process and how long ago it last heartbeat."""
+    if not rows:
+        return "Processes: none running."
+    table = [
+        [
+            row.kind,
+            row.name,
+            str(row.pid),
+            row.hostname or "",
+            format_age(row.last_heartbeat_at, now),
+        ]
+        for row in rows
+    ]
+    headers = ["KIND", "NAME", "PID", "HOSTNAME", "HEARTBEAT"]
+    return "Processes\n" + format_table(headers, table, right={2})
+
+
+def render_failed_jobs(failed: t.Sequence[queues.FailedJob], now: dt.datetime) -> str:
+    """The latest failed jobs, newest first, each with its error's class and first line."""
+    if not failed:
+        return "Failed jobs: none."
+    rows = [
+        [
+            str(job.job_id),
+            job.class_name,
+            job.queue_name,
+            _error_summary(job),
+            format_age(job.failed_at, now),
+        ]
+        for job in failed
+    ]
+    headers = ["JOB", "CLASS", "QUEUE", "ERROR", "FAILED"]
+    return f"Failed jobs (latest {len(failed)})\n" + format_table(headers, rows, right={0})
+
+
+def _error_summary(job: queues.FailedJob) -> str:
+    lines = job.message.strip().splitlines()
+    message = lines[0] if lines else ""
+    if len(message) > MESSAGE_WIDTH:
+        message = message[: MESSAGE_WIDTH - 3] + "..."
+    if job.error_class and message:
+        return f"{job.error_class}: {message}"
+    return job.error_class or message
+
+
+def render_blocked(blocked: t.Sequence[queues.BlockedCount]) -> str:
+    """How many jobs wait on each concurrency key."""
+    rows = [[entry.concurrency_key, str(entry.size)] for entry in blocked]
+    return "Blocked jobs\n" + format_table(["CONCURRENCY KEY", "JOBS"], rows, right={1})
+
+
+def render_semaphores(semaphores: t.Sequence[queues.SemaphoreState], now: dt.datetime) -> str:
+    """Each concurrency key's free slots and when its lease runs out."""
+    rows = [
+        [entry.key, str(entry.value), format_expiry(entry.expires_at, now)] for entry in semaphores
+    ]
+    return "Semaphores\n" + format_table(["KEY", "FREE", "EXPIRES"], rows, right={1})
+
+
+def format_table(
+    headers: t.Sequence[str], rows: t.Sequence[t.Sequence[str]], right: t.Container[int] = ()
+) -> str:
+    """An indented table whose columns line up; the columns in ``right`` (numbers) align
+    right. Trailing spaces are trimmed."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = []
+    for cells in (headers, *rows):
+        padded = [
+            cell.rjust(width) if index in right else cell.ljust(width)
+            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ]
+        lines.append(("  " + "  ".join(padded)).rstrip())
+    return "\n".join(lines)
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: ``45s``, ``3m05s``, ``2h10m``, ``4d03h``."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, seconds_left = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds_left:02d}s"
+    hours, minutes_left = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes_left:02d}m"
+    days, hours_left = divmod(hours, 24)
+    return f"{days}d{hours_left:02d}h"
+
+
+def format_age(moment: dt.datetime, now: dt.datetime) -> str:
+    """How long ago ``moment`` was: ``12s ago``."""
+    return f"{format_duration(max(0.0, (now - moment).total_seconds()))} ago"
+
+
+def format_expiry(moment: dt.datetime, now: dt.datetime) -> str:
+    """When a lease runs out: ``in 4m10s``, or ``expired 12s ago``."""
+    remaining = (moment - now).total_seconds()
+    if remaining >= 0:
+        return f"in {format_duration(remaining)}"
+    return f"expired {format_duration(-remaining)} ago"
