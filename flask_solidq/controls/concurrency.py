@@ -11,17 +11,33 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
+import logging
 import typing as t
 
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import errors
 from flask_solidq import keys
+from flask_solidq import models
 from flask_solidq.controls import options
+from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import registry
+from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
 
 DEFAULT_DURATION = 180.0
+
+logger = logging.getLogger("flask_solidq")
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
 
 
 class OnConflict(str, enum.Enum):
@@ -129,13 +145,127 @@ def check_combinations(job_class: type) -> None:
 
 
 class ConcurrencyControl(Control):
-    """The hooks of ``limits_concurrency``."""
+    """The hooks of ``limits_concurrency``: the key at enqueue, a slot (or blocking, or
+    discarding) when the job becomes ready, the slot back when it leaves its claim."""
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
         row["concurrency_key"] = type(job).concurrency_key_for(*job.arguments, **job.kwargs)
 
     def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
         return row["concurrency_key"] is not None
+
+    def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> list[JobRef]:
+        """Give each limited job a slot, or block it, or discard it (``on_conflict``).
+
+        Semaphores are locked in key order, so two transactions that both touch keys a and b
+        always lock a first and can't deadlock each other.
+        """
+        if not any(job.concurrency_key for job in jobs):
+            return jobs
+        now = utcnow()
+        held_back: set[int] = set()
+        for job in sorted(jobs, key=lambda job: (job.concurrency_key or "", job.id)):
+            limit = limit_of(connection, job)
+            if limit is None or semaphores.wait(
+                connection, t.cast(str, job.concurrency_key), limit.to, limit.duration, now
+            ):
+                continue
+            held_back.add(job.id)
+            if limit.on_conflict is OnConflict.DISCARD:
+                connection.execute(JOBS.delete().where(JOBS.c.id == job.id))
+            else:
+                expires_at = now + dt.timedelta(seconds=limit.duration)
+                semaphores.block(
+                    connection,
+                    job.id,
+                    job.queue_name,
+                    job.priority,
+                    t.cast(str, job.concurrency_key),
+                    expires_at,
+                )
+        return [job for job in jobs if job.id not in held_back]
+
+    def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
+        """Give each job's slot back, then let the next blocked job of its key take it.
+
+        After the outcome's own transaction: a failure here can't undo a finished job, and the
+        dispatcher's maintenance frees what a failure left behind.
+        """
+        for job in sorted(jobs, key=lambda job: (job.concurrency_key or "", job.id)):
+            if job.concurrency_key is None:
+                continue
+            try:
+                self._signal(engine, job)
+            except sa.exc.SQLAlchemyError:
+                logger.warning(
+                    "SolidQ couldn't release the slot of %s", job.concurrency_key, exc_info=True
+                )
+
+    def _signal(self, engine: sa.Engine, job: JobRef) -> None:
+        key = t.cast(str, job.concurrency_key)
+        with db.write(engine) as connection:
+            limit = limit_of(connection, job)
+            if limit is None:
+                return
+            signalled = semaphores.signal(connection, key, limit.to, limit.duration, utcnow())
+        if signalled:
+            db.retrying_deadlocks(
+                lambda: semaphores.release_one(engine, key, limit.to, limit.duration)
+            )
+
+
+def limit_of(connection: sa.Connection, job: JobRef) -> ConcurrencyLimit | None:
+    """The concurrency limit the job's definition declares now; None when it declares none
+    or can't be loaded (then the job isn't limited, as in Solid Queue)."""
+    try:
+        definition = registry.lookup(job.class_name, _import_path(connection, job))
+    except errors.JobNotFound:
+        return None
+    return definition._concurrency_limit
+
+
+def _import_path(connection: sa.Connection, job: JobRef) -> str | None:
+    """The stored import path of the job's definition, read only when this process hasn't
+    registered the definition yet."""
+    if registry.is_registered(job.class_name):
+        return None
+    payload = connection.scalar(sa.select(JOBS.c.arguments).where(JOBS.c.id == job.id))
+    try:
+        return t.cast("str | None", json.loads(payload or "{}").get("job"))
+    except ValueError:
+        return None
+
+
+def maintain(engine: sa.Engine, batch_size: int) -> None:
+    """The dispatcher's failsafe for holders that died without giving their slot back: delete
+    expired semaphores, then release a blocked job of each key left with a free slot."""
+    semaphores.expire_all(engine, batch_size)
+    for key in semaphores.releasable_keys(engine, batch_size):
+        job = _blocked_job_of(engine, key)
+        if job is None:
+            continue
+        with db.read(engine) as connection:
+            limit = limit_of(connection, job)
+        to, duration = (limit.to, limit.duration) if limit else (1, DEFAULT_DURATION)
+        db.retrying_deadlocks(
+            lambda key=key, to=to, duration=duration: semaphores.release_one(
+                engine, key, to, duration
+            )
+        )
+
+
+def _blocked_job_of(engine: sa.Engine, key: str) -> JobRef | None:
+    query = (
+        sa.select(
+            JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
+        )
+        .join(BLOCKED, BLOCKED.c.job_id == JOBS.c.id)
+        .where(BLOCKED.c.concurrency_key == key)
+        .limit(1)
+    )
+    with db.read(engine) as connection:
+        row = connection.execute(query).first()
+    return None if row is None else JobRef(*row, scheduled_at=None)
 
 
 CONTROL = ConcurrencyControl()

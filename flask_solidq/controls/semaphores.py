@@ -1,0 +1,191 @@
+"""Semaphores: the concurrency limit's rows, and moving blocked jobs to ready.
+
+One row per concurrency key; ``value`` counts its free slots (the limit itself lives in the
+job's declaration). ``wait`` takes a slot and ``signal`` gives one back, each inside the
+caller's transaction; the semaphore's row lock is what keeps a job that is being blocked and a
+job that is finishing from missing each other (Solid Queue issue #456): the finishing job's
+signal waits for the blocking transaction to commit, and then finds the blocked job.
+
+``expires_at`` is a lease: every wait and signal pushes it to now + duration, and a semaphore
+whose holders all died stops counting once it expires (the dispatcher's maintenance deletes
+it and releases the blocked jobs of its key).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq import signals
+from flask_solidq.timing import utcnow
+
+SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+
+_LOCK = db.for_update(
+    sa.select(SEMAPHORES.c.value).where(SEMAPHORES.c.key == sa.bindparam("semaphore_key")),
+    skip_locked=False,
+)
+_TAKE = (
+    SEMAPHORES.update()
+    .where(SEMAPHORES.c.key == sa.bindparam("semaphore_key"), SEMAPHORES.c.value > 0)
+    .values(
+        value=SEMAPHORES.c.value - 1,
+        expires_at=sa.bindparam("expires_at"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+_GIVE = (
+    SEMAPHORES.update()
+    .where(
+        SEMAPHORES.c.key == sa.bindparam("semaphore_key"),
+        SEMAPHORES.c.value < sa.bindparam("semaphore_limit"),
+    )
+    .values(
+        value=SEMAPHORES.c.value + 1,
+        expires_at=sa.bindparam("expires_at"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+def wait(
+    connection: sa.Connection, key: str, limit: int, duration: float, now: dt.datetime
+) -> bool:
+    """Take a slot of ``key``'s semaphore, creating it if missing; return whether one was free.
+
+    Locks the semaphore's row until the caller's transaction ends.
+    """
+    expires_at = now + dt.timedelta(seconds=duration)
+    value = connection.scalar(_LOCK, {"semaphore_key": key})
+    if value is None:
+        row = {
+            "key": key,
+            "value": limit - 1,
+            "expires_at": expires_at,
+            "created_at": now,
+            "updated_at": now,
+        }
+        if db.insert_ignoring_duplicates(connection, SEMAPHORES, [row]):
+            return True
+        if limit == 1:  # another transaction created it, taking the only slot
+            return False
+        value = connection.scalar(_LOCK, {"semaphore_key": key})
+    if not value or value <= 0:
+        return False
+    result = connection.execute(_TAKE, {"semaphore_key": key, "expires_at": expires_at, "now": now})
+    return bool(result.rowcount)
+
+
+def signal(
+    connection: sa.Connection, key: str, limit: int, duration: float, now: dt.datetime
+) -> bool:
+    """Give a slot of ``key``'s semaphore back; return whether there was a semaphore below its
+    limit to give it to (an expired, deleted one can't take it: maintenance unblocks instead)."""
+    expires_at = now + dt.timedelta(seconds=duration)
+    result = connection.execute(
+        _GIVE,
+        {"semaphore_key": key, "semaphore_limit": limit, "expires_at": expires_at, "now": now},
+    )
+    return bool(result.rowcount)
+
+
+def block(
+    connection: sa.Connection,
+    job_id: int,
+    queue_name: str,
+    priority: int,
+    key: str,
+    expires_at: dt.datetime,
+) -> None:
+    """Make a job wait for a slot of ``key``, as a blocked execution."""
+    connection.execute(
+        BLOCKED.insert(),
+        {
+            "job_id": job_id,
+            "queue_name": queue_name,
+            "priority": priority,
+            "concurrency_key": key,
+            "expires_at": expires_at,
+            "created_at": utcnow(),
+        },
+    )
+
+
+def release_one(engine: sa.Engine, key: str, limit: int, duration: float) -> int | None:
+    """Move the next blocked job of ``key`` (by priority, then id) to ready if it gets a slot;
+    return its id. Its own transaction; sends ``release_blocked``."""
+    with db.write(engine) as connection:
+        blocked = connection.execute(_NEXT_BLOCKED, {"semaphore_key": key}).first()
+        if blocked is None:
+            return None
+        now = utcnow()
+        released = wait(connection, key, limit, duration, now)
+        if released:
+            connection.execute(
+                READY.insert(),
+                {
+                    "job_id": blocked.job_id,
+                    "queue_name": blocked.queue_name,
+                    "priority": blocked.priority,
+                    "created_at": now,
+                },
+            )
+            connection.execute(BLOCKED.delete().where(BLOCKED.c.id == blocked.id))
+    signals.release_blocked.send(
+        None, job_id=blocked.job_id, concurrency_key=key, released=released
+    )
+    return blocked.job_id if released else None
+
+
+def expire_all(engine: sa.Engine, batch_size: int) -> int:
+    """Delete expired semaphores in batches; return how many."""
+    deleted = 0
+    while True:
+        with db.write(engine) as connection:
+            ids = list(
+                connection.scalars(
+                    sa.select(SEMAPHORES.c.id)
+                    .where(SEMAPHORES.c.expires_at < utcnow())
+                    .limit(batch_size)
+                )
+            )
+            if ids:
+                connection.execute(SEMAPHORES.delete().where(SEMAPHORES.c.id.in_(ids)))
+        deleted += len(ids)
+        if len(ids) < batch_size:
+            return deleted
+
+
+def releasable_keys(engine: sa.Engine, batch_size: int) -> list[str]:
+    """Keys with blocked jobs past their expiry whose semaphore is gone or has a free slot:
+    what a dead holder left stuck."""
+    now = utcnow()
+    query = (
+        sa.select(BLOCKED.c.concurrency_key)
+        .where(BLOCKED.c.expires_at < now)
+        .where(
+            ~sa.exists().where(
+                SEMAPHORES.c.key == BLOCKED.c.concurrency_key, SEMAPHORES.c.value <= 0
+            )
+        )
+        .distinct()
+        .order_by(BLOCKED.c.concurrency_key)
+        .limit(batch_size)
+    )
+    with db.read(engine) as connection:
+        return list(connection.scalars(query))
+
+
+_NEXT_BLOCKED = db.for_update(
+    sa.select(BLOCKED.c.id, BLOCKED.c.job_id, BLOCKED.c.queue_name, BLOCKED.c.priority)
+    .where(BLOCKED.c.concurrency_key == sa.bindparam("semaphore_key"))
+    .order_by(BLOCKED.c.priority, BLOCKED.c.job_id)
+    .limit(1),
+    skip_locked=True,
+)
