@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import flask_migrate
 import sqlalchemy as sa
 
@@ -9,9 +12,25 @@ from example_app.app import create_app
 from flask_solidq import models
 
 
+@contextlib.contextmanager
+def loggers_kept_enabled():
+    """Alembic's env.py runs logging.config.fileConfig, which disables every logger that
+    exists; put them back so later tests still see their logs."""
+    enabled = [
+        logger
+        for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger) and not logger.disabled
+    ]
+    try:
+        yield
+    finally:
+        for logger in enabled:
+            logger.disabled = False
+
+
 def test_the_example_app_migrates_and_enqueues_from_its_page(tmp_path):
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
-    with app.app_context():
+    with app.app_context(), loggers_kept_enabled():
         flask_migrate.upgrade()
     client = app.test_client()
 

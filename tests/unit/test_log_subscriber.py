@@ -1,0 +1,171 @@
+"""The log subscriber: one line per signal, at the right level, never with arguments, and
+nothing built when the level is off."""
+
+from __future__ import annotations
+
+import logging
+import typing as t
+
+import blinker
+import pytest
+
+from flask_solidq import CoalesceStatus
+from flask_solidq import log_subscriber
+from flask_solidq import signals
+from tests import jobs
+
+LOGGER = "flask_solidq"
+
+
+class Boom(Exception):
+    pass
+
+
+class Untouchable:
+    """A job whose every attribute raises: a receiver that formats it fails the test."""
+
+    def __getattr__(self, name: str) -> t.Any:
+        raise AssertionError(f"the receiver read job.{name} with the level off")
+
+
+@pytest.fixture(autouse=True)
+def subscriber() -> t.Iterator[None]:
+    log_subscriber.connect()
+    yield
+    log_subscriber.disconnect()
+
+
+def messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(record.levelno, record.getMessage()) for record in caplog.records]
+
+
+def test_connect_subscribes_to_every_signal():
+    named = [value for value in vars(signals).values() if isinstance(value, blinker.NamedSignal)]
+
+    assert len(named) == 10
+    assert all(signal.receivers for signal in named)
+
+
+def test_an_enqueue_logs_the_job_name_ids_and_queue_at_debug(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    job = jobs.store_result.new("secret argument")
+    job.provider_job_id = 41
+
+    signals.enqueue.send(type(job), job=job)
+
+    assert messages(caplog) == [
+        (
+            logging.DEBUG,
+            f'SolidQ Enqueue job: "store_result", job_id: "{job.job_id}", provider_job_id: 41,'
+            ' queue: "default"',
+        )
+    ]
+    assert "secret" not in caplog.text
+
+
+def test_a_retry_names_the_error_class_and_the_wait(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    job = jobs.StoreResultJob.new(1)
+
+    signals.retry.send(type(job), job=job, error=Boom("with private detail"), wait=3.0)
+
+    ((level, message),) = messages(caplog)
+    assert level == logging.DEBUG
+    assert message.startswith('SolidQ Retry job: "StoreResultJob"')
+    assert message.endswith(f'queue: "results", error: "{__name__}.Boom", wait: 3.0')
+    assert "private detail" not in message
+
+
+def test_a_failure_logs_at_warning_even_without_a_loaded_job(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+
+    signals.fail.send(None, job=None, error=ValueError("x"), provider_job_id=9)
+
+    assert messages(caplog) == [
+        (logging.WARNING, 'SolidQ Fail provider_job_id: 9, error: "ValueError"')
+    ]
+
+
+def test_a_dropped_collected_call_logs_at_warning(caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+
+    signals.drop_coalesced_call.send(
+        None,
+        call_id=3,
+        job_id=7,
+        active_job_id="a-b",
+        class_name="digest",
+        exception_class="DeserializationError",
+    )
+
+    assert messages(caplog) == [
+        (
+            logging.WARNING,
+            'SolidQ Drop coalesced call call_id: 3, job_id: 7, active_job_id: "a-b",'
+            ' class_name: "digest", exception_class: "DeserializationError"',
+        )
+    ]
+
+
+def test_events_without_a_job_log_their_plain_fields(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+
+    signals.coalesce.send(
+        None,
+        status=CoalesceStatus.CREATED,
+        key="digest/1",
+        job_id=5,
+        active_job_id="u",
+        class_name="digest",
+    )
+    signals.defer_rate_limited.send(
+        None, class_name="sync", keys=["Api/global"], job_ids=[1, 2], size=2
+    )
+    signals.release_blocked.send(None, job_id=4, concurrency_key="account/1", released=True)
+
+    assert [message for _, message in messages(caplog)] == [
+        'SolidQ Coalesce status: "created", key: "digest/1", job_id: 5, active_job_id: "u",'
+        ' class_name: "digest"',
+        'SolidQ Defer rate limited class_name: "sync", keys: ["Api/global"], size: 2',
+        'SolidQ Release blocked job_id: 4, concurrency_key: "account/1", released: True',
+    ]
+
+
+def test_connecting_twice_logs_each_event_once(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    log_subscriber.connect()
+
+    signals.perform_start.send(None, job=jobs.store_result.new(1))
+
+    assert len(caplog.records) == 1
+
+
+def test_connect_takes_another_logger(caplog):
+    caplog.set_level(logging.DEBUG, logger="my.jobs")
+    log_subscriber.connect(logging.getLogger("my.jobs"))
+
+    signals.perform.send(None, job=jobs.store_result.new(1))
+
+    assert [record.name for record in caplog.records] == ["my.jobs"]
+
+
+def test_after_disconnect_nothing_is_logged(caplog):
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    log_subscriber.disconnect()
+
+    signals.discard.send(None, job=jobs.store_result.new(1), error=Boom())
+
+    assert caplog.records == []
+    assert not signals.discard.receivers
+
+
+def test_with_debug_off_receivers_build_nothing(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    job = Untouchable()
+
+    for signal in (signals.enqueue, signals.perform_start, signals.perform):
+        signal.send(None, job=job)
+    signals.retry.send(None, job=job, error=Boom(), wait=1)
+    signals.release_blocked.send(None, job_id=1, concurrency_key="k", released=False)
+
+    assert caplog.records == []
