@@ -16,10 +16,10 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
-# The example app on SQLite: migrate its database, then serve it on http://127.0.0.1:5000.
+# The example app on SQLite: migrate its database, then serve it on http://127.0.0.1:5000
+# together with its worker (`flask solidq work`). Ctrl-C stops both.
 demo: install
-	$(BIN)/flask --app example_app.app:create_app db upgrade
-	$(BIN)/flask --app example_app.app:create_app run
+	$(BIN)/python -m example_app.demo
 
 # The whole suite: SQLite always; PostgreSQL and MariaDB/MySQL when SOLIDQ_TEST_POSTGRES_URL
 # and SOLIDQ_TEST_MYSQL_URL are set (see .ci/run).
