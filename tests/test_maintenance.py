@@ -139,3 +139,25 @@ def test_clearing_with_nothing_finished_deletes_nothing(app, engine):
 def test_clearing_refuses_a_batch_size_below_one(app, engine):
     with pytest.raises(ValueError, match="batch_size"):
         maintenance.clear_finished_in_batches(engine, finished_before=utcnow(), batch_size=0)
+
+
+def test_the_housekeeping_job_clears_finished_jobs_past_the_configured_age(app, engine):
+    from flask_solidq.housekeeping import ClearFinishedJobs
+
+    old, recent, running = (jobs.store_result.perform_later(n) for n in range(3))
+    with engine.begin() as connection:
+        table = models.JobRecord.__table__
+        connection.execute(
+            table.update()
+            .where(table.c.id == old.provider_job_id)
+            .values(finished_at=utcnow() - dt.timedelta(days=2))
+        )
+        connection.execute(
+            table.update().where(table.c.id == recent.provider_job_id).values(finished_at=utcnow())
+        )
+
+    assert ClearFinishedJobs.perform_now(sleep_between_batches=0) == 1
+    assert {row.id for row in support.rows(engine, models.JobRecord)} == {
+        recent.provider_job_id,
+        running.provider_job_id,
+    }

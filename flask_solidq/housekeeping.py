@@ -1,0 +1,35 @@
+"""Jobs flask-solidq ships for its own housekeeping, to run as recurring tasks::
+
+SOLIDQ_RECURRING = {
+    "clear_finished_jobs": {
+        "job": "flask_solidq.housekeeping:ClearFinishedJobs",
+        "schedule": "every hour at minute 12",
+    },
+}
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from flask_solidq.definitions.job import Job
+from flask_solidq.operations import maintenance
+from flask_solidq.state import get_state
+from flask_solidq.timing import utcnow
+
+
+class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
+    """Delete finished jobs older than ``SOLIDQ_CLEAR_FINISHED_JOBS_AFTER``, in batches,
+    pausing between batches so replicas and other writers keep up."""
+
+    queue_name = "solidq_maintenance"
+
+    def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
+        state = get_state()
+        finished_before = utcnow() - dt.timedelta(seconds=state.settings.clear_finished_jobs_after)
+        return maintenance.clear_finished_in_batches(
+            state.engine,
+            finished_before=finished_before,
+            batch_size=batch_size,
+            sleep_between_batches=sleep_between_batches,
+        )
