@@ -73,6 +73,28 @@ def create_queue_engine(url: sa.URL, connect_args: dict[str, t.Any] | None = Non
     return engine
 
 
+def create_claim_engine(
+    url: sa.URL, connect_args: dict[str, t.Any] | None = None
+) -> sa.Engine | None:
+    """The engine a worker claims through, when it should differ from the queue's engine;
+    None when it shouldn't.
+
+    PostgreSQL: a claim commits without waiting for its WAL to reach the disk
+    (``synchronous_commit=off``), which takes the disk's flush, the largest part of a claim's
+    cost, off every claim. What that risks is bounded: only a crash of the database server
+    itself can lose the last claims (within ``wal_writer_delay``, 200 ms by default), and a
+    lost claim only puts its job back to ready, to run again, as GoodJob's session locks do on
+    a server crash. A finished job's commit is durable, and the write-ahead log is flushed in
+    order, so no claim can be lost once its job's outcome is stored. Everything else commits
+    durably.
+    """
+    if url.get_backend_name() != "postgresql":
+        return None
+    args = dict(connect_args or {})
+    args["options"] = f"{args.get('options', '')} -c synchronous_commit=off".strip()
+    return sa.create_engine(url, connect_args=args)
+
+
 _sqlite_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
 
 

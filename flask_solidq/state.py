@@ -35,6 +35,7 @@ class SolidQState:
         #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
         self.test_jobs: list[Job] = []
         self._engine: sa.Engine | None = None
+        self._claim_engine: sa.Engine | None = None
         self._tables_exist = False
         self._lock = threading.Lock()
 
@@ -50,6 +51,22 @@ class SolidQState:
                 if self._engine is None:
                     self._engine = self._build_engine()
         return self._engine
+
+    @property
+    def claim_engine(self) -> sa.Engine:
+        """The engine workers claim jobs through (see :func:`flask_solidq.db.create_claim_engine`);
+        the queue's engine on databases that need no other."""
+        if self._claim_engine is None:
+            engine = self.engine  # first: it takes the same lock
+            with self._lock:
+                if self._claim_engine is None:
+                    claim_engine = None
+                    if engine is not self.sqlalchemy.engines.get(self.settings.bind):
+                        claim_engine = db.create_claim_engine(
+                            engine.url, _connect_args(self.settings.bind)
+                        )
+                    self._claim_engine = claim_engine or engine
+        return self._claim_engine
 
     def _build_engine(self) -> sa.Engine:
         app_engine = self.sqlalchemy.engines[self.settings.bind]

@@ -64,7 +64,7 @@ class Worker(Poller):
         idle = pool.idle_threads
         if idle and self.process_id is not None:
             jobs = claim_operation.claim(
-                self.engine,
+                self.state.claim_engine,
                 self.selector,
                 idle,
                 self.process_id,
