@@ -14,6 +14,7 @@ import typing as t
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.base import Dispatched
 
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
@@ -36,13 +37,16 @@ def act_on_dispatch(row: dict[str, t.Any]) -> bool:
     return any(control.acts_on_dispatch(row) for control in CONTROLS)
 
 
-def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> list[JobRef]:
-    """Run every control's DISPATCH hook; return the jobs that may become ready."""
+def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
+    """Run every control's DISPATCH hook; say which jobs may become ready and which were
+    discarded."""
+    discarded: set[int] = set()
     for control in CONTROLS:
         if not jobs:
             break
-        jobs = control.dispatch(connection, jobs)
-    return jobs
+        jobs, dropped = control.dispatch(connection, jobs)
+        discarded |= dropped
+    return Dispatched(jobs, discarded)
 
 
 def finish(engine: sa.Engine, jobs: list[JobRef]) -> None:

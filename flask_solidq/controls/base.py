@@ -27,6 +27,15 @@ class HookPoint(str, enum.Enum):
     FINISH = "finish"
 
 
+class Dispatched(t.NamedTuple):
+    """What the DISPATCH hooks decided for a batch of due jobs."""
+
+    #: The jobs that may become ready.
+    ready: list[JobRef]
+    #: The ids of jobs destroyed instead (their rows are gone).
+    discarded: set[int]
+
+
 class Control:
     """A control's hooks; each does nothing unless the control overrides it."""
 
@@ -42,10 +51,11 @@ class Control:
         may, the job becomes ready without running the hooks (the enqueue fast path)."""
         return False
 
-    def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> list[JobRef]:
-        """DISPATCH: take the due ``jobs`` this control holds back (blocking or discarding
-        them in ``connection``'s transaction) and return the rest, which become ready."""
-        return jobs
+    def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
+        """DISPATCH: hold back the due ``jobs`` this control must (blocking or discarding
+        them in ``connection``'s transaction); say which may become ready and which were
+        discarded (their job rows deleted)."""
+        return Dispatched(jobs, set())
 
     def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
         """FINISH: ``jobs`` left their claim (finished, failed, retried or discarded) and that

@@ -24,6 +24,7 @@ from flask_solidq import models
 from flask_solidq.controls import options
 from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.base import Dispatched
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
 from flask_solidq.operations.rows import JobRef
@@ -154,16 +155,17 @@ class ConcurrencyControl(Control):
     def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
         return row["concurrency_key"] is not None
 
-    def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> list[JobRef]:
+    def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
         """Give each limited job a slot, or block it, or discard it (``on_conflict``).
 
         Semaphores are locked in key order, so two transactions that both touch keys a and b
         always lock a first and can't deadlock each other.
         """
         if not any(job.concurrency_key for job in jobs):
-            return jobs
+            return Dispatched(jobs, set())
         now = utcnow()
         held_back: set[int] = set()
+        discarded: set[int] = set()
         for job in sorted(jobs, key=lambda job: (job.concurrency_key or "", job.id)):
             limit = limit_of(connection, job)
             if limit is None or semaphores.wait(
@@ -173,6 +175,7 @@ class ConcurrencyControl(Control):
             held_back.add(job.id)
             if limit.on_conflict is OnConflict.DISCARD:
                 connection.execute(JOBS.delete().where(JOBS.c.id == job.id))
+                discarded.add(job.id)
             else:
                 expires_at = now + dt.timedelta(seconds=limit.duration)
                 semaphores.block(
@@ -183,7 +186,7 @@ class ConcurrencyControl(Control):
                     t.cast(str, job.concurrency_key),
                     expires_at,
                 )
-        return [job for job in jobs if job.id not in held_back]
+        return Dispatched([job for job in jobs if job.id not in held_back], discarded)
 
     def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
         """Give each job's slot back, then let the next blocked job of its key take it.
@@ -202,15 +205,12 @@ class ConcurrencyControl(Control):
                 )
 
     def _signal(self, engine: sa.Engine, job: JobRef) -> None:
-        key = t.cast(str, job.concurrency_key)
-        with db.write(engine) as connection:
+        with db.read(engine) as connection:
             limit = limit_of(connection, job)
-            if limit is None:
-                return
-            signalled = semaphores.signal(connection, key, limit.to, limit.duration, utcnow())
-        if signalled:
+        if limit is not None:
+            key = t.cast(str, job.concurrency_key)
             db.retrying_deadlocks(
-                lambda: semaphores.release_one(engine, key, limit.to, limit.duration)
+                lambda: semaphores.hand_over(engine, key, limit.to, limit.duration)
             )
 
 

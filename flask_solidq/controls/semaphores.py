@@ -119,28 +119,57 @@ def block(
 
 def release_one(engine: sa.Engine, key: str, limit: int, duration: float) -> int | None:
     """Move the next blocked job of ``key`` (by priority, then id) to ready if it gets a slot;
-    return its id. Its own transaction; sends ``release_blocked``."""
+    return its id. Its own transaction; sends ``release_blocked``. The dispatcher's
+    maintenance uses it for keys whose holders are gone."""
     with db.write(engine) as connection:
-        blocked = connection.execute(_NEXT_BLOCKED, {"semaphore_key": key}).first()
-        if blocked is None:
-            return None
+        release = _release_next(connection, key, limit, duration, utcnow())
+    return _announce(key, release)
+
+
+def hand_over(engine: sa.Engine, key: str, limit: int, duration: float) -> int | None:
+    """Give back a slot of ``key`` and, in the same transaction, move the next blocked job of
+    the key to ready with it; return that job's id.
+
+    One transaction, so the slot can't be taken in between by a job enqueued at that moment:
+    it waits on the semaphore's row lock and then finds the slot already handed on, and the
+    blocked jobs of a busy key aren't overtaken by a stream of newer ones.
+    """
+    with db.write(engine) as connection:
         now = utcnow()
-        released = wait(connection, key, limit, duration, now)
-        if released:
-            connection.execute(
-                READY.insert(),
-                {
-                    "job_id": blocked.job_id,
-                    "queue_name": blocked.queue_name,
-                    "priority": blocked.priority,
-                    "created_at": now,
-                },
-            )
-            connection.execute(BLOCKED.delete().where(BLOCKED.c.id == blocked.id))
-    signals.release_blocked.send(
-        None, job_id=blocked.job_id, concurrency_key=key, released=released
-    )
-    return blocked.job_id if released else None
+        if not signal(connection, key, limit, duration, now):
+            return None
+        release = _release_next(connection, key, limit, duration, now)
+    return _announce(key, release)
+
+
+def _release_next(
+    connection: sa.Connection, key: str, limit: int, duration: float, now: dt.datetime
+) -> tuple[int, bool] | None:
+    blocked = connection.execute(_NEXT_BLOCKED, {"semaphore_key": key}).first()
+    if blocked is None:
+        return None
+    released = wait(connection, key, limit, duration, now)
+    if released:
+        connection.execute(
+            READY.insert(),
+            {
+                "job_id": blocked.job_id,
+                "queue_name": blocked.queue_name,
+                "priority": blocked.priority,
+                "created_at": now,
+            },
+        )
+        connection.execute(BLOCKED.delete().where(BLOCKED.c.id == blocked.id))
+    return blocked.job_id, released
+
+
+def _announce(key: str, release: tuple[int, bool] | None) -> int | None:
+    """Send ``release_blocked`` for a committed release; return the released job's id."""
+    if release is None:
+        return None
+    job_id, released = release
+    signals.release_blocked.send(None, job_id=job_id, concurrency_key=key, released=released)
+    return job_id if released else None
 
 
 def expire_all(engine: sa.Engine, batch_size: int) -> int:

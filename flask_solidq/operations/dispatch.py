@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.controls.base import Dispatched
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import utcnow
 
@@ -25,11 +26,18 @@ INSERT_READY = READY.insert()
 INSERT_SCHEDULED = SCHEDULED.insert()
 
 
-def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> list[JobRef]:
-    """Give the due ``jobs`` ready executions, except those a control holds back; return the
-    jobs that became ready. Runs in the caller's transaction."""
-    ready = controls.dispatch(connection, jobs)
-    if ready:
+def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> Dispatched:
+    """Give the due ``jobs`` ready executions, except those a control holds back (blocked, or
+    discarded); say which became ready and which were discarded. In the caller's transaction."""
+    dispatched = controls.dispatch(connection, jobs)
+    insert_ready(connection, dispatched.ready, now)
+    return dispatched
+
+
+def insert_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> None:
+    """Give ``jobs`` ready executions as they are, without asking the controls (for jobs that
+    keep what they hold). In the caller's transaction."""
+    if jobs:
         connection.execute(
             INSERT_READY,
             [
@@ -39,10 +47,9 @@ def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) 
                     "priority": job.priority,
                     "created_at": now,
                 }
-                for job in ready
+                for job in jobs
             ],
         )
-    return ready
 
 
 def schedule(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> None:
@@ -64,14 +71,14 @@ def schedule(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) ->
 
 
 def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> set[int]:
-    """Give freshly stored ``jobs`` their first execution: ready when due, else scheduled.
-    Return the ids of the jobs that got one (a control may have discarded the others)."""
+    """Give freshly stored ``jobs`` their first execution: ready when due (or blocked, by a
+    control), else scheduled. Return the ids of the jobs still stored (a control may have
+    discarded others)."""
     due = [job for job in jobs if job.scheduled_at is None or job.scheduled_at <= now]
     later = [job for job in jobs if job.scheduled_at is not None and job.scheduled_at > now]
     schedule(connection, later, now)
-    placed = {job.id for job in later}
-    placed.update(job.id for job in make_ready(connection, due, now))
-    return placed
+    discarded = make_ready(connection, due, now).discarded
+    return {job.id for job in jobs} - discarded
 
 
 def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True) -> int:

@@ -88,22 +88,29 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
 def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """Store ``jobs`` in one transaction, with multi-row inserts, and record each outcome.
 
-    Every payload and key is built before anything is written. Database errors propagate as
-    SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
+    Every payload and key is built before anything is written. A deadlock outside the
+    caller's own transaction is tried again (nothing was committed); other database errors
+    propagate as SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
     """
     now = utcnow()
     rows = [build_row(job, now) for job in jobs]
-    with db.write(engine) as connection:
-        if db.supports_insert_in_cte(connection):
-            ids, placed = _insert_all_in_one_statement(connection, rows, now)
-        else:
-            ids = _insert_jobs(connection, rows)
-            placed = set()
-            refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
-            for batch in db.batched(refs):
-                placed |= dispatch.place(connection, list(batch), now)
+    ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
     for job, job_id in zip(jobs, ids, strict=True):
         _record_outcome(job, job_id, job_id in placed)
+
+
+def _store_all(
+    engine: sa.Engine, rows: list[dict[str, t.Any]], now: dt.datetime
+) -> tuple[list[int], set[int]]:
+    """Insert the jobs and their first executions in one transaction; return their ids and
+    the ids still stored (a concurrency limit may discard some)."""
+    with db.write(engine) as connection:
+        if db.supports_insert_in_cte(connection):
+            return _insert_all_in_one_statement(connection, rows, now)
+        ids = _insert_jobs(connection, rows)
+        # One call for every job, so the controls lock their keys in one sorted order.
+        refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
+        return ids, dispatch.place(connection, refs, now)
 
 
 def _insert_all_in_one_statement(
@@ -132,7 +139,8 @@ def _insert_all_in_one_statement(
             else:
                 placed.add(job_id)
         ids.extend(batch_ids)
-    placed.update(job.id for job in dispatch.make_ready(connection, held, now))
+    discarded = dispatch.make_ready(connection, held, now).discarded
+    placed.update(job.id for job in held if job.id not in discarded)
     return ids, placed
 
 

@@ -59,7 +59,9 @@ def finalize_all(
             held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
             _store(connection, held, now, preserve_finished=preserve_finished)
     stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
-    controls.finish(engine, [job_ref(outcome) for outcome in stored])
+    controls.finish(
+        engine, [job_ref(outcome) for outcome in stored if not keeps_its_slot(outcome, now)]
+    )
     return stored
 
 
@@ -142,7 +144,15 @@ def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: d
         )
         for claimed, retry in retries
     ]
-    dispatch.place(connection, refs, now)
+    # A retry due now keeps the concurrency slot its job holds: giving it back and taking it
+    # again would let a discard limit destroy the job, or a newer job overtake it.
+    dispatch.insert_ready(connection, [ref for ref in refs if ref.scheduled_at is None], now)
+    dispatch.schedule(connection, [ref for ref in refs if ref.scheduled_at is not None], now)
+
+
+def keeps_its_slot(outcome: Outcome, now: dt.datetime) -> bool:
+    """Whether the outcome's job holds on to what it holds (a retry due at once)."""
+    return outcome.retry is not None and outcome.retry.scheduled_at <= now
 
 
 def job_ref(outcome: Outcome) -> JobRef:

@@ -16,12 +16,12 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import utcnow
 
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
@@ -62,20 +62,7 @@ def release_claims(
     """In the caller's transaction: move the claims of ``process_ids`` back to ready,
     bypassing concurrency controls (each job still holds the slot it took)."""
     jobs = _take_claims(connection, process_ids)
-    if jobs:
-        now = utcnow()
-        connection.execute(
-            READY.insert(),
-            [
-                {
-                    "job_id": job.id,
-                    "queue_name": job.queue_name,
-                    "priority": job.priority,
-                    "created_at": now,
-                }
-                for job in jobs
-            ],
-        )
+    dispatch.insert_ready(connection, jobs, utcnow())
     return jobs
 
 
