@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.processes.waker import Waker
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -49,8 +50,10 @@ class Runnable:
         self.name = f"{self.kind.split('(')[0].lower()}-{secrets.token_hex(10)}"
         self.process_id: int | None = None
         self.pid = os.getpid()
-        self._stopping = threading.Event()
-        self._woken = threading.Event()
+        # A plain flag and a pipe, not Events: stop() runs in signal handlers (see waker.py).
+        self._stopping = False
+        self._waker = Waker()
+        self._heartbeat_stopped = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
     @property
@@ -68,7 +71,7 @@ class Runnable:
 
     @property
     def stopping(self) -> bool:
-        return self._stopping.is_set()
+        return self._stopping
 
     def run(self) -> None:
         """Boot, run the loop until stopped, shut down; in the calling thread."""
@@ -80,18 +83,18 @@ class Runnable:
                 self.shutdown()
 
     def stop(self) -> None:
-        """Ask the process to stop after its current step (any thread)."""
-        self._stopping.set()
+        """Ask the process to stop after its current step (any thread, or a signal handler)."""
+        self._stopping = True
         self.wake_up()
 
     def wake_up(self) -> None:
-        """End the current sleep at once (any thread)."""
-        self._woken.set()
+        """End the current sleep at once (any thread, or a signal handler)."""
+        self._waker.ring()
 
     def sleep(self, seconds: float) -> None:
         """Sleep up to ``seconds``, ending early when woken or stopped."""
-        if seconds > 0 and not self.stopping:
-            self._woken.wait(seconds)
+        if not self.stopping:
+            self._waker.sleep(seconds)
 
     def loop(self) -> None:
         raise NotImplementedError
@@ -113,11 +116,14 @@ class Runnable:
         )
 
     def shutdown(self) -> None:
-        """Stop heartbeating and deregister."""
-        self._stopping.set()
+        """Stop heartbeating and deregister: the process heartbeats until then, so a worker
+        draining its jobs for the whole shutdown timeout isn't pruned as dead meanwhile."""
+        self._stopping = True
+        self._heartbeat_stopped.set()
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
         self.deregister()
+        self._waker.close()
         logger.info("SolidQ stopped %s %s (pid %s)", self.kind, self.name, self.pid)
 
     def register(self) -> None:
@@ -160,7 +166,7 @@ class Runnable:
 
     def _heartbeat_loop(self) -> None:
         interval = self.settings.process_heartbeat_interval
-        while not self._stopping.wait(interval):
+        while not self._heartbeat_stopped.wait(interval):
             try:
                 alive = self.heartbeat()
             except sa.exc.SQLAlchemyError:

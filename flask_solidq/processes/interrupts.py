@@ -1,5 +1,6 @@
 """OS signals (here "interrupts", to keep "signal" for blinker's), turned into a queue the
-main loop reads, so that handlers do nothing but record what arrived."""
+main loop reads, so that handlers do nothing but record what arrived and ring a pipe (no
+lock: see :mod:`flask_solidq.processes.waker`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import collections
 import signal
 import threading
 import typing as t
+
+from flask_solidq.processes.waker import Waker
 
 GRACEFUL = (signal.SIGTERM, signal.SIGINT)
 IMMEDIATE = (signal.SIGQUIT,)
@@ -18,13 +21,18 @@ class Interrupts:
     def __init__(self, signums: t.Iterable[int] = (*GRACEFUL, *IMMEDIATE)) -> None:
         self.signums = tuple(signums)
         self._pending: collections.deque[int] = collections.deque()
-        self._arrived = threading.Event()
+        self._waker = Waker()
         self._previous: dict[int, t.Any] = {}
 
-    def install(self) -> None:
-        """Start recording ``signums``; only the main thread may do this."""
+    def install(self) -> bool:
+        """Start recording ``signums``; return whether it could. Only the main thread may
+        handle signals: a supervisor running in another thread (a thread-mode worker next to
+        a web server) is stopped with ``stop()`` instead."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
         for signum in self.signums:
             self._previous[signum] = signal.signal(signum, self._record)
+        return True
 
     def restore(self) -> None:
         """Put back the handlers :meth:`install` replaced."""
@@ -34,8 +42,8 @@ class Interrupts:
 
     def wait(self, timeout: float) -> list[int]:
         """Wait up to ``timeout`` seconds for an interrupt; return those that arrived."""
-        self._arrived.wait(timeout)
-        self._arrived.clear()
+        if not self._pending:
+            self._waker.sleep(timeout)
         arrived = []
         while self._pending:
             arrived.append(self._pending.popleft())
@@ -43,8 +51,8 @@ class Interrupts:
 
     def wake(self) -> None:
         """End a :meth:`wait` early, with nothing arrived."""
-        self._arrived.set()
+        self._waker.ring()
 
     def _record(self, signum: int, _frame: t.Any) -> None:
         self._pending.append(signum)
-        self._arrived.set()
+        self._waker.ring()

@@ -34,7 +34,7 @@ class Poller(Runnable):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 logger.warning("SolidQ %s %s lost its supervisor; stopping", self.kind, self.name)
                 break
-            self._woken.clear()
+            self._waker.clear()
             try:
                 delay = self.poll()
                 failures = 0

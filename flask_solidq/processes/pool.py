@@ -66,6 +66,16 @@ class Pool:
                     self._drained.notify_all()
                 self._on_idle()
 
+    def wait_for_idle(self, count: int, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds until at least ``count`` threads are idle."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._available < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._drained.wait(remaining)
+
     def shutdown(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the running jobs, then let the threads go; return
         whether every job finished in time."""

@@ -114,10 +114,8 @@ class Supervisor(Runnable):
     def maintain(self) -> None:
         """Heartbeat, and prune processes silent past the threshold, when each is due."""
         now = time.monotonic()
+        self.heartbeat_if_due()
         try:
-            if now >= self._next_heartbeat:
-                self._next_heartbeat = now + self.settings.process_heartbeat_interval
-                self.heartbeat()
             if now >= self._next_prune:
                 self._next_prune = now + min(
                     self.settings.process_heartbeat_interval, self.settings.process_alive_threshold
@@ -137,6 +135,18 @@ class Supervisor(Runnable):
                     )
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
+
+    def heartbeat_if_due(self) -> None:
+        """Heartbeat when the interval has passed (the supervisor has no heartbeat thread; it
+        calls this from its loop, and while it waits for its runners to stop)."""
+        now = time.monotonic()
+        if now < self._next_heartbeat or self.process_id is None:
+            return
+        self._next_heartbeat = now + self.settings.process_heartbeat_interval
+        try:
+            self.heartbeat()
+        except sa.exc.SQLAlchemyError:
+            logger.warning("SolidQ supervisor heartbeat failed; trying again", exc_info=True)
 
     def handle_orphaned_claims(self) -> None:
         """Claims whose process row no longer exists (its process was deleted by hand, or
@@ -208,7 +218,7 @@ class ForkSupervisor(Supervisor):
         self.children[pid] = spec
 
     def _engines(self) -> set[sa.Engine]:
-        return {self.engine, *self.state.sqlalchemy.engines.values()}
+        return {*self.state.own_engines(), *self.state.sqlalchemy.engines.values()}
 
     def _run_child(self, spec: RunnerSpec) -> t.NoReturn:
         code = 1
@@ -268,6 +278,7 @@ class ForkSupervisor(Supervisor):
         while self.children and time.monotonic() < deadline:
             for pid, _status in self._reap():
                 self.children.pop(pid, None)
+            self.heartbeat_if_due()
             time.sleep(0.05)
         return not self.children
 
@@ -321,7 +332,9 @@ class ThreadSupervisor(Supervisor):
         timeout = 0.0 if immediately else self.settings.shutdown_timeout + CLEANUP_GRACE
         deadline = time.monotonic() + timeout
         for thread in self.runners:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            while thread.is_alive() and time.monotonic() < deadline:
+                thread.join(min(0.5, max(0.0, deadline - time.monotonic())))
+                self.heartbeat_if_due()
         self.runners.clear()
 
 
