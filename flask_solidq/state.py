@@ -75,13 +75,16 @@ class SolidQState:
             return app_engine
         return db.create_queue_engine(app_engine.url, _connect_args(self.settings.bind))
 
+    def own_engines(self) -> list[sa.Engine]:
+        """The engines flask-solidq built (not the app's own, which in-memory SQLite shares)."""
+        app_engine = self.sqlalchemy.engines.get(self.settings.bind)
+        engines = {self._engine, self._claim_engine} - {None, app_engine}
+        return [t.cast(sa.Engine, engine) for engine in engines]
+
     def dispose(self) -> None:
-        """Drop the engine's pooled connections, as a forked child must before its first query
-        (a connection shared across a fork corrupts both sides' protocol state)."""
-        if self._engine is not None and self._engine is not self.sqlalchemy.engines.get(
-            self.settings.bind
-        ):
-            self._engine.dispose(close=False)
+        """Close the pooled connections of flask-solidq's engines (tests, shutdown)."""
+        for engine in self.own_engines():
+            engine.dispose()
 
     def check_tables(self) -> None:
         """Raise :class:`~flask_solidq.PendingMigrations` unless every flask-solidq table

@@ -54,9 +54,8 @@ def app(database_url: str) -> t.Iterator[Flask]:
     app = support.create_app(database_url)
     yield app
     with app.app_context():
-        engine = app.extensions["solidq"].engine
-        support.delete_all_rows(engine)
-        engine.dispose()
+        support.delete_all_rows(app.extensions["solidq"].engine)
+        app.extensions["solidq"].dispose()
         support.db.engines[None].dispose()
 
 
