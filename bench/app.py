@@ -1,0 +1,128 @@
+"""The app the worker benchmarks run ``flask solidq work`` with (throughput.py, latency.py).
+
+    SOLIDQ_BENCH_DATABASE_URL=sqlite:////tmp/x/bench.db \\
+        flask --app bench.app:create_app solidq work
+
+Environment:
+
+* ``SOLIDQ_BENCH_DATABASE_URL`` (required): the queue's database.
+* ``SOLIDQ_BENCH_CONFIG``: a JSON object of extra app config, e.g.
+  ``{"SOLIDQ_SHUTDOWN_TIMEOUT": 5}``.
+* ``SOLIDQ_BENCH_RUN_LOG``: a file to which every worker process appends the id of each job it
+  starts, one line per run, so a benchmark can check that every job ran exactly once.
+
+Jobs (the benchmark scripts import this module, so the stored names and import paths match the
+worker's): ``bench.noop`` (from :mod:`bench.common`), ``bench.record_start`` (stores when it
+started in ``bench_starts``) and ``bench.enqueue_probe`` (enqueues a ``record_start`` from inside
+the worker and stores when that enqueue returned in ``bench_probes``). The two tables are
+created by the benchmark with :func:`create_tables`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import typing as t
+
+import sqlalchemy as sa
+from flask import Flask
+from flask import current_app
+
+from bench import common
+from flask_solidq import db as solidq_db
+from flask_solidq import signals
+from flask_solidq.current import current_job
+
+noop = common.noop
+
+metadata = sa.MetaData()
+
+JobId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+#: One row per run of ``bench.record_start``: its job id and ``time.time()`` when it started.
+starts = sa.Table(
+    "bench_starts",
+    metadata,
+    sa.Column("job_id", JobId, nullable=False, index=True),
+    sa.Column("started_at", sa.Double(), nullable=False),
+)
+
+#: One row per run of ``bench.enqueue_probe``: the probe's id, the id of the ``record_start``
+#: it enqueued, and ``time.time()`` when that ``perform_later`` returned.
+probes = sa.Table(
+    "bench_probes",
+    metadata,
+    sa.Column("probe_id", JobId, nullable=False, index=True),
+    sa.Column("job_id", JobId, nullable=False),
+    sa.Column("enqueued_at", sa.Double(), nullable=False),
+)
+
+
+def create_tables(engine: sa.Engine) -> None:
+    """Create ``bench_starts`` and ``bench_probes`` (before any worker starts)."""
+    metadata.create_all(engine)
+
+
+def _engine() -> sa.Engine:
+    return t.cast(sa.Engine, current_app.extensions["solidq"].engine)
+
+
+@common.solidq.job(name="bench.record_start")
+def record_start() -> None:
+    """Store ``time.time()`` at the moment the job starts, under its own job id."""
+    started_at = time.time()
+    with solidq_db.write(_engine()) as connection:
+        connection.execute(
+            starts.insert(), {"job_id": current_job.provider_job_id, "started_at": started_at}
+        )
+
+
+@common.solidq.job(name="bench.enqueue_probe")
+def enqueue_probe() -> None:
+    """Enqueue a ``record_start`` from inside the worker process (so the worker's in-process
+    wake-up applies) and store when that enqueue returned."""
+    job = record_start.perform_later()
+    enqueued_at = time.time()
+    with solidq_db.write(_engine()) as connection:
+        connection.execute(
+            probes.insert(),
+            {
+                "probe_id": current_job.provider_job_id,
+                "job_id": job.provider_job_id,
+                "enqueued_at": enqueued_at,
+            },
+        )
+
+
+_run_log: dict[int, int] = {}
+_run_log_lock = threading.Lock()
+
+
+def _log_run(sender: t.Any, job: t.Any = None, **_: t.Any) -> None:
+    """Append the id of a job about to run to ``SOLIDQ_BENCH_RUN_LOG`` (one ``write`` of one
+    line to an ``O_APPEND`` descriptor: lines of concurrent processes never interleave)."""
+    pid = os.getpid()
+    with _run_log_lock:
+        descriptor = _run_log.get(pid)
+        if descriptor is None:
+            descriptor = os.open(
+                os.environ["SOLIDQ_BENCH_RUN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+            )
+            _run_log[pid] = descriptor
+    os.write(descriptor, f"{job.provider_job_id}\n".encode())
+
+
+def create_app() -> Flask:
+    """The benchmark app, on ``SOLIDQ_BENCH_DATABASE_URL``."""
+    url = os.environ.get("SOLIDQ_BENCH_DATABASE_URL")
+    if not url:
+        raise RuntimeError("Set SOLIDQ_BENCH_DATABASE_URL to the queue's database URL.")
+    config = json.loads(os.environ.get("SOLIDQ_BENCH_CONFIG") or "{}")
+    if not isinstance(config, dict):
+        raise RuntimeError("SOLIDQ_BENCH_CONFIG must be a JSON object.")
+    app = common.create_app(url, **config)
+    if os.environ.get("SOLIDQ_BENCH_RUN_LOG"):
+        signals.perform_start.connect(_log_run)
+    return app
