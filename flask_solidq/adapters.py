@@ -65,7 +65,11 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
 def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """Tell this process's idle workers (ready jobs) and dispatcher (scheduled ones), once
     the jobs are committed: in thread mode they start at once instead of at their next poll."""
-    due = [job for job in jobs if job.scheduled_at is None or job.scheduled_at <= job.enqueued_at]
+    due = [
+        job
+        for job in jobs
+        if job.scheduled_at is None or job.scheduled_at <= (job.enqueued_at or job.scheduled_at)
+    ]
     scheduled_at = [job.scheduled_at for job in jobs if job not in due and job.scheduled_at]
     if due:
         db.after_commit(engine, wakeups.ready)

@@ -197,6 +197,13 @@ def read(engine: sa.Engine) -> t.Iterator[sa.Connection]:
             yield connection
 
 
+def insert_returning_id(
+    connection: sa.Connection, statement: sa.Insert, row: dict[str, t.Any]
+) -> int:
+    """Insert one row; return its new primary key (RETURNING or the driver's last row id)."""
+    return int(connection.execute(statement, row).inserted_primary_key[0])  # type: ignore[index]
+
+
 def supports_returning(connection: sa.Connection | sa.Engine) -> bool:
     """Whether ``INSERT ... RETURNING`` works with several rows (PostgreSQL, SQLite 3.35+,
     MariaDB 10.5+; not MySQL)."""

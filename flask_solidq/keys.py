@@ -67,6 +67,27 @@ def scope(
     return rendered if rendered is not None else job_name
 
 
+class Keyed:
+    """What every control's declaration shares: a ``key`` and a ``group`` declaration, and
+    the key a call gets from them."""
+
+    key: KeyDeclaration
+    group: KeyDeclaration
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the control is on (its ``key`` isn't ``None`` or ``False``)."""
+        return not is_disabled(self.key)
+
+    def key_for(
+        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    ) -> str | None:
+        """The key a call with these arguments gets, or None when the control is off."""
+        if not self.enabled:
+            return None
+        return build(scope(self.group, job_name, args, kwargs), self.key, args, kwargs)
+
+
 def _parts(value: t.Any) -> t.Iterator[str]:
     if value is None:
         return

@@ -47,7 +47,7 @@ class CoalesceStatus(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class Coalesce:
+class Coalesce(keys.Keyed):
     """A validated ``coalesce`` declaration."""
 
     key: keys.KeyDeclaration
@@ -56,18 +56,8 @@ class Coalesce:
     on_full: OnFull | None
     debounce: float | None
     max_wait: float | None
-
-    @property
-    def enabled(self) -> bool:
-        return not keys.is_disabled(self.key)
-
-    def key_for(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-    ) -> str | None:
-        """The coalesce key of a call with these arguments (always scoped to the job's name)."""
-        if not self.enabled:
-            return None
-        return keys.build(job_name, self.key, args, kwargs)
+    #: Coalesce keys are always the job's own: there is no group.
+    group: keys.KeyDeclaration = dataclasses.field(default=None, init=False)
 
 
 def coalesce(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import json
 import logging
 import typing as t
@@ -51,7 +52,7 @@ class OnConflict(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class ConcurrencyLimit:
+class ConcurrencyLimit(keys.Keyed):
     """A validated ``limits_concurrency`` declaration."""
 
     to: int
@@ -59,18 +60,6 @@ class ConcurrencyLimit:
     duration: float
     group: keys.KeyDeclaration
     on_conflict: OnConflict
-
-    @property
-    def enabled(self) -> bool:
-        return not keys.is_disabled(self.key)
-
-    def key_for(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-    ) -> str | None:
-        """The concurrency key a call with these arguments gets, or None when disabled."""
-        if not self.enabled:
-            return None
-        return keys.build(keys.scope(self.group, job_name, args, kwargs), self.key, args, kwargs)
 
 
 def limits_concurrency(
@@ -247,11 +236,7 @@ def maintain(engine: sa.Engine, batch_size: int) -> None:
         with db.read(engine) as connection:
             limit = limit_of(connection, job)
         to, duration = (limit.to, limit.duration) if limit else (1, DEFAULT_DURATION)
-        db.retrying_deadlocks(
-            lambda key=key, to=to, duration=duration: semaphores.release_one(
-                engine, key, to, duration
-            )
-        )
+        db.retrying_deadlocks(functools.partial(semaphores.release_one, engine, key, to, duration))
 
 
 def _blocked_job_of(engine: sa.Engine, key: str) -> JobRef | None:

@@ -25,7 +25,7 @@ MIN_INTERVAL = 0.001
 
 
 @dataclasses.dataclass(frozen=True)
-class RateLimit:
+class RateLimit(keys.Keyed):
     """A validated ``limits_rate`` declaration."""
 
     to: int
@@ -35,21 +35,9 @@ class RateLimit:
     group: keys.KeyDeclaration
 
     @property
-    def enabled(self) -> bool:
-        return not keys.is_disabled(self.key)
-
-    @property
     def interval(self) -> float:
         """Seconds between admissions once the burst is spent: ``per / (to - burst + 1)``."""
         return self.per / (self.to - self.burst + 1)
-
-    def key_for(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-    ) -> str | None:
-        """The budget key a call with these arguments uses, or None when disabled."""
-        if not self.enabled:
-            return None
-        return keys.build(keys.scope(self.group, job_name, args, kwargs), self.key, args, kwargs)
 
 
 def limits_rate(

@@ -13,6 +13,7 @@ On PostgreSQL the whole claim is one statement (data-modifying CTEs), in autocom
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing as t
 
 import sqlalchemy as sa
@@ -99,8 +100,8 @@ def claim(
             break
         claimed.extend(
             db.retrying_deadlocks(
-                lambda queue_name=queue_name: _claim_from(
-                    engine, queue_name, limit - len(claimed), process_id, skip_locked
+                functools.partial(
+                    _claim_from, engine, queue_name, limit - len(claimed), process_id, skip_locked
                 ),
                 attempts=DEADLOCK_RETRIES,
             )

@@ -81,7 +81,7 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
         with db.autocommit(engine) as connection:
             return _insert_with_execution(connection, row, now), True
     with db.write(engine) as connection:
-        job_id = int(connection.execute(INSERT_JOB, row).inserted_primary_key[0])  # type: ignore[index]
+        job_id = db.insert_returning_id(connection, INSERT_JOB, row)
         return job_id, job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
 
 

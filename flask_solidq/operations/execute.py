@@ -97,8 +97,7 @@ def load(claimed: ClaimedJob) -> Job:
 def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
     """The outcome of a run that raised ``error``: what the job's ``retry_on`` and
     ``discard_on`` rules say, or a failure."""
-    definition = type(job)
-    rule = failures.find_rule(definition, error)
+    rule = failures.find_rule(type(job), error)
     if isinstance(rule, failures.RetryRule):
         count = job.exception_executions.get(rule.name, 0) + 1
         job.exception_executions[rule.name] = count
@@ -106,21 +105,27 @@ def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
             return _retry(claimed, job, rule, error, count)
         if rule.fallback is None:
             return _fail(claimed, job, error)
-        try:
-            rule.fallback(job, error)
-        except Exception as fallback_error:  # noqa: BLE001 - a raising fallback fails the job
-            return _fail(claimed, job, fallback_error)
-        signals.discard.send(definition, job=job, error=error)
-        return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
+        return _discard(claimed, job, error, rule.fallback)
     if isinstance(rule, failures.DiscardRule):
-        if rule.callback is not None:
-            try:
-                rule.callback(job, error)
-            except Exception as callback_error:  # noqa: BLE001 - a raising callback fails the job
-                return _fail(claimed, job, callback_error)
-        signals.discard.send(definition, job=job, error=error)
-        return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
+        return _discard(claimed, job, error, rule.callback)
     return _fail(claimed, job, error)
+
+
+def _discard(
+    claimed: ClaimedJob,
+    job: Job,
+    error: Exception,
+    handler: t.Callable[[Job, BaseException], t.Any] | None,
+) -> Outcome:
+    """Finish a job whose error a rule handles, after its handler (a ``discard_on`` callback
+    or a ``retry_on`` fallback) ran; a handler that raises fails the job instead."""
+    if handler is not None:
+        try:
+            handler(job, error)
+        except Exception as handler_error:  # noqa: BLE001 - a raising handler fails the job
+            return _fail(claimed, job, handler_error)
+    signals.discard.send(type(job), job=job, error=error)
+    return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
 
 
 def _retry(

@@ -170,7 +170,7 @@ def job_ref(outcome: Outcome) -> JobRef:
 
 _DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
 
-_IDS = sa.bindparam("ids", expanding=True)
+_IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
 _HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))
 _DELETE_CLAIMS_RETURNING = CLAIMED.delete().where(_HELD).returning(CLAIMED.c.job_id)
 _LOCK_CLAIMS = db.for_update(sa.select(CLAIMED.c.job_id).where(_HELD), skip_locked=False)

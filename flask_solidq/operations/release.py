@@ -91,7 +91,7 @@ def orphaned_process_ids(engine: sa.Engine) -> list[int | None]:
 def _take_claims(connection: sa.Connection, process_ids: t.Collection[int | None]) -> list[JobRef]:
     """Lock and delete the claims of ``process_ids``; return their jobs."""
     ids = [process_id for process_id in process_ids if process_id is not None]
-    condition = CLAIMED.c.process_id.in_(ids)
+    condition: sa.ColumnElement[bool] = CLAIMED.c.process_id.in_(ids)
     if None in process_ids:
         condition = sa.or_(condition, CLAIMED.c.process_id.is_(None))
     claims = connection.execute(

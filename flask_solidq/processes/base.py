@@ -140,9 +140,7 @@ class Runnable:
             "created_at": now,
         }
         with db.write(self.engine) as connection:
-            self.process_id = int(
-                connection.execute(PROCESSES.insert(), row).inserted_primary_key[0]
-            )  # type: ignore[index]
+            self.process_id = db.insert_returning_id(connection, PROCESSES.insert(), row)
 
     def deregister(self) -> None:
         """Delete the process's row, if it still exists."""

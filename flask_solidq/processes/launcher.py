@@ -21,6 +21,7 @@ from flask_solidq.recurring import tasks as recurring_tasks
 if t.TYPE_CHECKING:
     from flask import Flask
 
+    from flask_solidq.config import DispatcherSettings
     from flask_solidq.config import Settings
 
 MODES = ("fork", "thread")
@@ -90,14 +91,7 @@ def runner_specs(
                 specs.append(RunnerSpec(f"worker-{index}.{copy}", _worker(worker)))
     if only in (None, "dispatcher"):
         for index, dispatcher in enumerate(settings.dispatchers):
-            specs.append(
-                RunnerSpec(
-                    f"dispatcher-{index}",
-                    lambda app, supervisor_id, dispatcher=dispatcher: Dispatcher(
-                        app, dispatcher, supervisor_id=supervisor_id
-                    ),
-                )
-            )
+            specs.append(RunnerSpec(f"dispatcher-{index}", _dispatcher(dispatcher)))
     if only in (None, "scheduler") and settings.recurring:
         tasks = recurring_tasks.load_all(settings.recurring)
         specs.append(
@@ -107,6 +101,10 @@ def runner_specs(
             )
         )
     return specs
+
+
+def _dispatcher(dispatcher: DispatcherSettings) -> t.Callable[[Flask, int | None], Dispatcher]:
+    return lambda app, supervisor_id: Dispatcher(app, dispatcher, supervisor_id=supervisor_id)
 
 
 def _worker(worker: WorkerSettings) -> t.Callable[[Flask, int | None], Worker]:

@@ -16,6 +16,7 @@ and prunes from its loop), so forking never copies a lock held by another thread
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -247,7 +248,7 @@ class ForkSupervisor(Supervisor):
             if spec is None:
                 continue
             self.handle_unexpected_exit(
-                lambda row, pid=pid: row.pid == pid,
+                functools.partial(_has_pid, pid=pid),
                 f"{spec.label} (pid {pid})",
                 _describe_status(status),
             )
@@ -283,7 +284,7 @@ class ForkSupervisor(Supervisor):
         return not self.children
 
     def _reap(self) -> list[tuple[int, int]]:
-        reaped = []
+        reaped: list[tuple[int, int]] = []
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -322,7 +323,7 @@ class ThreadSupervisor(Supervisor):
             if not thread.is_alive():
                 del self.runners[thread]
                 self.handle_unexpected_exit(
-                    lambda row, runner=runner: row.id == runner.process_id, spec.label, "stopped"
+                    functools.partial(_has_id, process_id=runner.process_id), spec.label, "stopped"
                 )
                 self.start_runner(spec)
 
@@ -336,6 +337,14 @@ class ThreadSupervisor(Supervisor):
                 thread.join(min(0.5, max(0.0, deadline - time.monotonic())))
                 self.heartbeat_if_due()
         self.runners.clear()
+
+
+def _has_pid(row: registry.ProcessRow, *, pid: int) -> bool:
+    return row.pid == pid
+
+
+def _has_id(row: registry.ProcessRow, *, process_id: int | None) -> bool:
+    return row.id == process_id
 
 
 def _describe_status(status: int) -> str:
