@@ -115,13 +115,22 @@ class Job:
     def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
         self._setup(args, kwargs)
 
-    def _setup(self, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> None:
+    @classmethod
+    def _blank(cls: type[JobT], job_id: str) -> JobT:
+        """A job to load a stored payload into (a worker's), with its stored id."""
+        job = object.__new__(cls)
+        job._setup((), {}, job_id=job_id)
+        return job
+
+    def _setup(
+        self, args: tuple[t.Any, ...], kwargs: dict[str, t.Any], job_id: str | None = None
+    ) -> None:
         #: The positional arguments (for a collecting job: its first call's).
         self.arguments: tuple[t.Any, ...] = args
         #: The keyword arguments.
         self.kwargs: dict[str, t.Any] = kwargs
         #: The job's own id, a UUID string (Active Job's ``job_id``).
-        self.job_id: str = str(uuid.uuid4())
+        self.job_id: str = job_id or str(uuid.uuid4())
         #: The ``solidq_jobs`` row holding the job, once stored.
         self.provider_job_id: int | None = None
         #: Whether the last enqueue stored the job; None until one was tried.

@@ -85,9 +85,8 @@ def load(claimed: ClaimedJob) -> Job:
     """
     payload = json.loads(claimed.arguments or "{}")
     definition = registry.lookup(claimed.class_name, payload.get("job"))
-    job = definition.new()
+    job = definition._blank(claimed.active_job_id or "")
     job.load_payload(payload)
-    job.job_id = claimed.active_job_id or job.job_id
     job.provider_job_id = claimed.id
     job.queue_name = claimed.queue_name
     job.priority = claimed.priority

@@ -50,7 +50,7 @@ def finalize_all(
     now = utcnow()
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
-        params = {"process_id": process_id, "ids": job_ids, "now": naive_utc(now)}
+        params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
         with db.autocommit(engine) as connection:
             kept = set(connection.scalars(_FINISH_IN_ONE_STATEMENT[preserve_finished], params))
     else:
@@ -194,7 +194,7 @@ def _build_finish_in_one_statement(preserve_finished: bool) -> sa.TextClause:
         f"""
         WITH released AS (
             DELETE FROM solidq_claimed_executions
-            WHERE process_id = :process_id AND job_id = ANY(:ids)
+            WHERE process_id = :process_id AND job_id = ANY(CAST(:ids AS bigint[]))
             RETURNING job_id
         )
         {finish} WHERE jobs.id = released.job_id
