@@ -1,0 +1,264 @@
+"""The codecs of the stored forms that hold a single value, and what every codec shares.
+
+Each ``dump_*`` function turns a value of one exact type into its tagged form, and each
+``load_*`` function turns the tagged form back; :mod:`flask_solidq.definitions.argument_values`
+picks which one runs. The forms themselves are described in
+:mod:`flask_solidq.definitions.arguments`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import enum
+import reprlib
+import typing as t
+import uuid
+import zoneinfo
+
+from flask_solidq.definitions import import_paths
+from flask_solidq.errors import DeserializationError
+
+#: The key that marks a dict as a tagged form.
+TAG = "_sq"
+
+# Beyond this magnitude an int is stored in hex: Python refuses to convert ints of more than
+# ``sys.get_int_max_str_digits()`` decimal digits (at least 640) to or from text.
+_BIG_INT = 1 << 2000
+
+_NON_FINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+class Unserializable(Exception):
+    """Raised inside the dump functions; the path is built while it propagates, so the fast
+    path never formats one."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.segments: list[str] = []
+
+
+def type_name(cls: type) -> str:
+    """``cls``'s dotted name for messages; just the name for a builtin."""
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def check_importable(cls: type, what: str) -> None:
+    """Refuse to store ``what`` (``"an enum member"``) of a class that can't be imported back.
+
+    :raises Unserializable: ``cls``'s import path doesn't lead back to ``cls``.
+    """
+    path = import_paths.import_path(cls)
+    try:
+        found = import_paths.load_import_path(path)
+    except import_paths.ImportPathError:
+        found = None
+    if found is not cls:
+        raise Unserializable(
+            f"it is {what} of class {type_name(cls)}, which can't be imported back by name"
+            + (" (it is defined inside a function)" if "<locals>" in path else "")
+            + ". Define the class at the top level of a module."
+        )
+
+
+def field(value: dict[str, t.Any], key: str, cls: type) -> t.Any:
+    """``value[key]``, checked to be a ``cls``, for the loaders that run outside the
+    malformed-data conversion in :func:`~flask_solidq.definitions.argument_values.load_tagged`.
+    """
+    found = value.get(key)
+    if type(found) is not cls:
+        raise DeserializationError(
+            f"The stored {value.get(TAG)} {reprlib.repr(value)} is malformed: {key!r} should be"
+            f" a {cls.__name__}."
+        )
+    return found
+
+
+def load_class(path: str, what: str) -> t.Any:
+    """Import the class of a stored ``what`` (``"enum member"``) from ``path``.
+
+    :raises ~flask_solidq.errors.DeserializationError: ``path`` doesn't resolve.
+    """
+    try:
+        return import_paths.load_import_path(path)
+    except import_paths.ImportPathError as exc:
+        raise DeserializationError(f"Can't load a stored {what}: {exc}") from exc
+
+
+def _dump_int(value: int) -> t.Any:
+    if -_BIG_INT < value < _BIG_INT:
+        return value
+    return {TAG: "int", "v": hex(value)}
+
+
+def _dump_float(value: float) -> t.Any:
+    if value - value == 0.0:  # False for NaN and the infinities only.
+        return value
+    return {TAG: "float", "v": repr(value)}
+
+
+def _dump_bytes(value: bytes) -> dict[str, t.Any]:
+    return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
+
+
+def _dump_bytearray(value: bytearray) -> dict[str, t.Any]:
+    return {TAG: "bytearray", "v": base64.b64encode(value).decode("ascii")}
+
+
+def _zoned(out: dict[str, t.Any], value: dt.datetime | dt.time) -> dict[str, t.Any]:
+    tzinfo = value.tzinfo
+    if isinstance(tzinfo, zoneinfo.ZoneInfo) and tzinfo.key is not None:
+        out["tz"] = tzinfo.key
+    if value.fold:
+        out["fold"] = 1
+    return out
+
+
+def _dump_datetime(value: dt.datetime) -> dict[str, t.Any]:
+    return _zoned({TAG: "datetime", "v": value.isoformat()}, value)
+
+
+def _dump_date(value: dt.date) -> dict[str, t.Any]:
+    return {TAG: "date", "v": value.isoformat()}
+
+
+def _dump_time(value: dt.time) -> dict[str, t.Any]:
+    return _zoned({TAG: "time", "v": value.isoformat()}, value)
+
+
+def _dump_timedelta(value: dt.timedelta) -> dict[str, t.Any]:
+    return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+
+
+def _dump_decimal(value: decimal.Decimal) -> dict[str, t.Any]:
+    return {TAG: "decimal", "v": str(value)}
+
+
+def _dump_uuid(value: uuid.UUID) -> dict[str, t.Any]:
+    return {TAG: "uuid", "v": str(value)}
+
+
+def dump_enum(value: enum.Enum, dump_part: t.Callable[[t.Any], t.Any]) -> dict[str, t.Any]:
+    """The ``enum`` form of ``value``, a flag combination's value stored with ``dump_part``."""
+    cls = type(value)
+    name = value._name_
+    if name is not None and cls.__members__.get(name) is value:
+        return {TAG: "enum", "cls": import_paths.import_path(cls), "n": name}
+    try:  # A flag combination: no single member has its name.
+        return {TAG: "enum", "cls": import_paths.import_path(cls), "v": dump_part(value._value_)}
+    except Unserializable as exc:
+        exc.segments.append(".value")
+        raise
+
+
+def _load_int(value: dict[str, t.Any]) -> int:
+    return int(value["v"], 16)
+
+
+def _load_float(value: dict[str, t.Any]) -> float:
+    return _NON_FINITE[value["v"]]
+
+
+def _load_bytes(value: dict[str, t.Any]) -> bytes:
+    return base64.b64decode(value["v"].encode("ascii"), validate=True)
+
+
+def _load_bytearray(value: dict[str, t.Any]) -> bytearray:
+    return bytearray(_load_bytes(value))
+
+
+def _rezone(loaded: t.Any, value: dict[str, t.Any]) -> t.Any:
+    key = value.get("tz")
+    if key is not None:
+        # Same wall time and fold in the same zone: the value that was stored, even if the
+        # zone's rules changed in between.
+        loaded = loaded.replace(tzinfo=zoneinfo.ZoneInfo(key))
+    if value.get("fold"):
+        loaded = loaded.replace(fold=1)
+    return loaded
+
+
+def _load_datetime(value: dict[str, t.Any]) -> dt.datetime:
+    return _rezone(dt.datetime.fromisoformat(value["v"]), value)  # type: ignore[no-any-return]
+
+
+def _load_date(value: dict[str, t.Any]) -> dt.date:
+    return dt.date.fromisoformat(value["v"])
+
+
+def _load_time(value: dict[str, t.Any]) -> dt.time:
+    return _rezone(dt.time.fromisoformat(value["v"]), value)  # type: ignore[no-any-return]
+
+
+def _load_timedelta(value: dict[str, t.Any]) -> dt.timedelta:
+    days, seconds, microseconds = value["v"]
+    return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+
+
+def _load_decimal(value: dict[str, t.Any]) -> decimal.Decimal:
+    text = value["v"]
+    if type(text) is not str:
+        raise TypeError("'v' should be a string")
+    return decimal.Decimal(text)
+
+
+def _load_uuid(value: dict[str, t.Any]) -> uuid.UUID:
+    return uuid.UUID(value["v"])
+
+
+def load_enum(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) -> enum.Enum:
+    """The member an ``enum`` form names, a flag combination's value loaded with
+    ``load_part``.
+
+    :raises ~flask_solidq.errors.DeserializationError: the class or the member is gone.
+    """
+    path = field(value, "cls", str)
+    cls = load_class(path, "enum member")
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+        raise DeserializationError(f"Can't load a stored enum member: {path} is not an Enum.")
+    if "n" in value:
+        name = field(value, "n", str)
+        try:
+            return cls[name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise DeserializationError(
+                f"Can't load the stored enum member {path}.{name}: {path} has no such member."
+            ) from None
+    try:
+        return cls(load_part(value.get("v")))  # type: ignore[no-any-return]
+    except ValueError as exc:
+        raise DeserializationError(f"Can't load a stored {path} member: {exc}") from None
+
+
+#: The dump functions of the single-value forms, by the exact type they store.
+DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
+    int: _dump_int,
+    float: _dump_float,
+    bytes: _dump_bytes,
+    bytearray: _dump_bytearray,
+    dt.datetime: _dump_datetime,
+    dt.date: _dump_date,
+    dt.time: _dump_time,
+    dt.timedelta: _dump_timedelta,
+    decimal.Decimal: _dump_decimal,
+    uuid.UUID: _dump_uuid,
+}
+
+#: The load functions of the single-value forms, by tag. They may raise ``LookupError``,
+#: ``TypeError``, ``ValueError`` or ``ArithmeticError`` on malformed input.
+LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
+    "bytes": _load_bytes,
+    "bytearray": _load_bytearray,
+    "int": _load_int,
+    "float": _load_float,
+    "datetime": _load_datetime,
+    "date": _load_date,
+    "time": _load_time,
+    "timedelta": _load_timedelta,
+    "decimal": _load_decimal,
+    "uuid": _load_uuid,
+}
