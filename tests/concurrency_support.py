@@ -4,13 +4,9 @@ run intervals and overlap checks, `flask solidq work` processes on
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import traceback
 import typing as t
 
@@ -18,11 +14,9 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from tests import concurrency_jobs
+from tests import runtime_support
 from tests import support
 from tests.concurrency_jobs import RUNS
-from tests.runtime_support import FAST_CONFIG
-from tests.runtime_support import PYCACHE
-from tests.runtime_support import ROOT
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
@@ -160,7 +154,7 @@ def most_at_once(runs: t.Sequence[Interval]) -> int:
 # `flask solidq work` on tests.apps.concurrency_app.
 
 
-class Work:
+class Work(runtime_support.WorkProcess):
     """A running ``flask solidq work`` on the concurrency app, in a session of its own (so
     the whole group, forked children included, can be killed)."""
 
@@ -172,51 +166,21 @@ class Work:
         config: dict[str, t.Any] | None,
         log_path: pathlib.Path,
     ) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPYCACHEPREFIX": PYCACHE,
-            "SOLIDQ_TEST_DATABASE_URL": database_url,
-            "SOLIDQ_TEST_CONFIG": json.dumps({**FAST_CONFIG, **(config or {})}),
-            "PYTHONUNBUFFERED": "1",
-        }
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in kill()
-        command = ["-m", "flask", "--app", "tests.apps.concurrency_app", "solidq", "work"]
-        self.process = subprocess.Popen(
-            [sys.executable, *command, *args],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        super().__init__(
+            database_url,
+            ["work", *args],
+            config=config,
+            log_path=log_path,
+            app_module="tests.apps.concurrency_app",
         )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def kill(self) -> None:
-        """SIGKILL the supervisor and every process of its group; reap the supervisor."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-        self._log.close()
-
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM the supervisor and wait for it; return its exit code."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"flask solidq work didn't stop:\n{self.output()}") from None
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        self.signal(signal.SIGTERM)
+        return self.wait(timeout)
 
 
 def kinds_of(engine: sa.Engine, supervisor_pid: int) -> list[str]:

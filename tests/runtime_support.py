@@ -67,6 +67,7 @@ class WorkProcess:
         *,
         config: dict[str, t.Any] | None = None,
         log_path: pathlib.Path,
+        app_module: str = "tests.apps.worker_app",
     ) -> None:
         env = {
             **os.environ,
@@ -81,7 +82,7 @@ class WorkProcess:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # closed in kill()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "tests.apps.worker_app", "solidq", *args],
+            [sys.executable, "-m", "flask", "--app", app_module, "solidq", *args],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
