@@ -194,8 +194,7 @@ class ConcurrencyControl(Control):
                 )
 
     def _signal(self, engine: sa.Engine, job: JobRef) -> None:
-        with db.read(engine) as connection:
-            limit = limit_of(connection, job)
+        limit = limit_of(engine, job)
         if limit is not None:
             key = t.cast(str, job.concurrency_key)
             db.retrying_deadlocks(
@@ -203,22 +202,31 @@ class ConcurrencyControl(Control):
             )
 
 
-def limit_of(connection: sa.Connection, job: JobRef) -> ConcurrencyLimit | None:
+def limit_of(source: sa.Connection | sa.Engine, job: JobRef) -> ConcurrencyLimit | None:
     """The concurrency limit the job's definition declares now; None when it declares none
-    or can't be loaded (then the job isn't limited, as in Solid Queue)."""
+    or can't be loaded (then the job isn't limited, as in Solid Queue).
+
+    ``source`` (a connection in a transaction, or the engine) is only read when this process
+    hasn't registered the definition yet; the usual case costs no query.
+    """
     try:
-        definition = registry.lookup(job.class_name, _import_path(connection, job))
+        definition = registry.lookup(job.class_name, _import_path(source, job))
     except errors.JobNotFound:
         return None
     return definition._concurrency_limit
 
 
-def _import_path(connection: sa.Connection, job: JobRef) -> str | None:
+def _import_path(source: sa.Connection | sa.Engine, job: JobRef) -> str | None:
     """The stored import path of the job's definition, read only when this process hasn't
     registered the definition yet."""
     if registry.is_registered(job.class_name):
         return None
-    payload = connection.scalar(sa.select(JOBS.c.arguments).where(JOBS.c.id == job.id))
+    query = sa.select(JOBS.c.arguments).where(JOBS.c.id == job.id)
+    if isinstance(source, sa.Engine):
+        with db.read(source) as connection:
+            payload = connection.scalar(query)
+    else:
+        payload = source.scalar(query)
     try:
         return t.cast("str | None", json.loads(payload or "{}").get("job"))
     except ValueError:
@@ -233,8 +241,7 @@ def maintain(engine: sa.Engine, batch_size: int) -> None:
         job = _blocked_job_of(engine, key)
         if job is None:
             continue
-        with db.read(engine) as connection:
-            limit = limit_of(connection, job)
+        limit = limit_of(engine, job)
         to, duration = (limit.to, limit.duration) if limit else (1, DEFAULT_DURATION)
         db.retrying_deadlocks(functools.partial(semaphores.release_one, engine, key, to, duration))
 
