@@ -8,7 +8,8 @@ One set of rules for concurrency limits, rate limits and coalescing, as in the s
 * in a result, a SQLAlchemy model instance becomes ``ClassName/<primary key>``, a list or tuple
   is joined with ``/``, ``None`` drops out, and anything else goes through ``str()``;
 * the stored key is ``"<group or job name>/<key>"``; a key callable returning ``None`` gives the
-  bare ``"<group or job name>"``.
+  bare ``"<group or job name>"``; a group callable returning ``None`` drops out too, and a key
+  that comes out blank that way leaves the job unlimited.
 """
 
 from __future__ import annotations
@@ -47,24 +48,25 @@ def render(value: t.Any) -> str | None:
 
 
 def build(
-    scope: str,
+    scope: str | None,
     declaration: KeyDeclaration,
     args: tuple[t.Any, ...],
     kwargs: dict[str, t.Any],
 ) -> str:
-    """The full key: ``scope`` (the group, or the job's name) joined with the key's value."""
+    """The full key: ``scope`` (the group, or the job's name) joined with the key's value; the
+    blank string when both are blank (the job is then not limited)."""
     rendered = render(evaluate(declaration, args, kwargs))
-    return scope if rendered is None else f"{scope}/{rendered}"
+    return "/".join(part for part in (scope, rendered) if part is not None)
 
 
 def scope(
     group: KeyDeclaration, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-) -> str:
-    """The first part of a key: the group's value when one is declared, else the job's name."""
+) -> str | None:
+    """The first part of a key: the job's name, or the group's value when one is declared
+    (None when it comes out ``None``: it drops out, as Solid Queue compacts a nil group)."""
     if is_disabled(group):
         return job_name
-    rendered = render(evaluate(group, args, kwargs))
-    return rendered if rendered is not None else job_name
+    return render(evaluate(group, args, kwargs))
 
 
 class Keyed:
@@ -82,7 +84,8 @@ class Keyed:
     def key_for(
         self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
     ) -> str | None:
-        """The key a call with these arguments gets, or None when the control is off."""
+        """The key a call with these arguments gets, or None when the control is off (the
+        blank string when the key comes out blank: the job is then not limited)."""
         if not self.enabled:
             return None
         return build(scope(self.group, job_name, args, kwargs), self.key, args, kwargs)

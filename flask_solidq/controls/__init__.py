@@ -1,9 +1,9 @@
 """The controls: concurrency limits, rate limits and coalescing.
 
 Each control is a declaration (a decorator with validated options, stored on the job class)
-plus hooks at named points of a job's life (:class:`~flask_solidq.controls.base.HookPoint`).
-The operations call every control at each point through the functions below and never name
-one: a new control is a new module with a :class:`~flask_solidq.controls.base.Control` added to
+plus hooks at the moments of a job's life (:class:`~flask_solidq.controls.base.Control`). The
+operations call every control at each moment through the functions below and never name one:
+a new control is a new module with a :class:`~flask_solidq.controls.base.Control` added to
 :data:`CONTROLS`.
 """
 
@@ -14,12 +14,16 @@ import typing as t
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 
 if t.TYPE_CHECKING:
+    import datetime as dt
+
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
+    from flask_solidq.operations.claim import ClaimedJob
     from flask_solidq.operations.rows import JobRef
 
 #: Every control, in the order their hooks run.
@@ -47,6 +51,35 @@ def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
         jobs, dropped = control.dispatch(connection, jobs)
         discarded |= dropped
     return Dispatched(jobs, discarded)
+
+
+def checked_at_claim() -> frozenset[str]:
+    """The names of the job definitions (registered in this process) whose jobs some
+    control's CLAIM hook may defer; empty when claims need run no hook."""
+    names: frozenset[str] = frozenset()
+    for control in CONTROLS:
+        names |= control.checked_at_claim()
+    return names
+
+
+def claim(connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime) -> list[Deferral]:
+    """Run every control's CLAIM hook over the candidates, in queue order; return the jobs
+    that must wait instead of running now."""
+    deferrals: list[Deferral] = []
+    for control in CONTROLS:
+        deferred = {deferral.job.id for deferral in deferrals}
+        candidates = [job for job in jobs if job.id not in deferred]
+        if not candidates:
+            break
+        deferrals.extend(control.claim(connection, candidates, now))
+    return deferrals
+
+
+def after_claim(engine: sa.Engine, deferrals: list[Deferral]) -> None:
+    """Run every control's hook for jobs a committed claim deferred."""
+    if deferrals:
+        for control in CONTROLS:
+            control.after_claim(engine, deferrals)
 
 
 def finish(engine: sa.Engine, jobs: list[JobRef]) -> None:

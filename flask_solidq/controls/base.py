@@ -1,30 +1,32 @@
-"""The hook points and the :class:`Control` base every control implements."""
+"""The :class:`Control` base every control implements: its hooks at the moments of a job's
+life, and the small values they exchange with the operations.
+
+The hooks, in the order a job meets them:
+
+* ``stamp`` (enqueue): compute the keys stored with the job, before anything is written;
+* ``dispatch`` (the job becomes due: at enqueue, or when the dispatcher finds it due): take
+  what the job needs to become ready, or hold it back (block it, discard it);
+* ``claim`` (inside a worker's claim transaction, over the batch it locked): admit each job
+  or defer it to a later time, then ``after_claim`` once that transaction committed;
+* ``finish`` (the job left its claim: finished, failed, retried, discarded; committed):
+  give back what it held.
+
+Each hook does nothing unless the control overrides it, and each has a cheap question in front
+of it (``acts_on_dispatch``, ``checked_at_claim``) so that jobs no control cares about take the
+operations' fast paths.
+"""
 
 from __future__ import annotations
 
-import enum
+import datetime as dt
 import typing as t
 
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
+    from flask_solidq.operations.claim import ClaimedJob
     from flask_solidq.operations.rows import JobRef
-
-
-class HookPoint(str, enum.Enum):
-    """The moments of a job's life where a control may act."""
-
-    #: Before anything is written for an enqueue: compute the keys stored with the job.
-    ENQUEUE = "enqueue"
-    #: When due jobs become ready (at enqueue, or when the dispatcher finds them due).
-    DISPATCH = "dispatch"
-    #: Inside the claim transaction, over the claimed batch.
-    CLAIM = "claim"
-    #: When a worker starts performing a job.
-    START = "start"
-    #: After a job's outcome (finish, fail, retry, discard) is committed.
-    FINISH = "finish"
 
 
 class Dispatched(t.NamedTuple):
@@ -34,6 +36,16 @@ class Dispatched(t.NamedTuple):
     ready: list[JobRef]
     #: The ids of jobs destroyed instead (their rows are gone).
     discarded: set[int]
+
+
+class Deferral(t.NamedTuple):
+    """A claimed candidate a CLAIM hook sent back to wait instead of running now."""
+
+    job: ClaimedJob
+    #: The key that refused it (a rate-limit budget's).
+    key: str
+    #: When it is looked at again: its scheduled execution's ``scheduled_at``.
+    until: dt.datetime
 
 
 class Control:
@@ -56,6 +68,23 @@ class Control:
         them in ``connection``'s transaction); say which may become ready and which were
         discarded (their job rows deleted)."""
         return Dispatched(jobs, set())
+
+    def checked_at_claim(self) -> frozenset[str]:
+        """The names of the registered definitions whose jobs :meth:`claim` may defer. A
+        claim whose batch holds none of them runs no hook (one statement on PostgreSQL)."""
+        return frozenset()
+
+    def claim(
+        self, connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime
+    ) -> list[Deferral]:
+        """CLAIM: inside the claim transaction, over the candidates still admitted (in queue
+        order), say which must wait and until when. The claim moves those to scheduled
+        executions in the same transaction."""
+        return []
+
+    def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:
+        """After the claim that deferred ``deferrals`` (by any control) committed: release
+        what the deferred jobs held, announce them."""
 
     def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
         """FINISH: ``jobs`` left their claim (finished, failed, retried or discarded) and that

@@ -25,6 +25,7 @@ from flask_solidq import models
 from flask_solidq.controls import options
 from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
@@ -192,6 +193,15 @@ class ConcurrencyControl(Control):
                 logger.warning(
                     "SolidQ couldn't release the slot of %s", job.concurrency_key, exc_info=True
                 )
+
+    def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:
+        """A job deferred at claim (by its rate limit) gives its slot back, and the next
+        blocked job of its key takes it; the deferred job takes a slot again, or blocks, when
+        it comes back (the DISPATCH hook)."""
+        self.finish(
+            engine,
+            [JobRef.of(deferral.job) for deferral in deferrals if deferral.job.concurrency_key],
+        )
 
     def _signal(self, engine: sa.Engine, job: JobRef) -> None:
         limit = limit_of(engine, job)

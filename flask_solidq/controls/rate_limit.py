@@ -2,26 +2,47 @@
 
 The limit is checked inside the claim transaction (GCRA on one budget row per key); a job
 over it waits as a scheduled job with a staggered slot instead of holding a worker thread.
-Here: the declaration, and the key computed at enqueue into ``solidq_jobs.rate_limit_key``.
+Here: the declaration, the key computed at enqueue into ``solidq_jobs.rate_limit_key``, and
+the claim hook; the arithmetic is in :mod:`~flask_solidq.controls.gcra` and the budget rows in
+:mod:`~flask_solidq.controls.budgets`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import logging
 import typing as t
 
+import sqlalchemy as sa
+
 from flask_solidq import keys
+from flask_solidq import signals
+from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
+from flask_solidq.controls import gcra
 from flask_solidq.controls import options
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
+    from flask_solidq.operations.claim import ClaimedJob
 
 #: The shortest interval between admissions a limit may declare, in seconds.
 MIN_INTERVAL = 0.001
+
+#: The longest key ``solidq_rate_limits.key`` takes (and ``solidq_jobs.rate_limit_key``).
+MAX_KEY_LENGTH = 255
+
+#: How long a limited job waits when the budgets table is missing, before it is looked at
+#: again (the limit fails closed).
+TABLE_MISSING_WAIT = dt.timedelta(minutes=1)
+
+logger = logging.getLogger("flask_solidq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +59,11 @@ class RateLimit(keys.Keyed):
     def interval(self) -> float:
         """Seconds between admissions once the burst is spent: ``per / (to - burst + 1)``."""
         return self.per / (self.to - self.burst + 1)
+
+    @functools.cached_property
+    def rate(self) -> gcra.Rate:
+        """The limit as the GCRA arithmetic takes it."""
+        return gcra.Rate.of(self.to, self.per, self.burst)
 
 
 def limits_rate(
@@ -95,10 +121,113 @@ def limits_rate(
 
 
 class RateLimitControl(Control):
-    """The hooks of ``limits_rate``."""
+    """The hooks of ``limits_rate``: the key at enqueue, GCRA admit-or-defer inside the
+    claim, the ``defer_rate_limited`` signal once the claim committed."""
+
+    def __init__(self) -> None:
+        self._table_missing: set[str] = set()
+        self._table_present: set[str] = set()
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        row["rate_limit_key"] = type(job).rate_limit_key_for(*job.arguments, **job.kwargs)
+        declaration = type(job)._rate_limit
+        if declaration is None:
+            return
+        # A blank key is stored as "" (the job is not limited), apart from None: a job stored
+        # without a key (enqueued before the limit was declared) uses the bare budget.
+        key = declaration.key_for(type(job).job_name, job.arguments, job.kwargs)
+        if key is not None and len(key) > MAX_KEY_LENGTH:
+            raise ValueError(
+                f"{type(job).job_name}'s rate-limit key is {len(key)} characters long; the"
+                f" budgets table takes at most {MAX_KEY_LENGTH}. Shorten what the key or group"
+                " returns (a hash of a long value, say)."
+            )
+        row["rate_limit_key"] = key
+
+    def checked_at_claim(self) -> frozenset[str]:
+        return frozenset(
+            definition.job_name
+            for definition in registry.definitions()
+            if definition._rate_limit is not None
+        )
+
+    def claim(
+        self, connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime
+    ) -> list[Deferral]:
+        """Admit or defer each limited job against its budget, in queue order.
+
+        The budgets are locked (sorted by key, inserted when missing) for the rest of the
+        claim's transaction. A refused job waits until its budget's next free slot.
+        """
+        limited = [(job, *limit) for job in jobs if (limit := _limit_of(job)) is not None]
+        if not limited:
+            return []
+        if self._budgets_missing(connection):
+            until = now + TABLE_MISSING_WAIT
+            return [Deferral(job, key, until) for job, _rate, key in limited]
+        states = budgets.lock(connection, (key for _job, _rate, key in limited), now)
+        deferrals = []
+        for job, rate, key in limited:
+            budget = states[key]
+            if not budget.admit(rate, now):
+                deferrals.append(Deferral(job, key, gcra.retry_time(budget, rate, now)))
+        budgets.save(connection, states, now)
+        return deferrals
+
+    def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:
+        """Send ``defer_rate_limited`` once per job definition the claim deferred."""
+        if not signals.defer_rate_limited.receivers:
+            return
+        by_class: dict[str, list[Deferral]] = {}
+        for deferral in deferrals:
+            by_class.setdefault(deferral.job.class_name, []).append(deferral)
+        for class_name, deferred in by_class.items():
+            signals.defer_rate_limited.send(
+                registry.find(class_name),
+                class_name=class_name,
+                keys=list(dict.fromkeys(deferral.key for deferral in deferred)),
+                job_ids=[deferral.job.id for deferral in deferred],
+                size=len(deferred),
+            )
+
+    def _budgets_missing(self, connection: sa.Connection) -> bool:
+        """Whether ``solidq_rate_limits`` is missing: then limited jobs wait, a minute at a
+        time, and this process logs one error (the limit fails closed). Cached per database
+        for the life of the process, as the table check at enqueue is: restart workers after
+        migrating."""
+        url = connection.engine.url.render_as_string()
+        if url in self._table_missing:
+            return True
+        if url in self._table_present:
+            return False
+        if sa.inspect(connection).has_table(budgets.BUDGETS.name):
+            self._table_present.add(url)
+            return False
+        self._table_missing.add(url)
+        logger.error(
+            "SolidQ can't check rate limits: the table %s is missing, so rate-limited jobs"
+            " wait a minute at a time instead of running. Run `flask solidq install` and"
+            " `flask db upgrade`, then restart the workers.",
+            budgets.BUDGETS.name,
+        )
+        return True
+
+
+def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
+    """The rate and budget key a claimed job is checked against, from its definition's
+    declaration now; no key when the job isn't limited.
+
+    A job stored without a key (enqueued before its definition declared the limit) uses the
+    bare budget of its definition; a blank stored key (``""``) leaves it unlimited; a
+    definition that doesn't load, or declares no limit now, isn't limited (None).
+    """
+    definition = registry.find(job.class_name, job.arguments)
+    declaration = definition._rate_limit if definition is not None else None
+    if declaration is None:
+        return None
+    key = job.rate_limit_key
+    if key is None:
+        key = t.cast("type[Job]", definition).job_name
+    return (declaration.rate, key) if key else None
 
 
 CONTROL = RateLimitControl()

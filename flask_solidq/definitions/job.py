@@ -269,14 +269,17 @@ class Job:
 
     @classmethod
     def rate_limit_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
-        """The budget key a call with these arguments uses (None without a rate limit)."""
-        return cls._rate_limit.key_for(cls.job_name, args, kwargs) if cls._rate_limit else None
+        """The budget key a call with these arguments uses: None without a rate limit, or when
+        the key comes out blank (the call is then not limited)."""
+        limit = cls._rate_limit
+        return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
 
     @classmethod
     def concurrency_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
-        """The concurrency key a call with these arguments uses (None without a limit)."""
+        """The concurrency key a call with these arguments uses: None without a limit, or when
+        the key comes out blank (the call is then not limited)."""
         limit = cls._concurrency_limit
-        return limit.key_for(cls.job_name, args, kwargs) if limit else None
+        return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
 
     @classmethod
     def coalesce_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:

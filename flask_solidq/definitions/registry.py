@@ -8,6 +8,7 @@ imported the job's module loads it on demand.
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import typing as t
 
@@ -70,6 +71,32 @@ def lookup(name: str, path: str | None = None) -> type[Job]:
             + (f" (its import path {path!r} didn't define it)." if path else ".")
         )
     return job_class
+
+
+def find(name: str, payload: str | None = None) -> type[Job] | None:
+    """The definition registered as ``name``, importing the import path a stored payload
+    (``solidq_jobs.arguments``) names when it isn't registered yet; None when neither has it
+    (the controls then treat the job as one they don't limit, as Solid Queue does)."""
+    job_class = _definitions.get(name)
+    if job_class is not None:
+        return job_class
+    try:
+        return lookup(name, _payload_import_path(payload))
+    except errors.JobNotFound:
+        return None
+
+
+def _payload_import_path(payload: str | None) -> str | None:
+    try:
+        path = json.loads(payload or "{}").get("job")
+    except (ValueError, AttributeError):
+        return None
+    return path if isinstance(path, str) else None
+
+
+def definitions() -> list[type[Job]]:
+    """Every registered definition."""
+    return list(_definitions.values())
 
 
 def is_registered(name: str) -> bool:

@@ -8,6 +8,13 @@ worker threads need no query of their own. Paused queues are filtered inside the
 priority: a later queue is only read when the earlier ones had fewer jobs than the limit.
 
 On PostgreSQL the whole claim is one statement (data-modifying CTEs), in autocommit.
+
+When a control may defer jobs at claim (a rate-limited definition is registered in this
+process), the claim reads the candidates' jobs first, inside the same transaction, and lets the
+CLAIM hooks admit or defer each, in queue order: admitted jobs are claimed, deferred ones move
+to scheduled executions. A batch with no limited job costs the same statements as before
+(the jobs are read before the inserts instead of after); only the PostgreSQL one-statement
+claim gives way to the transaction.
 """
 
 from __future__ import annotations
@@ -18,10 +25,19 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import postgres
+from flask_solidq.controls.base import Deferral
+from flask_solidq.definitions import registry
+from flask_solidq.operations import dispatch
+from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    import datetime as dt
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
@@ -82,6 +98,14 @@ class QueueSelector:
         return names
 
 
+class ClaimBatch(t.NamedTuple):
+    """What one claim did: the jobs it claimed, in queue order, and those its controls
+    deferred (moved to scheduled executions instead)."""
+
+    jobs: list[ClaimedJob]
+    deferrals: list[Deferral]
+
+
 def claim(
     engine: sa.Engine,
     selector: QueueSelector,
@@ -90,57 +114,152 @@ def claim(
     *,
     skip_locked: bool = True,
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` ready jobs for ``process_id`` and return them, queue by queue.
+    """Claim up to ``limit`` ready jobs for ``process_id`` and return them, queue by queue;
+    see :func:`claim_batch`."""
+    return claim_batch(engine, selector, limit, process_id, skip_locked=skip_locked).jobs
+
+
+def claim_batch(
+    engine: sa.Engine,
+    selector: QueueSelector,
+    limit: int,
+    process_id: int,
+    *,
+    skip_locked: bool = True,
+) -> ClaimBatch:
+    """Claim up to ``limit`` ready jobs for ``process_id``, queue by queue; say which were
+    claimed and which the controls deferred.
 
     Each queue's claim commits on its own. A deadlock (MySQL) is tried again.
     """
-    claimed: list[ClaimedJob] = []
+    batch = ClaimBatch([], [])
     for queue_name in selector.relations(engine):
-        if len(claimed) >= limit:
+        if len(batch.jobs) >= limit:
             break
-        claimed.extend(
-            db.retrying_deadlocks(
-                functools.partial(
-                    _claim_from, engine, queue_name, limit - len(claimed), process_id, skip_locked
-                ),
-                attempts=DEADLOCK_RETRIES,
-            )
+        claimed = db.retrying_deadlocks(
+            functools.partial(
+                _claim_from, engine, queue_name, limit - len(batch.jobs), process_id, skip_locked
+            ),
+            attempts=DEADLOCK_RETRIES,
         )
-    return claimed
+        batch.jobs.extend(claimed.jobs)
+        batch.deferrals.extend(claimed.deferrals)
+    return batch
 
 
 def _claim_from(
     engine: sa.Engine, queue_name: str | None, limit: int, process_id: int, skip_locked: bool
-) -> list[ClaimedJob]:
+) -> ClaimBatch:
+    """One queue's claim.
+
+    When no control may defer a job this process can claim, no hook runs. Otherwise the
+    candidates' jobs are read first and the CLAIM hooks decide, in the same transaction. On
+    PostgreSQL a batch with no job a control may defer is still claimed in one statement;
+    only a batch holding one takes the transaction.
+    """
     params = {"queue_name": queue_name, "limit": limit, "process_id": process_id}
+    checked = controls.checked_at_claim()
     if db.supports_insert_in_cte(engine) and not db.in_transaction(engine):
-        return _claim_in_one_statement(engine, params, skip_locked)
+        claimed_at_once = _claim_in_one_statement(engine, params, skip_locked, checked)
+        if claimed_at_once is not None:
+            return _check_late_definitions(engine, claimed_at_once, process_id)
     with db.write(engine) as connection:
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
-            return []
+            return ClaimBatch([], [])
         now = utcnow()
         job_ids = [job_id for _, job_id in candidates]
-        connection.execute(
-            INSERT_CLAIMED,
-            [{"job_id": job_id, "process_id": process_id, "created_at": now} for job_id in job_ids],
-        )
+        deferrals: list[Deferral] = []
+        if checked:
+            # Read before the claims are inserted, so the hooks see every candidate.
+            jobs = _read_jobs(connection, job_ids)
+            deferrals = controls.claim(connection, jobs, now)
+            _defer(connection, deferrals, now)
+            deferred = {deferral.job.id for deferral in deferrals}
+            job_ids = [job_id for job_id in job_ids if job_id not in deferred]
+        if job_ids:
+            connection.execute(
+                INSERT_CLAIMED,
+                [
+                    {"job_id": job_id, "process_id": process_id, "created_at": now}
+                    for job_id in job_ids
+                ],
+            )
         # By primary key: deleting by job_id deadlocked on MySQL (Solid Queue PR #240).
         connection.execute(_DELETE_READY, {"ids": [id_ for id_, _ in candidates]})
-        jobs = connection.execute(_SELECT_CLAIMED_JOBS, {"ids": job_ids}).all()
-    by_id = {row.id: ClaimedJob(*row) for row in jobs}
+        if not checked:
+            jobs = _read_jobs(connection, job_ids)
+    # After the commit (or the caller's, inside solidq.transaction()).
+    db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
+    claimed = set(job_ids)
+    return ClaimBatch([job for job in jobs if job.id in claimed], deferrals)
+
+
+def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob]:
+    """The jobs of ``job_ids``, in that order."""
+    if not job_ids:
+        return []
+    by_id = {
+        row.id: ClaimedJob(*row) for row in connection.execute(_SELECT_JOBS, {"ids": job_ids})
+    }
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
 
 
+def _defer(connection: sa.Connection, deferrals: list[Deferral], now: dt.datetime) -> None:
+    """Give deferred jobs scheduled executions at their time to be looked at again; the jobs'
+    own ``scheduled_at`` stays as enqueued."""
+    refs = [JobRef.of(deferral.job, scheduled_at=deferral.until) for deferral in deferrals]
+    dispatch.schedule(connection, refs, now)
+
+
+def _check_late_definitions(
+    engine: sa.Engine, jobs: list[ClaimedJob], process_id: int
+) -> ClaimBatch:
+    """Check the jobs a fast claim took whose definitions this process hadn't imported yet.
+
+    The fast claim runs no hook because no definition this process knows is limited; a job
+    of a definition it had not imported could still be. Its definition is imported now (the
+    worker would import it to perform it anyway) and, if that makes a control act, the hooks
+    run over those jobs in a transaction of their own, moving the deferred ones from their
+    claim to a scheduled execution. Rare: a worker usually imports every job at start.
+    """
+    unknown = [job for job in jobs if not registry.is_registered(job.class_name)]
+    for job in unknown:
+        registry.find(job.class_name, job.arguments)
+    if not unknown or not controls.checked_at_claim() & {job.class_name for job in unknown}:
+        return ClaimBatch(jobs, [])
+    with db.write(engine) as connection:
+        now = utcnow()
+        deferrals = controls.claim(connection, unknown, now)
+        if deferrals:
+            deferred_ids = [deferral.job.id for deferral in deferrals]
+            connection.execute(
+                CLAIMED.delete().where(
+                    CLAIMED.c.job_id.in_(deferred_ids), CLAIMED.c.process_id == process_id
+                )
+            )
+            _defer(connection, deferrals, now)
+    db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
+    deferred = {deferral.job.id for deferral in deferrals}
+    return ClaimBatch([job for job in jobs if job.id not in deferred], deferrals)
+
+
 def _claim_in_one_statement(
-    engine: sa.Engine, params: dict[str, t.Any], skip_locked: bool
-) -> list[ClaimedJob]:
+    engine: sa.Engine, params: dict[str, t.Any], skip_locked: bool, checked: frozenset[str]
+) -> list[ClaimedJob] | None:
     """PostgreSQL: the whole claim as one statement in autocommit, one round trip instead of
-    six (data-modifying CTEs lock, delete, insert and read in one go)."""
-    statement = _ONE_STATEMENT[(params["queue_name"] is not None, skip_locked)]
+    four (data-modifying CTEs lock, delete, insert and read in one go). None when the batch
+    holds a job of a ``checked`` definition: nothing was claimed, and the hooks must decide."""
+    statement = postgres.CLAIM[(params["queue_name"] is not None, skip_locked, bool(checked))]
+    if checked:
+        params = {**params, "checked": sorted(checked)}
     with db.autocommit(engine) as connection:
         rows = connection.execute(statement, {**params, "now": naive_utc(utcnow())}).all()
-    return sorted((ClaimedJob(*row) for row in rows), key=lambda job: (job.priority, job.id))
+    if checked and any(row.checked for row in rows):
+        return None
+    width = len(ClaimedJob._fields)
+    jobs = (ClaimedJob(*row[:width]) for row in rows)
+    return sorted(jobs, key=lambda job: (job.priority, job.id))
 
 
 def _candidates(queue_name: str | None, skip_locked: bool) -> sa.Select[t.Any]:
@@ -158,36 +277,8 @@ def _build_candidates(by_queue: bool, skip_locked: bool) -> sa.Select[t.Any]:
     return db.for_update(query, skip_locked=skip_locked)
 
 
-def _build_one_statement(by_queue: bool, skip_locked: bool) -> sa.TextClause:
-    queue_filter = "AND queue_name = :queue_name" if by_queue else ""
-    lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
-    return sa.text(
-        f"""
-        WITH candidates AS (
-            SELECT id, job_id FROM solidq_ready_executions
-            WHERE queue_name NOT IN (SELECT queue_name FROM solidq_pauses) {queue_filter}
-            ORDER BY priority, job_id
-            LIMIT :limit
-            {lock}
-        ), deleted AS (
-            DELETE FROM solidq_ready_executions AS ready USING candidates
-            WHERE ready.id = candidates.id
-            RETURNING ready.job_id
-        ), claimed AS (
-            INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
-            SELECT job_id, :process_id, :now FROM deleted
-            RETURNING job_id
-        )
-        SELECT jobs.id, jobs.active_job_id, jobs.class_name, jobs.queue_name, jobs.priority,
-               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key
-        FROM solidq_jobs AS jobs JOIN claimed ON claimed.job_id = jobs.id
-        """
-    )
-
-
 _VARIANTS = [(by_queue, skip_locked) for by_queue in (False, True) for skip_locked in (False, True)]
 _CANDIDATES = {variant: _build_candidates(*variant) for variant in _VARIANTS}
-_ONE_STATEMENT = {variant: _build_one_statement(*variant) for variant in _VARIANTS}
 _DELETE_READY = READY.delete().where(READY.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 
@@ -202,7 +293,7 @@ def _ready_queues_like(connection: sa.Connection, prefix: str) -> list[str]:
     return list(connection.scalars(query))
 
 
-_SELECT_CLAIMED_JOBS = sa.select(
+_SELECT_JOBS = sa.select(
     JOBS.c.id,
     JOBS.c.active_job_id,
     JOBS.c.class_name,

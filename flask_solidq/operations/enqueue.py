@@ -16,6 +16,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import models
+from flask_solidq import postgres
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
@@ -126,10 +127,10 @@ def _insert_all_in_one_statement(
     placed: set[int] = set()
     held: list[JobRef] = []
     for batch in db.batched(rows, size=10_000):
-        columns = {name: [row[name] for row in batch] for name in _BULK_COLUMNS}
+        columns = {name: [row[name] for row in batch] for name in postgres.BULK_ENQUEUE_COLUMNS}
         columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
         columns["holds"] = [controls.act_on_dispatch(row) for row in batch]
-        result = connection.execute(_BULK_STATEMENT, {**columns, "now": naive_utc(now)})
+        result = connection.execute(postgres.BULK_ENQUEUE, {**columns, "now": naive_utc(now)})
         id_by_job_id = {job_id: id_ for job_id, id_ in result}
         batch_ids = [id_by_job_id[row["active_job_id"]] for row in batch]
         for job_id, row, holds in zip(batch_ids, batch, columns["holds"], strict=True):
@@ -142,52 +143,6 @@ def _insert_all_in_one_statement(
     discarded = dispatch.make_ready(connection, held, now).discarded
     placed.update(job.id for job in held if job.id not in discarded)
     return ids, placed
-
-
-_BULK_COLUMNS = (
-    "queue_name",
-    "class_name",
-    "arguments",
-    "priority",
-    "active_job_id",
-    "scheduled_at",
-    "concurrency_key",
-    "rate_limit_key",
-)
-_BULK_STATEMENT = sa.text(
-    """
-    WITH input AS (
-        SELECT * FROM unnest(
-            CAST(:queue_name AS varchar[]), CAST(:class_name AS varchar[]),
-            CAST(:arguments AS text[]), CAST(:priority AS integer[]),
-            CAST(:active_job_id AS varchar[]), CAST(:scheduled_at AS timestamp[]),
-            CAST(:concurrency_key AS varchar[]), CAST(:rate_limit_key AS varchar[]),
-            CAST(:holds AS boolean[])
-        ) AS input (queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-                    concurrency_key, rate_limit_key, holds)
-    ), new_jobs AS (
-        INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
-                                 scheduled_at, concurrency_key, rate_limit_key, created_at,
-                                 updated_at)
-        SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-               concurrency_key, rate_limit_key, :now, :now
-        FROM input
-        RETURNING id, active_job_id, queue_name, priority, scheduled_at
-    ), ready AS (
-        INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-        SELECT new_jobs.id, new_jobs.queue_name, new_jobs.priority, :now
-        FROM new_jobs JOIN input USING (active_job_id)
-        WHERE new_jobs.scheduled_at <= :now AND NOT input.holds
-    ), scheduled AS (
-        INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
-                                                 created_at)
-        SELECT id, queue_name, priority, scheduled_at, :now
-        FROM new_jobs
-        WHERE scheduled_at > :now
-    )
-    SELECT active_job_id, id FROM new_jobs
-    """
-)
 
 
 def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import postgres
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
@@ -52,7 +53,7 @@ def finalize_all(
     if _fits_one_statement(engine, outcomes):
         params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
         with db.autocommit(engine) as connection:
-            kept = set(connection.scalars(_FINISH_IN_ONE_STATEMENT[preserve_finished], params))
+            kept = set(connection.scalars(postgres.FINISH[preserve_finished], params))
     else:
         with db.write(engine) as connection:
             kept = set(release_claims(connection, process_id, job_ids))
@@ -157,15 +158,7 @@ def keeps_its_slot(outcome: Outcome, now: dt.datetime) -> bool:
 
 def job_ref(outcome: Outcome) -> JobRef:
     """The :class:`JobRef` of an outcome's job, for the controls' hooks."""
-    claimed = outcome.claimed
-    return JobRef(
-        id=claimed.id,
-        queue_name=claimed.queue_name,
-        priority=claimed.priority,
-        class_name=claimed.class_name,
-        concurrency_key=claimed.concurrency_key,
-        scheduled_at=None,
-    )
+    return JobRef.of(outcome.claimed)
 
 
 _DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
@@ -181,28 +174,3 @@ _MARK_FINISHED = (
     .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
 )
 _DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))
-
-
-def _build_finish_in_one_statement(preserve_finished: bool) -> sa.TextClause:
-    """PostgreSQL: release the claims still held and finish their jobs in one statement."""
-    finish = (
-        "UPDATE solidq_jobs AS jobs SET finished_at = :now, updated_at = :now FROM released"
-        if preserve_finished
-        else "DELETE FROM solidq_jobs AS jobs USING released"
-    )
-    return sa.text(
-        f"""
-        WITH released AS (
-            DELETE FROM solidq_claimed_executions
-            WHERE process_id = :process_id AND job_id = ANY(CAST(:ids AS bigint[]))
-            RETURNING job_id
-        )
-        {finish} WHERE jobs.id = released.job_id
-        RETURNING jobs.id
-        """
-    )
-
-
-_FINISH_IN_ONE_STATEMENT = {
-    preserve: _build_finish_in_one_statement(preserve) for preserve in (True, False)
-}

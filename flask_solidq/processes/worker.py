@@ -26,6 +26,8 @@ if t.TYPE_CHECKING:
 
 #: How long a worker with no idle thread sleeps: a thread that frees wakes it anyway.
 BUSY_SLEEP = 600.0
+#: How many claims one poll may make when its claims defer jobs and leave threads idle.
+CLAIMS_PER_POLL = 5
 #: With a backlog, how long a woken worker waits for more of its threads to free before it
 #: claims: a fraction of a claim's own cost, so short jobs are claimed several at a time.
 GATHER_TIMEOUT = 0.002
@@ -69,20 +71,31 @@ class Worker(Poller):
             # Jobs are waiting and the threads run them quickly: let the threads about to free
             # up join this claim, so one claim feeds several threads instead of one each.
             pool.wait_for_idle(pool.size, timeout=GATHER_TIMEOUT)
-        idle = pool.idle_threads
         self._backlog = False
-        if idle and self.process_id is not None:
-            jobs = claim_operation.claim(
+        if self.process_id is not None:
+            self._claim(pool)
+        return self.worker.polling_interval if pool.idle_threads else BUSY_SLEEP
+
+    def _claim(self, pool: Pool) -> None:
+        """Claim for the idle threads and post what was claimed. A claim whose controls
+        deferred jobs (over their rate limit) and left threads idle claims again at once, up
+        to :data:`CLAIMS_PER_POLL` times, so the threads don't sit idle behind waiting jobs."""
+        for _ in range(CLAIMS_PER_POLL):
+            idle = pool.idle_threads
+            if not idle:
+                return
+            batch = claim_operation.claim_batch(
                 self.state.claim_engine,
                 self.selector,
                 idle,
-                self.process_id,
+                t.cast(int, self.process_id),
                 skip_locked=self.settings.use_skip_locked,
             )
-            for job in jobs:
+            for job in batch.jobs:
                 pool.post(self._perform, job)
-            self._backlog = len(jobs) == idle
-        return self.worker.polling_interval if pool.idle_threads else BUSY_SLEEP
+            self._backlog = len(batch.jobs) == idle
+            if not batch.deferrals:
+                return
 
     def _perform(self, job: ClaimedJob) -> None:
         """Perform one claimed job on a pool thread; hand its outcome to the finisher."""

@@ -1,0 +1,122 @@
+"""Budgets: the rate limit's rows in ``solidq_rate_limits``, one per key.
+
+A claim locks the budgets of its limited jobs, in sorted key order, for the length of its
+transaction, so two claimers never admit against the same budget at once and never deadlock
+each other; a budget seen for the first time is inserted. The arithmetic on a budget's times
+lives in :mod:`flask_solidq.controls.gcra`; this module only reads and writes rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq.controls.gcra import Budget
+from flask_solidq.timing import utcnow
+
+BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
+
+_KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
+_LOCK = db.for_update(
+    sa.select(BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at)
+    .where(BUDGETS.c.key.in_(_KEYS))
+    .order_by(BUDGETS.c.key),
+    skip_locked=False,
+)
+_SAVE = (
+    BUDGETS.update()
+    .where(BUDGETS.c.key == sa.bindparam("budget_key"))
+    .values(
+        tat=sa.bindparam("new_tat"),
+        last_slot_at=sa.bindparam("new_last_slot_at"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> dict[str, Budget]:
+    """Lock the budgets of ``keys`` until the caller's transaction ends, inserting the missing
+    ones (as idle budgets); return each key's state.
+
+    Existing rows are locked first, in key order, in one statement; rows seen for the first
+    time are inserted and locked after them. Two claims that both insert new keys can still
+    deadlock on MySQL; the claim is retried then (:func:`flask_solidq.db.retrying_deadlocks`).
+    """
+    wanted = sorted(set(keys))
+    found = _locked(connection, wanted)
+    missing = [key for key in wanted if key not in found]
+    if missing:
+        rows = [
+            {"key": key, "tat": now, "last_slot_at": None, "created_at": now, "updated_at": now}
+            for key in missing
+        ]
+        db.insert_ignoring_duplicates(connection, BUDGETS, rows)
+        found.update(_locked(connection, missing))
+    return found
+
+
+def _locked(connection: sa.Connection, keys: list[str]) -> dict[str, Budget]:
+    rows = connection.execute(_LOCK, {"keys": keys})
+    return {row.key: Budget(row.tat, row.last_slot_at) for row in rows}
+
+
+def save(connection: sa.Connection, budgets: t.Mapping[str, Budget], now: dt.datetime) -> None:
+    """Write the budgets' new times, in the caller's transaction (which locked them)."""
+    if budgets:
+        connection.execute(
+            _SAVE,
+            [
+                {
+                    "budget_key": key,
+                    "new_tat": budget.tat or now,
+                    "new_last_slot_at": budget.last_slot_at,
+                    "now": now,
+                }
+                for key, budget in sorted(budgets.items())
+            ],
+        )
+
+
+def read(connection: sa.Connection, key: str) -> Budget | None:
+    """The budget of ``key`` without locking it; None when it has no row."""
+    row = connection.execute(
+        sa.select(BUDGETS.c.tat, BUDGETS.c.last_slot_at).where(BUDGETS.c.key == key)
+    ).first()
+    return None if row is None else Budget(row.tat, row.last_slot_at)
+
+
+def clear_idle_in_batches(
+    engine: sa.Engine, *, batch_size: int = 500, sleep_between_batches: float = 0.0
+) -> int:
+    """Delete the budgets that admit exactly as a missing row would (full, and no slot handed
+    out ahead), ``batch_size`` at a time; return how many.
+
+    Clearing never changes what is admitted: the delete re-checks each row's times under its
+    lock, so a budget a claim charges meanwhile stays, and a claim after the delete inserts
+    the row again.
+    """
+    cleared = 0
+    while True:
+        now = utcnow()
+        idle = sa.and_(
+            BUDGETS.c.tat <= now,
+            sa.or_(BUDGETS.c.last_slot_at.is_(None), BUDGETS.c.last_slot_at <= now),
+        )
+        with db.write(engine) as connection:
+            ids = list(
+                connection.scalars(
+                    sa.select(BUDGETS.c.id).where(idle).order_by(BUDGETS.c.id).limit(batch_size)
+                )
+            )
+            if ids:
+                result = connection.execute(BUDGETS.delete().where(BUDGETS.c.id.in_(ids), idle))
+                cleared += result.rowcount
+        if len(ids) < batch_size:
+            return cleared
+        if sleep_between_batches:
+            time.sleep(sleep_between_batches)

@@ -1,0 +1,104 @@
+"""The rate limit's arithmetic: GCRA over one budget, and the staggered slots of waiting jobs.
+
+Pure functions of a budget's two times and the clock, with no database, so they are tested on
+their own. For a limit of ``to`` per ``per`` with ``burst``:
+
+* the emission interval is ``T = per / (to - burst + 1)``, rounded *up* to the microsecond
+  (rounding down could let a window of ``per`` hold one claim more than ``to``), and the
+  tolerance is ``tau = (burst - 1) * T``;
+* ``tat``, the theoretical arrival time, is when the budget is next fully "on time". A claim at
+  ``now`` is admitted when ``now >= tat - tau``; then ``tat = max(tat, now) + T``. A missing or
+  idle budget (``tat <= now``) admits ``burst`` claims at once, then one every ``T``;
+* in any window of length ``per`` (half open), admissions number at most ``to``: the last of
+  ``n`` admissions comes at least ``(n - burst) * T`` after the first, and
+  ``(to - burst + 1) * T = per``.
+
+A looser limit caps the debt ``tat - now`` at ``burst * T`` of the new limit (the most a budget
+under that limit can owe), so admissions restart within one new interval; a tighter one
+starts from the budget as the old limit left it.
+
+A job the budget refuses waits for a *slot*: the next free one, ``T`` after the last slot
+handed out and not before the budget could admit it, at most :data:`MAX_AHEAD` from now. A
+slot is a hint of when to look again and never charges the budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+
+#: How far ahead slots are handed out; a job past that looks again this long from now,
+#: without taking a slot.
+MAX_AHEAD = dt.timedelta(minutes=5)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    """A limit, as the arithmetic needs it: its interval and burst."""
+
+    interval: dt.timedelta
+    burst: int
+
+    @classmethod
+    def of(cls, to: int, per: float, burst: int) -> Rate:
+        """The rate of ``to`` per ``per`` seconds with ``burst``; the interval is rounded up
+        to the microsecond."""
+        microseconds = math.ceil(round(per * 1_000_000 / (to - burst + 1), 6))
+        return cls(dt.timedelta(microseconds=microseconds), burst)
+
+    @property
+    def tolerance(self) -> dt.timedelta:
+        """``tau``: how early before ``tat`` a claim is still admitted."""
+        return self.interval * (self.burst - 1)
+
+
+@dataclasses.dataclass
+class Budget:
+    """The state of one budget (a ``solidq_rate_limits`` row); ``None`` for a missing row."""
+
+    tat: dt.datetime | None = None
+    last_slot_at: dt.datetime | None = None
+
+    def admit(self, rate: Rate, now: dt.datetime) -> bool:
+        """Charge one claim at ``now`` if the budget admits it; say whether it did."""
+        tat = self._capped_tat(rate, now)
+        self.tat = tat
+        if tat is not None and now < tat - rate.tolerance:
+            return False
+        self.tat = max(tat or now, now) + rate.interval
+        return True
+
+    def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:
+        """The earliest time a claim would be admitted (``now`` when it would be now)."""
+        tat = self._capped_tat(rate, now)
+        return now if tat is None else max(now, tat - rate.tolerance)
+
+    def next_slot(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
+        """Hand out the next free slot to a job the budget refused; None when it would be
+        more than :data:`MAX_AHEAD` away (the job then looks again that long from now)."""
+        slot = self.available_at(rate, now)
+        if self.last_slot_at is not None:
+            slot = max(slot, self.last_slot_at + rate.interval)
+        if slot > now + MAX_AHEAD:
+            return None
+        self.last_slot_at = slot
+        return slot
+
+    def is_idle(self, now: dt.datetime) -> bool:
+        """Whether the budget admits exactly as a missing one would: full, and no slot handed
+        out ahead of ``now``. Such a row can be deleted without changing any admission."""
+        return (self.tat is None or self.tat <= now) and (
+            self.last_slot_at is None or self.last_slot_at <= now
+        )
+
+    def _capped_tat(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
+        if self.tat is None:
+            return None
+        return min(self.tat, now + rate.interval * rate.burst)
+
+
+def retry_time(budget: Budget, rate: Rate, now: dt.datetime) -> dt.datetime:
+    """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now."""
+    return budget.next_slot(rate, now) or now + MAX_AHEAD
+

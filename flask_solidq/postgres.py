@@ -1,0 +1,153 @@
+"""Every hand-written SQL statement flask-solidq sends, in one place: PostgreSQL's.
+
+Everything else is SQLAlchemy Core, which renders for each dialect. These few statements are
+PostgreSQL-only because they use what only PostgreSQL has, data-modifying CTEs (one round trip
+where the other databases need four), ``unnest`` over array parameters, and ``pg_notify``.
+The operations pick them through :mod:`flask_solidq.db`'s capability checks
+(``supports_insert_in_cte``) and never build SQL text themselves.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+#: The channel ``LISTEN``/``NOTIFY`` wake-ups travel on (see
+#: :mod:`flask_solidq.processes.wakeups`).
+READY_CHANNEL = "solidq_ready"
+
+
+def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
+    """Lock up to ``:limit`` ready rows, delete them, insert their claims and read the jobs.
+
+    ``guarded``: claim nothing if one of the locked rows is a job of the definitions named in
+    ``:checked`` (those a control may defer at claim), and say so with one row whose
+    ``checked`` is true; the caller then claims in a transaction that runs the hooks. A batch
+    with no such job still costs one statement.
+    """
+    queue_filter = "AND queue_name = :queue_name" if by_queue else ""
+    lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
+    columns = """jobs.id, jobs.active_job_id, jobs.class_name, jobs.queue_name, jobs.priority,
+               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key"""
+    guard = guard_condition = guard_rows = ""
+    if guarded:
+        guard = """, checked AS (
+            SELECT 1 FROM candidates JOIN solidq_jobs AS jobs ON jobs.id = candidates.job_id
+            WHERE jobs.class_name = ANY(CAST(:checked AS varchar[]))
+            LIMIT 1
+        )"""
+        guard_condition = "AND NOT EXISTS (SELECT 1 FROM checked)"
+        guard_rows = """
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, TRUE FROM checked"""
+        columns += ", FALSE AS checked"
+    return sa.text(
+        f"""
+        WITH candidates AS (
+            SELECT id, job_id FROM solidq_ready_executions
+            WHERE queue_name NOT IN (SELECT queue_name FROM solidq_pauses) {queue_filter}
+            ORDER BY priority, job_id
+            LIMIT :limit
+            {lock}
+        ){guard}, deleted AS (
+            DELETE FROM solidq_ready_executions AS ready USING candidates
+            WHERE ready.id = candidates.id {guard_condition}
+            RETURNING ready.job_id
+        ), claimed AS (
+            INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+            SELECT job_id, :process_id, :now FROM deleted
+            RETURNING job_id
+        )
+        SELECT {columns}
+        FROM solidq_jobs AS jobs JOIN claimed ON claimed.job_id = jobs.id{guard_rows}
+        """
+    )
+
+
+#: The whole claim in one statement, by (one queue rather than all, SKIP LOCKED, guarded).
+CLAIM = {
+    (by_queue, skip_locked, guarded): _claim(by_queue, skip_locked, guarded)
+    for by_queue in (False, True)
+    for skip_locked in (False, True)
+    for guarded in (False, True)
+}
+
+
+def _finish(preserve_finished: bool) -> sa.TextClause:
+    """Release the claims ``:process_id`` still holds on ``:ids`` and finish their jobs."""
+    finish = (
+        "UPDATE solidq_jobs AS jobs SET finished_at = :now, updated_at = :now FROM released"
+        if preserve_finished
+        else "DELETE FROM solidq_jobs AS jobs USING released"
+    )
+    return sa.text(
+        f"""
+        WITH released AS (
+            DELETE FROM solidq_claimed_executions
+            WHERE process_id = :process_id AND job_id = ANY(CAST(:ids AS bigint[]))
+            RETURNING job_id
+        )
+        {finish} WHERE jobs.id = released.job_id
+        RETURNING jobs.id
+        """
+    )
+
+
+#: Finishing a batch of jobs in one statement, by whether finished jobs are kept.
+FINISH = {preserve: _finish(preserve) for preserve in (True, False)}
+
+#: Insert up to 10,000 jobs and their executions; the rows travel as one array per column
+#: (``unnest``), so the statement stays a few lines long whatever the batch size. Jobs whose
+#: ``holds`` is true (a control may hold them back when they become ready) get no ready row.
+BULK_ENQUEUE = sa.text(
+    """
+    WITH input AS (
+        SELECT * FROM unnest(
+            CAST(:queue_name AS varchar[]), CAST(:class_name AS varchar[]),
+            CAST(:arguments AS text[]), CAST(:priority AS integer[]),
+            CAST(:active_job_id AS varchar[]), CAST(:scheduled_at AS timestamp[]),
+            CAST(:concurrency_key AS varchar[]), CAST(:rate_limit_key AS varchar[]),
+            CAST(:holds AS boolean[])
+        ) AS input (queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
+                    concurrency_key, rate_limit_key, holds)
+    ), new_jobs AS (
+        INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
+                                 scheduled_at, concurrency_key, rate_limit_key, created_at,
+                                 updated_at)
+        SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
+               concurrency_key, rate_limit_key, :now, :now
+        FROM input
+        RETURNING id, active_job_id, queue_name, priority, scheduled_at
+    ), ready AS (
+        INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+        SELECT new_jobs.id, new_jobs.queue_name, new_jobs.priority, :now
+        FROM new_jobs JOIN input USING (active_job_id)
+        WHERE new_jobs.scheduled_at <= :now AND NOT input.holds
+    ), scheduled AS (
+        INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
+                                                 created_at)
+        SELECT id, queue_name, priority, scheduled_at, :now
+        FROM new_jobs
+        WHERE scheduled_at > :now
+    )
+    SELECT active_job_id, id FROM new_jobs
+    """
+)
+
+#: The columns :data:`BULK_ENQUEUE` takes as arrays, besides ``holds`` and ``now``.
+BULK_ENQUEUE_COLUMNS = (
+    "queue_name",
+    "class_name",
+    "arguments",
+    "priority",
+    "active_job_id",
+    "scheduled_at",
+    "concurrency_key",
+    "rate_limit_key",
+)
+
+#: Wake the workers that ``LISTEN`` (on any machine): sent inside a transaction that made
+#: jobs ready, it is delivered when that transaction commits, and not at all if it rolls back.
+NOTIFY_READY = sa.text(f"SELECT pg_notify('{READY_CHANNEL}', '')")
+
+#: Start hearing :data:`NOTIFY_READY` on a connection.
+LISTEN_READY = f"LISTEN {READY_CHANNEL}"
