@@ -63,8 +63,10 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
 
 
 def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
-    """Tell this process's idle workers (ready jobs) and dispatcher (scheduled ones), once
-    the jobs are committed: in thread mode they start at once instead of at their next poll."""
+    """Tell the idle workers (ready jobs) and dispatchers (scheduled ones) of this process and
+    this machine, once the jobs are committed: they start at once instead of at their next
+    poll. (Enqueues don't ``NOTIFY`` on PostgreSQL: see
+    :mod:`flask_solidq.processes.pg_listener`.)"""
     due = [
         job
         for job in jobs
@@ -72,10 +74,12 @@ def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     ]
     scheduled_at = [job.scheduled_at for job in jobs if job not in due and job.scheduled_at]
     if due:
-        db.after_commit(engine, wakeups.ready)
+        db.after_commit(engine, lambda: wakeups.announce_ready(engine, notified=False))
     if scheduled_at:
         earliest = min(scheduled_at)
-        db.after_commit(engine, lambda: wakeups.scheduled(earliest))
+        db.after_commit(
+            engine, lambda: wakeups.announce_scheduled(engine, earliest, notified=False)
+        )
 
 
 def _round_trip_arguments(job: Job) -> None:

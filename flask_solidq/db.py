@@ -21,6 +21,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
+from flask_solidq import postgres
+
 T = t.TypeVar("T")
 
 #: Seconds a SQLite connection waits for another process's write lock before it gives up with
@@ -219,6 +221,19 @@ def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
     """Whether an ``INSERT ... RETURNING`` can feed another ``INSERT`` in one statement
     (PostgreSQL's data-modifying CTEs), so an enqueue takes one round trip."""
     return connection.dialect.name == "postgresql"
+
+
+def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
+    """Whether processes can wake each other through the database: PostgreSQL's
+    ``LISTEN``/``NOTIFY``, heard through psycopg 3."""
+    return connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg"
+
+
+def notify(connection: sa.Connection, channel: str, payload: str = "") -> None:
+    """Wake the listeners of ``channel`` when the caller's transaction commits (PostgreSQL);
+    nothing elsewhere."""
+    if supports_listen_notify(connection):
+        connection.execute(postgres.NOTIFY, {"channel": channel, "payload": payload})
 
 
 @contextlib.contextmanager

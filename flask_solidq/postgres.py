@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-#: The channel ``LISTEN``/``NOTIFY`` wake-ups travel on (see
-#: :mod:`flask_solidq.processes.wakeups`).
+#: The channels ``LISTEN``/``NOTIFY`` wake-ups travel on (see
+#: :mod:`flask_solidq.processes.wakeups`): jobs became ready (workers listen), a job was
+#: scheduled for the time in the payload (dispatchers listen).
 READY_CHANNEL = "solidq_ready"
+SCHEDULED_CHANNEL = "solidq_scheduled"
 
 
 def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
@@ -145,9 +147,6 @@ BULK_ENQUEUE_COLUMNS = (
     "rate_limit_key",
 )
 
-#: Wake the workers that ``LISTEN`` (on any machine): sent inside a transaction that made
-#: jobs ready, it is delivered when that transaction commits, and not at all if it rolls back.
-NOTIFY_READY = sa.text(f"SELECT pg_notify('{READY_CHANNEL}', '')")
-
-#: Start hearing :data:`NOTIFY_READY` on a connection.
-LISTEN_READY = f"LISTEN {READY_CHANNEL}"
+#: Wake the processes that ``LISTEN`` on ``:channel`` (on any machine): sent inside a
+#: transaction, it is delivered when that transaction commits, and not at all if it rolls back.
+NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")

@@ -206,10 +206,13 @@ def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob
 
 
 def _defer(connection: sa.Connection, deferrals: list[Deferral], now: dt.datetime) -> None:
-    """Give deferred jobs scheduled executions at their time to be looked at again; the jobs'
-    own ``scheduled_at`` stays as enqueued."""
+    """Give deferred jobs scheduled executions at their time to be looked at again (the jobs'
+    own ``scheduled_at`` stays as enqueued), and tell the dispatchers when the first is due."""
     refs = [JobRef.of(deferral.job, scheduled_at=deferral.until) for deferral in deferrals]
     dispatch.schedule(connection, refs, now)
+    if deferrals:
+        earliest = min(deferral.until for deferral in deferrals)
+        db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
 
 
 def _check_late_definitions(

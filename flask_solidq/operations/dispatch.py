@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import postgres
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import utcnow
@@ -83,7 +84,8 @@ def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> se
 
 def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True) -> int:
     """Make up to ``batch_size`` due scheduled jobs ready (or blocked, or discarded, as the
-    controls decide), in one transaction; return how many left the scheduled table."""
+    controls decide), in one transaction; return how many left the scheduled table. On
+    PostgreSQL the transaction notifies the listening workers as it commits."""
     now = utcnow()
     with db.write(engine) as connection:
         due = connection.execute(
@@ -120,6 +122,7 @@ def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True
         ]
         make_ready(connection, refs, now)
         connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id.in_([row.id for row in due])))
+        db.notify(connection, postgres.READY_CHANNEL)
     return len(due)
 
 

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.processes.waker import Waker
+from flask_solidq.processes.waker import Watched
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -94,7 +95,11 @@ class Runnable:
     def sleep(self, seconds: float) -> None:
         """Sleep up to ``seconds``, ending early when woken or stopped."""
         if not self.stopping:
-            self._waker.sleep(seconds)
+            self._waker.sleep(seconds, self.watched())
+
+    def watched(self) -> list[Watched]:
+        """Descriptors that bring wake-ups from other processes, to wait on while asleep."""
+        return []
 
     def loop(self) -> None:
         raise NotImplementedError

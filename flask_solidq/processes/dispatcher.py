@@ -2,8 +2,9 @@
 
 Beyond Solid Queue's fixed poll, it sleeps until the next scheduled job is due when that comes
 before its polling interval, so a job scheduled for 12:00:00.250 is ready then, not at the
-next whole poll; and a job this process schedules wakes it early. A full batch means a backlog:
-the next poll runs at once.
+next whole poll; and a job scheduled (or deferred by its rate limit) by this process, another
+process of this machine or, on PostgreSQL, any process wakes it early. Jobs it makes ready
+wake the workers the same ways. A full batch means a backlog: the next poll runs at once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import threading
 import time
 import typing as t
 
+from flask_solidq import db
 from flask_solidq.controls import concurrency
 from flask_solidq.operations import dispatch
 from flask_solidq.processes import wakeups
+from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.timing import utcnow
 
@@ -23,6 +26,7 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
     from flask_solidq.config import DispatcherSettings
+    from flask_solidq.processes.waker import Watched
 
 
 class Dispatcher(Poller):
@@ -36,6 +40,7 @@ class Dispatcher(Poller):
         self._wake_at: dt.datetime | None = None
         self._next_maintenance = 0.0
         self._lock = threading.Lock()
+        self._subscription: wakeups.Subscription | None = None
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -48,10 +53,16 @@ class Dispatcher(Poller):
     def boot(self) -> None:
         super().boot()
         wakeups.listen_scheduled(self._scheduled)
+        self._subscription = wakeups.Subscription(self.engine, DISPATCHER, self._heard)
 
     def shutdown(self) -> None:
         wakeups.forget(self._scheduled)
+        if self._subscription is not None:
+            self._subscription.close()
         super().shutdown()
+
+    def watched(self) -> list[Watched]:
+        return self._subscription.watched() if self._subscription is not None else []
 
     def poll(self) -> float:
         self._maintain_concurrency()
@@ -60,7 +71,7 @@ class Dispatcher(Poller):
             self.engine, batch_size, skip_locked=self.settings.use_skip_locked
         )
         if count:
-            wakeups.ready()
+            wakeups.announce_ready(self.engine, notified=db.supports_listen_notify(self.engine))
         if count >= batch_size:
             return 0.0
         return self._delay_until(dispatch.next_due_at(self.engine))
@@ -81,6 +92,12 @@ class Dispatcher(Poller):
         with self._lock:
             self._wake_at = utcnow() + dt.timedelta(seconds=delay)
         return delay
+
+    def _heard(self, payload: bytes | str) -> None:
+        """Another process scheduled a job (or deferred one) for the time in ``payload``."""
+        at = wakeups.decode_time(payload)
+        if at is not None:
+            self._scheduled(at)
 
     def _scheduled(self, at: dt.datetime) -> None:
         """A job of this process was scheduled for ``at``: wake up if that's before the time

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import os
 import select
+import time
+import typing as t
+
+#: A descriptor to wait on beside the pipe, and what to call when it is readable.
+Watched = tuple[int, t.Callable[[], None]]
 
 
 class Waker:
@@ -26,10 +31,23 @@ class Waker:
         except (BlockingIOError, OSError):  # full pipe: a sleep will end anyway; closed: gone
             pass
 
-    def sleep(self, seconds: float) -> None:
-        """Sleep up to ``seconds``, or until rung; forget the rings that woke it."""
-        if seconds > 0:
-            select.select([self._read], [], [], seconds)
+    def sleep(self, seconds: float, watched: t.Sequence[Watched] = ()) -> None:
+        """Sleep up to ``seconds``, or until rung; forget the rings that woke it.
+
+        ``watched`` descriptors (sockets that bring wake-ups from other processes) are waited
+        on too: when one is readable its handler runs, and may :meth:`ring` to end the sleep.
+        """
+        handlers = dict(watched)
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                readable, _, _ = select.select([self._read, *handlers], [], [], remaining)
+            except (OSError, ValueError):  # a watched descriptor closed under it: wake
+                break
+            if self._read in readable:
+                break
+            for fd in readable:
+                handlers[fd]()
         self.clear()
 
     def clear(self) -> None:

@@ -1,12 +1,41 @@
-"""Wake-ups inside one process: a new ready job wakes the idle workers of this process at
-once, and a newly scheduled job wakes the dispatcher if it's due before the dispatcher's next
-poll. Across processes, workers and dispatchers poll."""
+"""Wake-ups: a process that makes jobs ready wakes the idle workers, and one that schedules a
+job wakes the dispatchers if it's due before their next poll, instead of leaving them to their
+polling intervals.
+
+Three reaches, each used where it is the cheapest that arrives:
+
+* inside one process (thread mode, or the web process's own threads): callbacks;
+* between the processes of one machine on one database: Unix datagram sockets
+  (:mod:`~flask_solidq.processes.host_bell`);
+* on PostgreSQL, across machines: ``NOTIFY`` sent inside the transaction that made jobs ready
+  (the dispatcher's) or deferred them (a claim's), heard through ``LISTEN``
+  (:mod:`~flask_solidq.processes.pg_listener`). Where the database notifies, the machine's
+  sockets aren't rung for the same event, so nobody wakes twice.
+
+Polling stays the fallback: a wake-up lost (a socket gone, a listener reconnecting) costs at
+most one polling interval.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 import typing as t
+
+from flask_solidq import db
+from flask_solidq import postgres
+from flask_solidq.processes.host_bell import DISPATCHER
+from flask_solidq.processes.host_bell import WORKER
+from flask_solidq.processes.host_bell import HostBell
+from flask_solidq.processes.pg_listener import PostgresListener
+from flask_solidq.timing import UTC
+
+if t.TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from flask_solidq.processes.host_bell import Listener
+    from flask_solidq.processes.waker import Watched
 
 _lock = threading.Lock()
 _on_ready: list[t.Callable[[], None]] = []
@@ -43,3 +72,80 @@ def scheduled(at: dt.datetime) -> None:
     """A job was scheduled for ``at`` in this process."""
     for callback in list(_on_scheduled):
         callback(at)
+
+
+def announce_ready(engine: sa.Engine, *, notified: bool) -> None:
+    """Jobs became ready (committed): wake this process's workers, and this machine's unless
+    the database already notified every listener (``notified``)."""
+    ready()
+    if not notified:
+        _bell(engine).ring(WORKER)
+
+
+def announce_scheduled(engine: sa.Engine, at: dt.datetime, *, notified: bool) -> None:
+    """A job was scheduled for ``at`` (committed): wake the dispatchers that would otherwise
+    sleep past it, in this process and, unless the database notified, on this machine."""
+    scheduled(at)
+    if not notified:
+        _bell(engine).ring(DISPATCHER, encode_time(at))
+
+
+def encode_time(at: dt.datetime) -> bytes:
+    """A due time as a wake-up's payload: POSIX seconds."""
+    return repr(at.timestamp()).encode()
+
+
+def decode_time(payload: bytes | str) -> dt.datetime | None:
+    """The due time a wake-up carries; None for a payload that holds none."""
+    try:
+        return dt.datetime.fromtimestamp(float(payload), UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _bell(engine: sa.Engine) -> HostBell:
+    return HostBell(engine.url)
+
+
+class Subscription:
+    """What a worker or dispatcher hears from other processes: its machine's socket of its
+    kind and, on PostgreSQL, the database's notifications on its channel. Each message is
+    handed to ``on_message`` with its payload (empty for "jobs are ready")."""
+
+    def __init__(
+        self, engine: sa.Engine, kind: str, on_message: t.Callable[[bytes | str], None]
+    ) -> None:
+        self.kind = kind
+        self.on_message = on_message
+        self._host: Listener | None = _bell(engine).listen(kind)
+        self._database: PostgresListener | None = None
+        if db.supports_listen_notify(engine):
+            channel = postgres.READY_CHANNEL if kind == WORKER else postgres.SCHEDULED_CHANNEL
+            self._database = PostgresListener(engine, [channel])
+
+    def watched(self) -> list[Watched]:
+        """The descriptors to wait on now, with their handlers (reconnecting the database
+        listener if it was lost)."""
+        watched: list[Watched] = []
+        if self._host is not None:
+            watched.append((self._host.fileno(), self._read_host))
+        if self._database is not None and self._database.open():
+            fileno = self._database.fileno()
+            if fileno is not None:
+                watched.append((fileno, self._read_database))
+        return watched
+
+    def close(self) -> None:
+        if self._host is not None:
+            self._host.close()
+        if self._database is not None:
+            self._database.close()
+
+    def _read_host(self) -> None:
+        for message in t.cast("Listener", self._host).drain():
+            self.on_message(message)
+
+    def _read_database(self) -> None:
+        for _channel, payload in t.cast(PostgresListener, self._database).drain():
+            self.on_message(payload)

@@ -2,19 +2,22 @@
 
 Each poll claims at most as many jobs as it has idle threads, in one transaction per queue,
 and hands them to the pool; the outcomes go to the finisher. A thread that frees wakes the
-worker at once, so a busy worker claims again as soon as it can, and an idle one polls every
-``polling_interval``.
+worker at once, so a busy worker claims again as soon as it can; jobs made ready by another
+process wake it too (see :mod:`~flask_solidq.processes.wakeups`), and an idle one polls every
+``polling_interval`` as the fallback.
 """
 
 from __future__ import annotations
 
 import typing as t
 
+from flask_solidq import db
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.processes import wakeups
 from flask_solidq.processes.finisher import Finisher
+from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
 
@@ -23,6 +26,7 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.config import WorkerSettings
     from flask_solidq.operations.claim import ClaimedJob
+    from flask_solidq.processes.waker import Watched
 
 #: How long a worker with no idle thread sleeps: a thread that frees wakes it anyway.
 BUSY_SLEEP = 600.0
@@ -45,6 +49,7 @@ class Worker(Poller):
         self.pool: Pool | None = None
         self._backlog = False
         self.finisher: Finisher | None = None
+        self._subscription: wakeups.Subscription | None = None
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -64,6 +69,12 @@ class Worker(Poller):
         )
         self.finisher.start()
         wakeups.listen_ready(self.wake_up)
+        self._subscription = wakeups.Subscription(
+            self.state.claim_engine, WORKER, lambda _payload: self.wake_up()
+        )
+
+    def watched(self) -> list[Watched]:
+        return self._subscription.watched() if self._subscription is not None else []
 
     def poll(self) -> float:
         pool = t.cast(Pool, self.pool)
@@ -96,6 +107,14 @@ class Worker(Poller):
             self._backlog = len(batch.jobs) == idle
             if not batch.deferrals:
                 return
+            self._announce_deferrals(batch)
+
+    def _announce_deferrals(self, batch: claim_operation.ClaimBatch) -> None:
+        """Wake the dispatchers that would sleep past the first deferred job's time (on
+        PostgreSQL the claim's transaction notified them already)."""
+        engine = self.state.claim_engine
+        earliest = min(deferral.until for deferral in batch.deferrals)
+        wakeups.announce_scheduled(engine, earliest, notified=db.supports_listen_notify(engine))
 
     def _perform(self, job: ClaimedJob) -> None:
         """Perform one claimed job on a pool thread; hand its outcome to the finisher."""
@@ -113,6 +132,8 @@ class Worker(Poller):
         outcomes, release the claims of jobs still running, then deregister."""
         self._stopping = True
         wakeups.forget(self.wake_up)
+        if self._subscription is not None:
+            self._subscription.close()
         timeout = self.settings.shutdown_timeout
         if self.pool is not None:
             self.pool.shutdown(timeout)

@@ -1,0 +1,126 @@
+"""Wake-ups between the processes of one machine that share a queue database.
+
+Each worker and dispatcher binds a Unix datagram socket in a directory of its own database's
+(under the temporary directory, readable by this user only); a process that made jobs ready,
+or scheduled one, sends a datagram to every socket of the kind that should hear it. Sending
+costs a directory listing and one ``sendto`` per listener, takes no lock and never blocks; a
+listener that is gone leaves a socket nobody reads, which the next sender removes. It works on
+every database and needs no server feature, so it is how SQLite and MySQL processes (and
+PostgreSQL processes on one machine, for enqueues) hear each other at once instead of at their
+next poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import typing as t
+
+if t.TYPE_CHECKING:
+    import sqlalchemy as sa
+
+logger = logging.getLogger("flask_solidq")
+
+#: Who listens: workers hear that jobs are ready, dispatchers that a job was scheduled.
+WORKER = "worker"
+DISPATCHER = "dispatcher"
+
+#: The longest path a Unix socket can have (Linux's sun_path, less its terminator).
+_MAX_PATH = 107
+
+
+class HostBell:
+    """The sockets of one queue database on this machine."""
+
+    def __init__(self, url: sa.URL) -> None:
+        self.directory = _directory(url)
+
+    def listen(self, kind: str) -> Listener | None:
+        """Bind a socket that hears the datagrams sent to ``kind``; None when this machine
+        can't have one (no Unix sockets, a path too long, a directory not ours)."""
+        path = os.path.join(self.directory, f"{kind}-{os.getpid()}-{secrets.token_hex(4)}.sock")
+        if len(path) > _MAX_PATH or not hasattr(socket, "AF_UNIX"):
+            return None
+        try:
+            _make_private_directory(self.directory)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            sock.bind(path)
+        except OSError as error:
+            logger.info("SolidQ wakes by polling only: no socket in %s (%s)", self.directory, error)
+            return None
+        return Listener(sock, path)
+
+    def ring(self, kind: str, message: bytes = b"") -> None:
+        """Send ``message`` to every socket of ``kind``; never raises, never blocks."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.setblocking(False)
+            for entry in entries:
+                if entry.name.startswith(f"{kind}-"):
+                    _send(sender, entry.path, message)
+
+
+class Listener:
+    """A bound socket: a file descriptor to wait on, and the messages that arrived."""
+
+    def __init__(self, sock: socket.socket, path: str) -> None:
+        self.socket = sock
+        self.path = path
+
+    def fileno(self) -> int:
+        return self.socket.fileno()
+
+    def drain(self) -> list[bytes]:
+        """Every datagram waiting, oldest first."""
+        messages = []
+        while True:
+            try:
+                messages.append(self.socket.recv(256))
+            except (BlockingIOError, OSError):
+                return messages
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        self.socket.close()
+
+
+def _send(sender: socket.socket, path: str, message: bytes) -> None:
+    try:
+        sender.sendto(message, path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        # Nobody reads it any more (its process died without closing it): tidy up.
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    except OSError as error:
+        # EAGAIN: its buffer is full, so it has wake-ups waiting already.
+        if error.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS):
+            logger.debug("SolidQ couldn't wake %s: %s", path, error)
+
+
+def _directory(url: sa.URL) -> str:
+    """One directory per database (the URL without its password; SQLite's path made
+    absolute), under a directory of this user's."""
+    if url.drivername.startswith("sqlite") and url.database:
+        url = url.set(database=os.path.abspath(url.database))
+    name = hashlib.sha256(url.render_as_string(hide_password=True).encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"flask-solidq-{os.getuid()}", name)
+
+
+def _make_private_directory(path: str) -> None:
+    for directory in (os.path.dirname(path), path):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+        status = os.stat(directory)
+        if status.st_uid != os.getuid() or status.st_mode & 0o077:
+            raise PermissionError(f"{directory} is not private to this user")
