@@ -18,6 +18,7 @@ from flask_solidq.errors import SolidQError
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import queues
 from flask_solidq.processes import launcher
+from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -79,6 +80,21 @@ def clear_finished_command(older_than: float | None, batch_size: int) -> None:
         engine, finished_before=utcnow() - dt.timedelta(seconds=older_than), batch_size=batch_size
     )
     click.echo(f"Deleted {cleared} finished job{'' if cleared == 1 else 's'}.")
+
+
+@solidq_group.command("clear-idle-budgets")
+@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--sleep-between-batches", type=click.FloatRange(min=0), default=0.0, show_default=True
+)
+def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) -> None:
+    """Delete rate-limit budgets that are full and hold no waiting job's slot, in batches.
+    Clearing never changes what is admitted."""
+    _queue_engine()
+    cleared = RateLimiter().clear_idle_in_batches(
+        batch_size=batch_size, sleep_between_batches=sleep_between_batches
+    )
+    click.echo(f"Deleted {cleared} idle budget{'' if cleared == 1 else 's'}.")
 
 
 @solidq_group.command("pause")

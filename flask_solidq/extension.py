@@ -15,6 +15,7 @@ from flask_solidq.config import load_settings
 from flask_solidq.definitions.function_job import make_job
 from flask_solidq.definitions.job import Job as _Job
 from flask_solidq.operations import queues
+from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 
@@ -102,6 +103,12 @@ class SolidQ:
         if function is not None:
             return make_job(function, name=name, queue=queue, priority=priority)
         return lambda fn: make_job(fn, name=name, queue=queue, priority=priority)
+
+    @property
+    def rate_limiter(self) -> RateLimiter:
+        """The budgets of the current app's rate limits: ``is_limited(key)``,
+        ``time_until_available(key)``, ``state(key)`` and ``clear_idle_in_batches()``."""
+        return RateLimiter()
 
     def perform_all_later(self, jobs: t.Iterable[_Job]) -> None:
         """Enqueue many jobs at once, with multi-row inserts in one transaction.

@@ -145,7 +145,9 @@ _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
     ),
     (
         signals.defer_rate_limited,
-        _fields_receiver("Defer rate limited", logging.DEBUG, ("class_name", "keys", "size")),
+        _fields_receiver(
+            "Defer rate-limited jobs", logging.DEBUG, ("class_name", "keys", "job_ids", "size")
+        ),
     ),
     (
         signals.release_blocked,

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import typing as t
 
+from flask_solidq.controls import budgets
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
 from flask_solidq.operations import queues
 from flask_solidq.timing import utcnow
 
@@ -33,9 +36,9 @@ QUEUE_HEADERS = (
 def render_status(
     connection: sa.Connection, now: dt.datetime | None = None, failed_limit: int = 20
 ) -> str:
-    """The whole status report: queues, processes, the latest failed jobs, and blocked jobs
-    and semaphores when there are any. Reads in ``connection``'s transaction, so the figures
-    agree with each other."""
+    """The whole status report: queues, processes, the latest failed jobs, and blocked jobs,
+    semaphores and rate-limited jobs waiting when there are any. Reads in ``connection``'s
+    transaction, so the figures agree with each other."""
     now = now or utcnow()
     sections = [
         render_queues(queues.queue_counts(connection, now)),
@@ -48,6 +51,9 @@ def render_status(
     semaphores = queues.semaphores(connection)
     if semaphores:
         sections.append(render_semaphores(semaphores, now))
+    waiting = budgets.waiting(connection)
+    if waiting:
+        sections.append(render_budgets(connection, waiting, now))
     return "\n\n".join(sections)
 
 
@@ -136,6 +142,36 @@ def render_semaphores(semaphores: t.Sequence[queues.SemaphoreState], now: dt.dat
         [entry.key, str(entry.value), format_expiry(entry.expires_at, now)] for entry in semaphores
     ]
     return "Semaphores\n" + format_table(["KEY", "FREE", "EXPIRES"], rows, right={1})
+
+
+def render_budgets(
+    connection: sa.Connection, waiting: t.Sequence[budgets.Waiting], now: dt.datetime
+) -> str:
+    """Each rate-limit budget with jobs waiting on it: how many, when the next claim would be
+    admitted, when the first waiting job is looked at again."""
+    rows = [
+        [entry.key, str(entry.size), _next_admission(connection, entry.key, now)]
+        + [format_when(entry.next_check_at, now)]
+        for entry in waiting
+    ]
+    headers = ["BUDGET", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
+    return "Rate-limited jobs\n" + format_table(headers, rows, right={1})
+
+
+def _next_admission(connection: sa.Connection, key: str, now: dt.datetime) -> str:
+    declaration = rate_limit.declaration_for(key)
+    if declaration is None:
+        return "?"  # the job that declares it isn't imported by this app
+    budget = budgets.read(connection, key) or gcra.Budget()
+    return format_when(budget.available_at(declaration.rate, now), now)
+
+
+def format_when(moment: dt.datetime, now: dt.datetime) -> str:
+    """When something comes: ``now``, or ``in 4m10s``."""
+    remaining = (moment - now).total_seconds()
+    if remaining <= 0:
+        return "now"
+    return f"in {remaining:.2f}s" if remaining < 1 else f"in {format_duration(remaining)}"
 
 
 def format_table(

@@ -20,6 +20,8 @@ from flask_solidq.controls.gcra import Budget
 from flask_solidq.timing import utcnow
 
 BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
 _LOCK = db.for_update(
@@ -120,3 +122,32 @@ def clear_idle_in_batches(
             return cleared
         if sleep_between_batches:
             time.sleep(sleep_between_batches)
+
+
+class Waiting(t.NamedTuple):
+    """The jobs a budget deferred that wait now: how many, and when the first is looked at
+    again."""
+
+    key: str
+    size: int
+    next_check_at: dt.datetime
+
+
+def waiting(connection: sa.Connection, key: str | None = None) -> list[Waiting]:
+    """The deferred jobs waiting, per budget key (of ``key`` alone when given), by key.
+
+    A deferred job is a scheduled execution due later than its job's own ``scheduled_at``
+    (the claim moved the execution, never the job); a job scheduled with ``wait=`` has both
+    the same, and isn't counted.
+    """
+    query = (
+        sa.select(JOBS.c.rate_limit_key, sa.func.count(), sa.func.min(SCHEDULED.c.scheduled_at))
+        .join(JOBS, JOBS.c.id == SCHEDULED.c.job_id)
+        .where(SCHEDULED.c.scheduled_at > JOBS.c.scheduled_at)
+        .where(JOBS.c.rate_limit_key.is_not(None), JOBS.c.rate_limit_key != "")
+        .group_by(JOBS.c.rate_limit_key)
+        .order_by(JOBS.c.rate_limit_key)
+    )
+    if key is not None:
+        query = query.where(JOBS.c.rate_limit_key == key)
+    return [Waiting(*row) for row in connection.execute(query)]

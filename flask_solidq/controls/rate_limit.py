@@ -212,6 +212,25 @@ class RateLimitControl(Control):
         return True
 
 
+def declaration_for(key: str) -> RateLimit | None:
+    """The ``limits_rate`` declaration whose budgets include ``key``: that of the registered
+    definition whose literal group, or whose name when it has no group, starts the key (the
+    longest such start wins); None when no registered definition's does (a group computed
+    by a callable can't be matched from its key)."""
+    best: tuple[int, RateLimit] | None = None
+    for definition in registry.definitions():
+        declaration = definition._rate_limit
+        if declaration is None:
+            continue
+        group = declaration.group
+        scope = definition.job_name if keys.is_disabled(group) else group
+        if not isinstance(scope, str) or not (key == scope or key.startswith(f"{scope}/")):
+            continue
+        if best is None or len(scope) > best[0]:
+            best = (len(scope), declaration)
+    return best[1] if best else None
+
+
 def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
     """The rate and budget key a claimed job is checked against, from its definition's
     declaration now; no key when the job isn't limited.

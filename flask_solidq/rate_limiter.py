@@ -1,0 +1,114 @@
+"""``solidq.rate_limiter``: read a rate-limit budget from anywhere in the app, and clear idle
+ones.
+
+Queuety's programmatic limiter, over flask-solidq's budgets: ``is_limited(key)`` and
+``time_until_available(key)`` answer from the budget's row and the limit its jobs declare,
+so they say what the next claim by *any* worker would get, not what one process believes.
+(Queuety's ``register()`` has no counterpart: a limit is declared on the job with
+``limits_rate``, which is what every worker enforces.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq.controls import budgets
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
+from flask_solidq.state import get_state
+from flask_solidq.timing import utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetState:
+    """What :meth:`RateLimiter.state` tells of one budget."""
+
+    key: str
+    #: When the next claim would be admitted (now, or later while the budget is spent).
+    next_admission_at: dt.datetime
+    #: Jobs waiting on the budget (deferred by their rate limit, not scheduled with wait=).
+    waiting: int
+    #: When the first waiting job is looked at again; None with none waiting.
+    next_check_at: dt.datetime | None
+    #: The last slot handed out to a waiting job; None if none was.
+    last_slot_at: dt.datetime | None
+
+    @property
+    def limited(self) -> bool:
+        """Whether a claim now would be deferred."""
+        return self.next_admission_at > utcnow()
+
+
+class RateLimiter:
+    """The budgets of the current app's queue. Every method requires an app context."""
+
+    def is_limited(self, key: str) -> bool:
+        """True while a claim of a job with this budget key would be deferred now.
+
+        :raises ValueError: no registered job declares a limit whose budgets include ``key``.
+        """
+        return self.time_until_available(key) > 0
+
+    def time_until_available(self, key: str) -> float:
+        """Seconds until a claim of a job with this budget key is admitted (0.0 if now).
+
+        :raises ValueError: no registered job declares a limit whose budgets include ``key``.
+        """
+        now = utcnow()
+        return max(0.0, (self._next_admission_at(key, now) - now).total_seconds())
+
+    def state(self, key: str) -> BudgetState:
+        """The budget of ``key``: next admission, jobs waiting, next check, last slot.
+
+        :raises ValueError: no registered job declares a limit whose budgets include ``key``.
+        """
+        now = utcnow()
+        with db.read(self._engine()) as connection:
+            budget = budgets.read(connection, key) or gcra.Budget()
+            waiting = budgets.waiting(connection, key)
+        return BudgetState(
+            key=key,
+            next_admission_at=budget.available_at(_rate(key), now),
+            waiting=waiting[0].size if waiting else 0,
+            next_check_at=waiting[0].next_check_at if waiting else None,
+            last_slot_at=budget.last_slot_at,
+        )
+
+    def clear_idle_in_batches(
+        self, batch_size: int = 500, sleep_between_batches: float = 0
+    ) -> int:
+        """Delete the budgets that admit exactly as a missing one would (full, no slot
+        handed out ahead), ``batch_size`` at a time, sleeping ``sleep_between_batches``
+        seconds between batches; return how many. It never changes what is admitted."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be 1 or more, not {batch_size!r}.")
+        return budgets.clear_idle_in_batches(
+            self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
+        )
+
+    def _next_admission_at(self, key: str, now: dt.datetime) -> dt.datetime:
+        rate = _rate(key)
+        with db.read(self._engine()) as connection:
+            budget = budgets.read(connection, key) or gcra.Budget()
+        return budget.available_at(rate, now)
+
+    @staticmethod
+    def _engine() -> sa.Engine:
+        state = get_state()
+        state.check_tables()
+        return state.engine
+
+
+def _rate(key: str) -> gcra.Rate:
+    declaration = rate_limit.declaration_for(key)
+    if declaration is None:
+        raise ValueError(
+            f"No job registered in this process declares a rate limit whose budgets include"
+            f" {key!r}. A budget key is '<group or job name>/<key>' (see"
+            " Job.rate_limit_key_for(...)); import the module that defines the job first."
+        )
+    return declaration.rate
