@@ -189,6 +189,8 @@ def _claim_from(
         connection.execute(_DELETE_READY, {"ids": [id_ for id_, _ in candidates]})
         if not checked:
             jobs = _read_jobs(connection, job_ids)
+    if not checked:
+        return _check_late_definitions(engine, jobs, process_id)
     # After the commit (or the caller's, inside solidq.transaction()).
     db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
     claimed = set(job_ids)
@@ -218,9 +220,10 @@ def _defer(connection: sa.Connection, deferrals: list[Deferral], now: dt.datetim
 def _check_late_definitions(
     engine: sa.Engine, jobs: list[ClaimedJob], process_id: int
 ) -> ClaimBatch:
-    """Check the jobs a fast claim took whose definitions this process hadn't imported yet.
+    """Check the jobs a claim took without hooks whose definitions this process hadn't
+    imported yet.
 
-    The fast claim runs no hook because no definition this process knows is limited; a job
+    Such a claim runs no hook because no definition this process knows is limited; a job
     of a definition it had not imported could still be. Its definition is imported now (the
     worker would import it to perform it anyway) and, if that makes a control act, the hooks
     run over those jobs in a transaction of their own, moving the deferred ones from their

@@ -90,8 +90,11 @@ class Listener:
                 return messages
 
     def close(self) -> None:
+        """Stop listening; the database's directory goes with its last socket."""
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(self.path))
         self.socket.close()
 
 
