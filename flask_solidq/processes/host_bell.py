@@ -48,10 +48,7 @@ class HostBell:
         if len(path) > _MAX_PATH or not hasattr(socket, "AF_UNIX"):
             return None
         try:
-            _make_private_directory(self.directory)
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.setblocking(False)
-            sock.bind(path)
+            sock = _bound_socket(self.directory, path)
         except OSError as error:
             logger.info("SolidQ wakes by polling only: no socket in %s (%s)", self.directory, error)
             return None
@@ -96,6 +93,23 @@ class Listener:
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(self.path))
         self.socket.close()
+
+
+def _bound_socket(directory: str, path: str) -> socket.socket:
+    """A non-blocking datagram socket bound at ``path``; tried twice, in case the last
+    listener of the directory removed it between our making it and binding."""
+    for attempt in (1, 2):
+        _make_private_directory(directory)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        try:
+            sock.bind(path)
+            return sock
+        except FileNotFoundError:
+            sock.close()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _send(sender: socket.socket, path: str, message: bytes) -> None:
