@@ -41,35 +41,53 @@ _SAVE = (
 )
 
 
-def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> dict[str, Budget]:
+class Locked:
+    """The budgets a claim locked: the state of each row, and which row each key it asked
+    for is stored in. On MySQL, whose default collation ignores case and trailing spaces, two
+    keys can share one row (and so one budget), as the seed documents."""
+
+    def __init__(self) -> None:
+        #: Stored key -> the budget in that row.
+        self.rows: dict[str, Budget] = {}
+        self._stored: dict[str, str] = {}
+
+    def __getitem__(self, key: str) -> Budget:
+        return self.rows[self._stored.get(key, key)]
+
+    def add(self, row: sa.Row[t.Any], asked: str | None = None) -> None:
+        self.rows.setdefault(row.key, Budget(row.tat, row.last_slot_at))
+        if asked is not None and asked != row.key:
+            self._stored[asked] = row.key
+
+
+def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> Locked:
     """Lock the budgets of ``keys`` until the caller's transaction ends, inserting the missing
-    ones (as idle budgets); return each key's state.
+    ones (as idle budgets); return their states.
 
     Existing rows are locked first, in key order, in one statement; rows seen for the first
     time are inserted and locked after them. Two claims that both insert new keys can still
     deadlock on MySQL; the claim is retried then (:func:`flask_solidq.db.retrying_deadlocks`).
     """
     wanted = sorted(set(keys))
-    found = _locked(connection, wanted)
-    missing = [key for key in wanted if key not in found]
+    locked = Locked()
+    for row in connection.execute(_LOCK, {"keys": wanted}):
+        locked.add(row)
+    missing = [key for key in wanted if key not in locked.rows]
     if missing:
         rows = [
             {"key": key, "tat": now, "last_slot_at": None, "created_at": now, "updated_at": now}
             for key in missing
         ]
         db.insert_ignoring_duplicates(connection, BUDGETS, rows)
-        found.update(_locked(connection, missing))
-    return found
+        for key in missing:
+            # One by one: the database says which row it takes each key to be.
+            locked.add(connection.execute(_LOCK, {"keys": [key]}).one(), asked=key)
+    return locked
 
 
-def _locked(connection: sa.Connection, keys: list[str]) -> dict[str, Budget]:
-    rows = connection.execute(_LOCK, {"keys": keys})
-    return {row.key: Budget(row.tat, row.last_slot_at) for row in rows}
-
-
-def save(connection: sa.Connection, budgets: t.Mapping[str, Budget], now: dt.datetime) -> None:
+def save(connection: sa.Connection, locked: Locked, now: dt.datetime) -> None:
     """Write the budgets' new times, in the caller's transaction (which locked them)."""
-    if budgets:
+    if locked.rows:
         connection.execute(
             _SAVE,
             [
@@ -79,7 +97,7 @@ def save(connection: sa.Connection, budgets: t.Mapping[str, Budget], now: dt.dat
                     "new_last_slot_at": budget.last_slot_at,
                     "now": now,
                 }
-                for key, budget in sorted(budgets.items())
+                for key, budget in sorted(locked.rows.items())
             ],
         )
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import fractions
 import math
 
 #: How far ahead slots are handed out; a job past that looks again this long from now,
@@ -43,8 +44,10 @@ class Rate:
     @classmethod
     def of(cls, to: int, per: float, burst: int) -> Rate:
         """The rate of ``to`` per ``per`` seconds with ``burst``; the interval is rounded up
-        to the microsecond."""
-        microseconds = math.ceil(round(per * 1_000_000 / (to - burst + 1), 6))
+        to the microsecond, in exact arithmetic (``per`` is read to the nanosecond, so a float
+        such as 0.1 counts as the tenth it stands for)."""
+        nanoseconds = round(per * 1_000_000_000)
+        microseconds = math.ceil(fractions.Fraction(nanoseconds, 1000 * (to - burst + 1)))
         return cls(dt.timedelta(microseconds=microseconds), burst)
 
     @property

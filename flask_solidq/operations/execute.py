@@ -13,6 +13,7 @@ import json
 import traceback
 import typing as t
 
+from flask_solidq import controls
 from flask_solidq import errors
 from flask_solidq import signals
 from flask_solidq.definitions import failures
@@ -45,6 +46,9 @@ class Retry(t.NamedTuple):
     scheduled_at: dt.datetime
     queue_name: str
     priority: int
+    #: The stored key; a job stored without one (enqueued before its definition declared
+    #: a rate limit) gets the key its definition gives it now.
+    rate_limit_key: str | None = None
 
 
 class Outcome(t.NamedTuple):
@@ -137,8 +141,22 @@ def _retry(
         scheduled_at=utcnow() + dt.timedelta(seconds=wait),
         queue_name=rule.queue or claimed.queue_name,
         priority=claimed.priority if rule.priority is None else rule.priority,
+        rate_limit_key=_rate_limit_key(claimed, job),
     )
     return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job)
+
+
+def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
+    """A retry keeps the rate-limit key its job was stored with; a job stored without one
+    takes the key its definition's controls give it now (none if they raise)."""
+    if claimed.rate_limit_key is not None:
+        return claimed.rate_limit_key
+    row: dict[str, t.Any] = {"concurrency_key": None, "rate_limit_key": None}
+    try:
+        controls.stamp(job, row)
+    except Exception:  # noqa: BLE001 - the retry goes on with the bare budget
+        return None
+    return t.cast("str | None", row["rate_limit_key"])
 
 
 def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:

@@ -38,6 +38,7 @@ UPDATE_RETRIED = (
         scheduled_at=sa.bindparam("new_scheduled_at"),
         queue_name=sa.bindparam("new_queue_name"),
         priority=sa.bindparam("new_priority"),
+        rate_limit_key=sa.bindparam("new_rate_limit_key"),
         updated_at=sa.bindparam("now"),
     )
 )
@@ -118,7 +119,8 @@ def store_failures(
 
 def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:
     """Give retried jobs their next attempt. A retry is the same job row going on (its id,
-    its calls and its keys stay), with the updated payload, queue and priority."""
+    its calls and its keys stay; a job stored without a rate-limit key takes its current
+    one), with the updated payload, queue and priority."""
     retries = [(o.claimed, t.cast(t.Any, o.retry)) for o in outcomes]
     connection.execute(
         UPDATE_RETRIED,
@@ -129,6 +131,7 @@ def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: d
                 "new_scheduled_at": retry.scheduled_at,
                 "new_queue_name": retry.queue_name,
                 "new_priority": retry.priority,
+                "new_rate_limit_key": retry.rate_limit_key,
                 "now": now,
             }
             for claimed, retry in retries
