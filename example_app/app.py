@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import sqlalchemy as sa
@@ -34,6 +35,9 @@ STATES = {
     "failed": queue.FailedExecution,
 }
 
+#: The budget every ``notify_partner_api`` call shares (its key is the literal "global").
+PARTNER_BUDGET = jobs.notify_partner_api.rate_limit_key_for()
+
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the example app; ``DATABASE_URL`` overrides its SQLite database."""
@@ -59,6 +63,7 @@ def index() -> str:
         products=db.session.scalars(sa.select(Product).order_by(Product.id)).all(),
         counts=queue_counts(),
         recent=recent_jobs(),
+        partner=partner_budget(),
     )
 
 
@@ -86,6 +91,39 @@ def sync_contacts():
     solidq.perform_all_later([jobs.sync_contact.new(n, {"plan": "pro"}) for n in range(count)])
     flash(f"Queued {count} contact syncs in one bulk enqueue.")
     return redirect(url_for("pages.index"))
+
+
+@pages.post("/partners/notify")
+def notify_partners():
+    count = int(request.form.get("count") or 20)
+    solidq.perform_all_later([jobs.notify_partner_api.new(n) for n in range(1, count + 1)])
+    limit = jobs.notify_partner_api
+    interval = limit.rate_limit_per / (limit.rate_limit_to - limit.rate_limit_burst + 1)
+    flash(
+        f"Queued {count} partner notifications: a quiet budget lets {limit.rate_limit_burst}"
+        f" run at once, then one every {interval:g} s."
+    )
+    return redirect(url_for("pages.index"))
+
+
+def partner_budget() -> dict[str, object]:
+    """The partner API's budget, as ``solidq.rate_limiter`` reads it from its row: the jobs
+    waiting on it, and when the next claim would be admitted and the next waiting job looked
+    at again."""
+    state = solidq.rate_limiter.state(PARTNER_BUDGET)
+    return {
+        "key": state.key,
+        "limit": jobs.notify_partner_api,
+        "waiting": state.waiting,
+        "next_admission": time_from_now(state.next_admission_at),
+        "next_check": time_from_now(state.next_check_at) if state.next_check_at else None,
+    }
+
+
+def time_from_now(moment: dt.datetime) -> str:
+    """``now``, or ``in 2.4 s``."""
+    seconds = (moment - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    return "now" if seconds <= 0 else f"in {seconds:.1f} s"
 
 
 def queue_counts() -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""The example's jobs, one in each form of definition."""
+"""The example's jobs, one in each form of definition, and one with a rate limit."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from example_app.extensions import db
 from example_app.extensions import solidq
 from example_app.models import Product
+from flask_solidq import limits_rate
 
 
 @solidq.job(queue="search")
@@ -30,3 +31,11 @@ class SyncContactJob(solidq.Job):
 
 
 sync_contact = SyncContactJob
+
+
+@solidq.job(queue="partners")
+@limits_rate(to=5, per=dt.timedelta(seconds=10), burst=2, key="global")
+def notify_partner_api(order_number: int) -> None:
+    """Tell a partner's API about an order. The partner allows 5 calls in any 10 seconds, so
+    workers claim 2 at once from a quiet budget, then one every 10 / (5 - 2 + 1) = 2.5 s."""
+    time.sleep(0.1)  # the partner's round trip

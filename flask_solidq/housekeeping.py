@@ -5,6 +5,10 @@ SOLIDQ_RECURRING = {
         "job": "flask_solidq.housekeeping:ClearFinishedJobs",
         "schedule": "every hour at minute 12",
     },
+    "clear_idle_budgets": {
+        "job": "flask_solidq.housekeeping:ClearIdleBudgets",
+        "schedule": "every hour at minute 27",
+    },
 }
 """
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from flask_solidq.controls import budgets
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import maintenance
 from flask_solidq.state import get_state
@@ -32,4 +37,16 @@ class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
             finished_before=finished_before,
             batch_size=batch_size,
             sleep_between_batches=sleep_between_batches,
+        )
+
+
+class ClearIdleBudgets(Job, name="solidq.clear_idle_budgets"):
+    """Delete the rate-limit budgets that admit exactly as a missing row would (full, with no
+    slot handed out ahead), in batches; what is admitted never changes."""
+
+    queue_name = "solidq_maintenance"
+
+    def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
+        return budgets.clear_idle_in_batches(
+            get_state().engine, batch_size=batch_size, sleep_between_batches=sleep_between_batches
         )

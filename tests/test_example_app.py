@@ -8,8 +8,11 @@ import logging
 import flask_migrate
 import sqlalchemy as sa
 
+from example_app.app import PARTNER_BUDGET
 from example_app.app import create_app
+from example_app.extensions import solidq
 from flask_solidq import models
+from flask_solidq.operations import claim
 
 
 @contextlib.contextmanager
@@ -54,3 +57,48 @@ def test_the_example_app_migrates_and_enqueues_from_its_page(tmp_path):
     page = client.get("/").get_data(as_text=True)
     assert "<strong>26</strong> ready" in page
     assert "<strong>1</strong> scheduled" in page
+
+
+def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_budget(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+    assert PARTNER_BUDGET == "notify_partner_api/global"
+
+    page = client.get("/").get_data(as_text=True)
+    assert "Notify the partner of 20 orders" in page
+    assert "5 times in any 10 s" in page
+    assert "(burst 2)" in page
+    assert "<code>notify_partner_api/global</code>" in page
+    assert "<strong>0</strong> waiting" in page
+    assert "next admission <strong>now</strong>" in page
+
+    response = client.post("/partners/notify", data={"count": "20"}, follow_redirects=True)
+    assert response.status_code == 200
+    flashed = response.get_data(as_text=True)
+    assert "Queued 20 partner notifications" in flashed
+    assert "lets 2 run at once, then one every 2.5 s" in flashed
+
+    # A worker's claim, as `flask solidq work` would make it: the quiet budget admits the
+    # burst, and the other 18 wait as scheduled jobs, one slot 2.5 s after another.
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        claimed = claim.claim(engine, claim.QueueSelector(("partners",)), 20, process_id=1)
+        with engine.connect() as connection:
+            keys = connection.scalars(sa.select(models.JobRecord.__table__.c.rate_limit_key)).all()
+        state = solidq.rate_limiter.state(PARTNER_BUDGET)
+        wait = solidq.rate_limiter.time_until_available(PARTNER_BUDGET)
+        engine.dispose()
+    assert len(claimed) == 2
+    assert keys == ["notify_partner_api/global"] * 20
+    assert state.waiting == 18
+    assert state.limited
+    assert 0 < wait <= 2.5
+
+    page = client.get("/").get_data(as_text=True)
+    assert "<strong>18</strong> waiting" in page
+    assert "next admission <strong>in " in page
+    assert "next waiting job checked in " in page
+    assert "<strong>18</strong> scheduled" in page
+    assert "<strong>2</strong> claimed" in page

@@ -161,3 +161,25 @@ def test_the_housekeeping_job_clears_finished_jobs_past_the_configured_age(app, 
         recent.provider_job_id,
         running.provider_job_id,
     }
+
+
+def test_the_housekeeping_job_clears_idle_budgets_and_keeps_busy_ones(app, engine):
+    from flask_solidq.housekeeping import ClearIdleBudgets
+
+    budgets = models.RateLimitBudget.__table__
+    now = utcnow()
+    past, future = now - dt.timedelta(minutes=1), now + dt.timedelta(minutes=1)
+    rows = [
+        {"key": "idle", "tat": past, "last_slot_at": None},
+        {"key": "idle-slot-past", "tat": past, "last_slot_at": past},
+        {"key": "owes", "tat": future, "last_slot_at": None},
+        {"key": "slot-ahead", "tat": past, "last_slot_at": future},
+    ]
+    with engine.begin() as connection:
+        connection.execute(
+            budgets.insert(), [{**row, "created_at": now, "updated_at": now} for row in rows]
+        )
+
+    with app.app_context():
+        assert ClearIdleBudgets.perform_now(batch_size=1, sleep_between_batches=0) == 2
+    assert sorted(row.key for row in support.rows(engine, budgets)) == ["owes", "slot-ahead"]
