@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import typing as t
+import weakref
 
 import sqlalchemy as sa
 
@@ -48,6 +50,16 @@ INSERT_CLAIMED = CLAIMED.insert()
 
 #: How many times a claim that deadlocked (MySQL) or found the database locked is tried again.
 DEADLOCK_RETRIES = 3
+
+#: Seconds a PostgreSQL claim goes straight to its transaction after a batch of one queue
+#: relation held jobs the CLAIM hooks check (instead of first trying the one statement that
+#: would refuse such a batch), unless a batch without any comes first.
+CHECKED_MEMORY = 1.0
+
+#: engine -> queue relation -> until when its claims skip the one-statement attempt.
+_checked_recently: weakref.WeakKeyDictionary[sa.Engine, dict[str | None, float]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class ClaimedJob(t.NamedTuple):
@@ -159,10 +171,15 @@ def _claim_from(
     """
     params = {"queue_name": queue_name, "limit": limit, "process_id": process_id}
     checked = controls.checked_at_claim()
-    if db.supports_insert_in_cte(engine) and not db.in_transaction(engine):
+    memory = _checked_recently.setdefault(engine, {})
+    one_statement = db.supports_insert_in_cte(engine) and not db.in_transaction(engine)
+    if one_statement and memory.get(queue_name, 0.0) < time.monotonic():
         claimed_at_once = _claim_in_one_statement(engine, params, skip_locked, checked)
         if claimed_at_once is not None:
             return _check_late_definitions(engine, claimed_at_once, process_id)
+        # A batch with checked jobs: they're likely to keep coming for a while (a backlog
+        # waiting on its rate limit), so skip the one-statement attempt that would fail.
+        memory[queue_name] = time.monotonic() + CHECKED_MEMORY
     with db.write(engine) as connection:
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
@@ -173,6 +190,8 @@ def _claim_from(
         if checked:
             # Read before the claims are inserted, so the hooks see every candidate.
             jobs = _read_jobs(connection, job_ids)
+            if one_statement and not any(job.class_name in checked for job in jobs):
+                memory.pop(queue_name, None)
             deferrals = controls.claim(connection, jobs, now)
             _defer(connection, deferrals, now)
             deferred = {deferral.job.id for deferral in deferrals}
