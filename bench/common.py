@@ -137,9 +137,10 @@ def start_work(
     *,
     config: dict[str, t.Any] | None = None,
     env: dict[str, str] | None = None,
+    app: str = WORK_APP,
 ) -> t.Any:
-    """Start ``flask --app bench.app:create_app solidq work ARGUMENTS`` on ``url`` as a
-    subprocess in a process group of its own, its output going to ``log``."""
+    """Start ``flask --app APP solidq work ARGUMENTS`` (``bench.app:create_app`` by default)
+    on ``url`` as a subprocess in a process group of its own, its output going to ``log``."""
     import json
     import subprocess
     import sys
@@ -152,7 +153,7 @@ def start_work(
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
-    command = [sys.executable, "-m", "flask", "--app", WORK_APP, "solidq", "work", *arguments]
+    command = [sys.executable, "-m", "flask", "--app", app, "solidq", "work", *arguments]
     return subprocess.Popen(
         command, cwd=ROOT, env=variables, stdout=log, stderr=log, start_new_session=True
     )
