@@ -13,13 +13,12 @@ import typing as t
 
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 
 if t.TYPE_CHECKING:
-    import datetime as dt
-
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
@@ -62,7 +61,7 @@ def checked_at_claim() -> frozenset[str]:
     return names
 
 
-def claim(connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime) -> list[Deferral]:
+def claim(connection: sa.Connection, jobs: list[ClaimedJob], clock: ClaimClock) -> list[Deferral]:
     """Run every control's CLAIM hook over the candidates, in queue order; return the jobs
     that must wait instead of running now."""
     deferrals: list[Deferral] = []
@@ -71,7 +70,7 @@ def claim(connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime) -
         candidates = [job for job in jobs if job.id not in deferred]
         if not candidates:
             break
-        deferrals.extend(control.claim(connection, candidates, now))
+        deferrals.extend(control.claim(connection, candidates, clock))
     return deferrals
 
 

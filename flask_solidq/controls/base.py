@@ -21,6 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import typing as t
 
+from flask_solidq.timing import utcnow
+
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
@@ -46,6 +48,24 @@ class Deferral(t.NamedTuple):
     key: str
     #: When it is looked at again: its scheduled execution's ``scheduled_at``.
     until: dt.datetime
+
+
+class ClaimClock:
+    """The time a claim charges budgets with and stamps its claims with: read once, at the
+    first call.
+
+    The CLAIM hooks call it only after locking what they check, so a claim that waited for
+    another's lock reads the clock after that one committed: no claim charges a budget with a
+    time older than the last one that charged it, which the limit's arithmetic relies on.
+    """
+
+    def __init__(self) -> None:
+        self._now: dt.datetime | None = None
+
+    def __call__(self) -> dt.datetime:
+        if self._now is None:
+            self._now = utcnow()
+        return self._now
 
 
 class Control:
@@ -75,10 +95,11 @@ class Control:
         return frozenset()
 
     def claim(
-        self, connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime
+        self, connection: sa.Connection, jobs: list[ClaimedJob], clock: ClaimClock
     ) -> list[Deferral]:
         """CLAIM: inside the claim transaction, over the candidates still admitted (in queue
-        order), say which must wait and until when. The claim moves those to scheduled
+        order), say which must wait and until when; read ``clock`` only once what the
+        decision depends on is locked. The claim moves the deferred jobs to scheduled
         executions in the same transaction."""
         return []
 

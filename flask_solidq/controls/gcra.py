@@ -13,6 +13,11 @@ their own. For a limit of ``to`` per ``per`` with ``burst``:
   ``n`` admissions comes at least ``(n - burst) * T`` after the first, and
   ``(to - burst + 1) * T = per``.
 
+The bound assumes each budget is charged with clock readings that never go back: a claim
+reads its clock only once it holds its budgets' locks
+(:class:`~flask_solidq.controls.base.ClaimClock`), and the cap below would otherwise let a
+stale reading lower a budget's debt. Clocks of different hosts must agree (the seed's rule).
+
 A looser limit caps the debt ``tat - now`` at ``burst * T`` of the new limit (the most a budget
 under that limit can owe), so admissions restart within one new interval; a tighter one
 starts from the budget as the old limit left it.

@@ -23,10 +23,12 @@ from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
 from flask_solidq.controls import options
+from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
+from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
@@ -151,20 +153,22 @@ class RateLimitControl(Control):
         )
 
     def claim(
-        self, connection: sa.Connection, jobs: list[ClaimedJob], now: dt.datetime
+        self, connection: sa.Connection, jobs: list[ClaimedJob], clock: ClaimClock
     ) -> list[Deferral]:
         """Admit or defer each limited job against its budget, in queue order.
 
         The budgets are locked (sorted by key, inserted when missing) for the rest of the
-        claim's transaction. A refused job waits until its budget's next free slot.
+        claim's transaction, and only then is the clock read. A refused job waits until its
+        budget's next free slot.
         """
         limited = [(job, *limit) for job in jobs if (limit := _limit_of(job)) is not None]
         if not limited:
             return []
         if self._budgets_missing(connection):
-            until = now + TABLE_MISSING_WAIT
+            until = clock() + TABLE_MISSING_WAIT
             return [Deferral(job, key, until) for job, _rate, key in limited]
-        states = budgets.lock(connection, (key for _job, _rate, key in limited), now)
+        states = budgets.lock(connection, (key for _job, _rate, key in limited), utcnow())
+        now = clock()
         deferrals = []
         for job, rate, key in limited:
             budget = states[key]

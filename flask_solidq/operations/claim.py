@@ -31,6 +31,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import postgres
+from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
 from flask_solidq.operations import dispatch
@@ -184,7 +185,7 @@ def _claim_from(
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
             return ClaimBatch([], [])
-        now = utcnow()
+        clock = ClaimClock()
         job_ids = [job_id for _, job_id in candidates]
         deferrals: list[Deferral] = []
         if checked:
@@ -192,15 +193,15 @@ def _claim_from(
             jobs = _read_jobs(connection, job_ids)
             if one_statement and not any(job.class_name in checked for job in jobs):
                 memory.pop(queue_name, None)
-            deferrals = controls.claim(connection, jobs, now)
-            _defer(connection, deferrals, now)
+            deferrals = controls.claim(connection, jobs, clock)
+            _defer(connection, deferrals, clock())
             deferred = {deferral.job.id for deferral in deferrals}
             job_ids = [job_id for job_id in job_ids if job_id not in deferred]
         if job_ids:
             connection.execute(
                 INSERT_CLAIMED,
                 [
-                    {"job_id": job_id, "process_id": process_id, "created_at": now}
+                    {"job_id": job_id, "process_id": process_id, "created_at": clock()}
                     for job_id in job_ids
                 ],
             )
@@ -254,8 +255,8 @@ def _check_late_definitions(
     if not unknown or not controls.checked_at_claim() & {job.class_name for job in unknown}:
         return ClaimBatch(jobs, [])
     with db.write(engine) as connection:
-        now = utcnow()
-        deferrals = controls.claim(connection, unknown, now)
+        clock = ClaimClock()
+        deferrals = controls.claim(connection, unknown, clock)
         if deferrals:
             deferred_ids = [deferral.job.id for deferral in deferrals]
             connection.execute(
@@ -263,7 +264,7 @@ def _check_late_definitions(
                     CLAIMED.c.job_id.in_(deferred_ids), CLAIMED.c.process_id == process_id
                 )
             )
-            _defer(connection, deferrals, now)
+            _defer(connection, deferrals, clock())
     db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
     deferred = {deferral.job.id for deferral in deferrals}
     return ClaimBatch([job for job in jobs if job.id not in deferred], deferrals)
