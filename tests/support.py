@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import typing as t
@@ -13,6 +14,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_solidq import SolidQ
 from flask_solidq import models
+from flask_solidq import signals
 
 db = SQLAlchemy()
 solidq = SolidQ()
@@ -72,6 +74,18 @@ def delete_all_rows(engine: sa.Engine) -> None:
     with engine.begin() as connection:
         for table in reversed(models.TABLES):
             connection.execute(table.delete())
+
+
+@contextlib.contextmanager
+def releases() -> t.Iterator[list[dict[str, t.Any]]]:
+    """Collect the payloads of the ``release_blocked`` signals sent inside the block."""
+    sent: list[dict[str, t.Any]] = []
+
+    def receiver(sender: t.Any, **payload: t.Any) -> None:
+        sent.append(payload)
+
+    with signals.release_blocked.connected_to(receiver):
+        yield sent
 
 
 def wait_until(

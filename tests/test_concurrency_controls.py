@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from flask_solidq import db as solidq_db
 from flask_solidq import limits_concurrency
-from flask_solidq import signals
 from flask_solidq.controls import concurrency
 from flask_solidq.definitions import registry
 from flask_solidq.operations import claim as claim_operation
@@ -41,6 +40,7 @@ from tests.concurrency_support import blocked_ids
 from tests.concurrency_support import job_state
 from tests.concurrency_support import ready_ids
 from tests.concurrency_support import semaphore
+from tests.support import releases
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -95,18 +95,6 @@ def run_next(app: Flask, engine: sa.Engine) -> t.Any:
     (outcome,) = perform(app, [claimed])
     assert finish(engine, [outcome]) == [outcome]
     return outcome
-
-
-@contextlib.contextmanager
-def releases() -> t.Iterator[list[dict[str, t.Any]]]:
-    """Collect the payloads of the ``release_blocked`` signals sent inside the block."""
-    sent: list[dict[str, t.Any]] = []
-
-    def receiver(sender: t.Any, **payload: t.Any) -> None:
-        sent.append(payload)
-
-    with signals.release_blocked.connected_to(receiver):
-        yield sent
 
 
 def make_due(engine: sa.Engine, *job_ids: int) -> None:

@@ -47,6 +47,7 @@ from tests.concurrency_support import READY
 from tests.concurrency_support import SCHEDULED
 from tests.concurrency_support import SEMAPHORES
 from tests.concurrency_support import job_state
+from tests.support import releases
 from tests.test_claim_queries import CLAIM_STATEMENTS
 from tests.test_claim_queries import counting_statements
 
@@ -149,17 +150,6 @@ def deferral_signals() -> t.Iterator[list[tuple[t.Any, dict[str, t.Any]]]]:
         sent.append((sender, payload))
 
     with signals.defer_rate_limited.connected_to(receiver):
-        yield sent
-
-
-@contextlib.contextmanager
-def releases() -> t.Iterator[list[dict[str, t.Any]]]:
-    sent: list[dict[str, t.Any]] = []
-
-    def receiver(sender: t.Any, **payload: t.Any) -> None:
-        sent.append(payload)
-
-    with signals.release_blocked.connected_to(receiver):
         yield sent
 
 
