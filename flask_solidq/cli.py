@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import typing as t
 
 import click
 import sqlalchemy as sa
@@ -18,11 +19,31 @@ from flask_solidq.errors import SolidQError
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import queues
 from flask_solidq.processes import launcher
+from flask_solidq.processes.outage import describe
 from flask_solidq.rate_limiter import RateLimiter
+from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
-solidq_group = AppGroup("solidq", help="Run and manage the flask-solidq job queue.")
+
+class SolidQGroup(AppGroup):
+    """The ``flask solidq`` group: a database driver that isn't installed becomes one error
+    line naming the URL (password hidden) and the ``pip install`` that fixes it, wherever it
+    shows: building the queue's engine, or loading the app (Flask-SQLAlchemy builds the app's
+    engines in ``init_app``; the group sees that only when it is registered as a
+    ``flask.commands`` entry point, so the app loads inside its commands)."""
+
+    def invoke(self, ctx: click.Context) -> t.Any:
+        try:
+            return super().invoke(ctx)
+        except (ImportError, sa.exc.NoSuchModuleError) as error:
+            url = _url_of_engine_being_built(error)
+            if url is None and not isinstance(error, sa.exc.NoSuchModuleError):
+                raise  # not a driver: a job module or the app's own import
+            raise click.ClickException(_missing_driver_message(error, url)) from error
+
+
+solidq_group = SolidQGroup("solidq", help="Run and manage the flask-solidq job queue.")
 
 
 @solidq_group.command("install")
@@ -44,14 +65,81 @@ def install_command(bind: str | None, directory: str | None) -> None:
 
 
 def _queue_engine() -> sa.Engine:
-    """The queue's engine, once its tables are known to exist; a missing table becomes a
-    message naming the commands that fix it instead of a traceback."""
+    """The queue's engine, once its tables are known to exist. A missing table, a driver that
+    isn't installed or a database that can't be reached becomes one line naming the fix
+    instead of a traceback."""
     state = get_state()
+    try:
+        engine = state.engine
+    except (ImportError, sa.exc.NoSuchModuleError) as error:
+        url = _url_of_engine_being_built(error) or _bind_url(state)
+        raise click.ClickException(_missing_driver_message(error, url)) from error
     try:
         state.check_tables()
     except SolidQError as error:
         raise click.ClickException(str(error)) from error
-    return state.engine
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+        raise click.ClickException(_unreachable_message(error, engine.url)) from error
+    return engine
+
+
+#: What installs each backend's driver, and the URL scheme that uses it.
+DRIVER_FIXES = {
+    "postgresql": ('pip install "flask-solidq[postgres]"', "postgresql+psycopg://"),
+    "mysql": ('pip install "flask-solidq[mysql]"', "mysql+pymysql://"),
+    "mariadb": ('pip install "flask-solidq[mysql]"', "mariadb+pymysql://"),
+}
+
+
+def _missing_driver_message(error: BaseException, url: sa.URL | None) -> str:
+    where = f" for {_safe_url(url)}" if url is not None else ""
+    message = f"The database driver{where} isn't installed ({describe(error)})."
+    fix = DRIVER_FIXES.get(url.get_backend_name()) if url is not None else None
+    if fix is not None:
+        return f"{message} Install one with {fix[0]} and use a {fix[1]} URL."
+    return f"{message} Install the driver the URL names, or use a URL for one that is."
+
+
+def _unreachable_message(error: BaseException, url: sa.URL) -> str:
+    return (
+        f"Can't connect to the database {_safe_url(url)}: {describe(error)}."
+        " Check that the server is running and reachable from here, and the URL's host, port,"
+        " database name and credentials (SQLALCHEMY_DATABASE_URI, or the bind SOLIDQ_BIND"
+        " names)."
+    )
+
+
+def _safe_url(url: sa.URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _bind_url(state: SolidQState) -> sa.URL | None:
+    """The URL of the queue's bind, from the app's config (its engine may not exist)."""
+    bind = state.settings.bind
+    if bind is None:
+        value = current_app.config.get("SQLALCHEMY_DATABASE_URI")
+    else:
+        value = (current_app.config.get("SQLALCHEMY_BINDS") or {}).get(bind)
+        if isinstance(value, dict):
+            value = value.get("url")
+    try:
+        return sa.make_url(value) if value else None
+    except sa.exc.ArgumentError:
+        return None
+
+
+def _url_of_engine_being_built(error: BaseException) -> sa.URL | None:
+    """The URL SQLAlchemy was building an engine for when ``error`` was raised, found in its
+    traceback's frames (``create_engine`` holds it); None when no engine was being built."""
+    traceback = error.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if frame.f_code.co_name == "create_engine":
+            for value in frame.f_locals.values():
+                if isinstance(value, sa.URL):
+                    return value
+        traceback = traceback.tb_next
+    return None
 
 
 @solidq_group.command("status")

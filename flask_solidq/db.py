@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
+import math
 import random
 import threading
 import time
@@ -46,7 +48,29 @@ def is_memory_sqlite(url: sa.URL) -> bool:
     return url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
 
 
-def create_queue_engine(url: sa.URL, connect_args: dict[str, t.Any] | None = None) -> sa.Engine:
+@dataclasses.dataclass(frozen=True)
+class ConnectionSettings:
+    """How every connection of the queue's engines guards against a database that is slow,
+    gone or silently cut off (the ``SOLIDQ_DATABASE_*`` keys; see :mod:`flask_solidq.config`).
+
+    Seconds; None leaves the driver's or the operating system's behaviour.
+    """
+
+    #: A new connection fails if it isn't open by then.
+    connect_timeout: float | None = 10.0
+    #: A connection whose network path went silent is given up after this.
+    dead_connection_timeout: float | None = 30.0
+    #: The server cancels a statement of the queue's that runs longer.
+    statement_timeout: float | None = 30.0
+    #: Test a pooled connection before it is handed out.
+    pre_ping: bool = False
+
+
+def create_queue_engine(
+    url: sa.URL,
+    connect_args: dict[str, t.Any] | None = None,
+    connections: ConnectionSettings | None = None,
+) -> sa.Engine:
     """Build the engine the queue uses for ``url``, tuned for queue work.
 
     The queue has an engine (and so a connection pool) of its own, apart from the app's: its
@@ -60,23 +84,35 @@ def create_queue_engine(url: sa.URL, connect_args: dict[str, t.Any] | None = Non
       busy timeout or not.
     * MySQL/MariaDB: ``READ COMMITTED``, which takes no gap locks on the executions' indexes,
       the source of most of Solid Queue's MySQL deadlocks.
+    * Every server database: the timeouts of ``connections`` (see :func:`connection_args`),
+      and ``pool_pre_ping``.
+    * Every database: ``hide_parameters``, so no SQLAlchemy error's text (and so no log line
+      or traceback) ever carries a job's arguments or keys.
     """
-    args = dict(connect_args or {})
-    options: dict[str, t.Any] = {}
+    connections = connections or ConnectionSettings()
+    args = connection_args(url, connect_args, connections)
+    options: dict[str, t.Any] = {"hide_parameters": True}
     if url.drivername.startswith("sqlite"):
         args.setdefault("timeout", SQLITE_BUSY_TIMEOUT)
         args.setdefault("check_same_thread", False)
-    elif url.get_backend_name() in ("mysql", "mariadb"):
+    else:
+        # A file database has no connection to lose; elsewhere one round trip per checkout
+        # replaces a connection the server or the network closed while it sat in the pool.
+        options["pool_pre_ping"] = connections.pre_ping
+    if url.get_backend_name() in ("mysql", "mariadb"):
         options["isolation_level"] = "READ COMMITTED"
         options["pool_recycle"] = 3600
     engine = sa.create_engine(url, connect_args=args, **options)
     if is_sqlite(engine):
         _configure_sqlite(engine)
+    _set_mysql_statement_timeout(engine, connections.statement_timeout)
     return engine
 
 
 def create_claim_engine(
-    url: sa.URL, connect_args: dict[str, t.Any] | None = None
+    url: sa.URL,
+    connect_args: dict[str, t.Any] | None = None,
+    connections: ConnectionSettings | None = None,
 ) -> sa.Engine | None:
     """The engine a worker claims through, when it should differ from the queue's engine;
     None when it shouldn't.
@@ -88,13 +124,84 @@ def create_claim_engine(
     lost claim only puts its job back to ready, to run again, as GoodJob's session locks do on
     a server crash. A finished job's commit is durable, and the write-ahead log is flushed in
     order, so no claim can be lost once its job's outcome is stored. Everything else commits
-    durably.
+    durably. Its connections have the same timeouts as the queue engine's.
     """
     if url.get_backend_name() != "postgresql":
         return None
-    args = dict(connect_args or {})
+    connections = connections or ConnectionSettings()
+    args = connection_args(url, connect_args, connections)
     args["options"] = f"{args.get('options', '')} -c synchronous_commit=off".strip()
-    return sa.create_engine(url, connect_args=args)
+    return sa.create_engine(
+        url, connect_args=args, hide_parameters=True, pool_pre_ping=connections.pre_ping
+    )
+
+
+#: Keepalive probes sent before a silent PostgreSQL connection is given up.
+KEEPALIVE_PROBES = 4
+
+
+def connection_args(
+    url: sa.URL, connect_args: dict[str, t.Any] | None, connections: ConnectionSettings
+) -> dict[str, t.Any]:
+    """The DBAPI ``connect_args`` of the queue's engines: the app's own for its bind (which
+    win: each of ours is only a default), plus the timeouts of ``connections``.
+
+    * PostgreSQL (libpq: psycopg, psycopg2): ``connect_timeout`` (whole seconds, 2 at least);
+      TCP keepalives, first probe after a third of the dead-connection timeout, then
+      :data:`KEEPALIVE_PROBES` probes a sixth of it apart, so a path that went silent (no FIN,
+      no RST) is noticed within that timeout, not after the kernel's two hours;
+      ``tcp_user_timeout`` of the same length, for data sent and never acknowledged; and
+      ``statement_timeout`` in ``options``, before the app's own options so a
+      ``-c statement_timeout`` of the app's wins.
+    * MySQL/MariaDB (PyMySQL): ``connect_timeout``; PyMySQL exposes no TCP keepalive, so
+      ``read_timeout`` and ``write_timeout`` detect a dead path instead: a reply may
+      legitimately take as long as the statement timeout, so they are that plus the
+      dead-connection timeout. (The statement timeout itself is set on connect, see
+      :func:`_set_mysql_statement_timeout`.)
+    * SQLite: nothing here; its busy timeout is set by :func:`create_queue_engine`.
+    """
+    args = dict(connect_args or {})
+    backend, driver = url.get_backend_name(), url.get_driver_name()
+    if backend == "postgresql" and driver in ("psycopg", "psycopg2"):
+        if connections.connect_timeout is not None:
+            args.setdefault("connect_timeout", max(2, math.ceil(connections.connect_timeout)))
+        dead = connections.dead_connection_timeout
+        if dead is not None:
+            args.setdefault("keepalives", 1)
+            args.setdefault("keepalives_idle", max(1, round(dead / 3)))
+            args.setdefault("keepalives_interval", max(1, round(dead / 6)))
+            args.setdefault("keepalives_count", KEEPALIVE_PROBES)
+            args.setdefault("tcp_user_timeout", max(1, round(dead * 1000)))
+        if connections.statement_timeout is not None:
+            milliseconds = max(1, round(connections.statement_timeout * 1000))
+            theirs = args.get("options", url.query.get("options", ""))
+            args["options"] = f"-c statement_timeout={milliseconds} {theirs}".strip()
+    elif backend in ("mysql", "mariadb") and driver == "pymysql":
+        if connections.connect_timeout is not None:
+            args.setdefault("connect_timeout", connections.connect_timeout)
+        if connections.dead_connection_timeout is not None:
+            reply = connections.dead_connection_timeout + (connections.statement_timeout or 0)
+            args.setdefault("read_timeout", reply)
+            args.setdefault("write_timeout", reply)
+    return args
+
+
+def _set_mysql_statement_timeout(engine: sa.Engine, seconds: float | None) -> None:
+    """MySQL/MariaDB: limit each statement of the engine's connections to ``seconds``, set
+    per session on connect: MariaDB's ``max_statement_time`` (every statement), MySQL's
+    ``max_execution_time`` (SELECTs only; MySQL has no other)."""
+    if seconds is None or engine.dialect.name not in ("mysql", "mariadb"):
+        return
+
+    @sa.event.listens_for(engine, "connect")
+    def set_statement_timeout(dbapi_connection: t.Any, _record: t.Any) -> None:
+        server = str(getattr(dbapi_connection, "get_server_info", lambda: "")())
+        cursor = dbapi_connection.cursor()
+        if "mariadb" in server.lower():
+            cursor.execute(f"SET SESSION max_statement_time={seconds:.6f}")
+        else:
+            cursor.execute(f"SET SESSION max_execution_time={max(1, round(seconds * 1000))}")
+        cursor.close()
 
 
 _sqlite_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
@@ -316,3 +423,25 @@ def batched(
     """Split ``rows`` into slices of at most ``size``."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
+
+
+@contextlib.contextmanager
+def joined(
+    engine: sa.Engine, connection: sa.Connection, callbacks: list[t.Callable[[], None]]
+) -> t.Iterator[sa.Connection]:
+    """Inside the block, every queue write on ``engine`` runs on ``connection``, in a
+    transaction someone else owns (the app's session: see
+    :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
+    ``callbacks``, which that owner runs when it commits. Nothing here commits."""
+    current = _ambient.get() or {}
+    previous = connection.info.get("solidq_after_commit")
+    connection.info["solidq_after_commit"] = callbacks
+    token = _ambient.set({**current, engine: connection})
+    try:
+        yield connection
+    finally:
+        _ambient.reset(token)
+        if previous is None:
+            connection.info.pop("solidq_after_commit", None)
+        else:
+            connection.info["solidq_after_commit"] = previous

@@ -63,7 +63,7 @@ class SolidQState:
                     claim_engine = None
                     if engine is not self.sqlalchemy.engines.get(self.settings.bind):
                         claim_engine = db.create_claim_engine(
-                            engine.url, _connect_args(self.settings.bind)
+                            engine.url, _connect_args(self.settings.bind), self.connections
                         )
                     self._claim_engine = claim_engine or engine
         return self._claim_engine
@@ -73,7 +73,19 @@ class SolidQState:
         if db.is_memory_sqlite(app_engine.url):
             # An in-memory database exists only inside its own engine's single connection.
             return app_engine
-        return db.create_queue_engine(app_engine.url, _connect_args(self.settings.bind))
+        return db.create_queue_engine(
+            app_engine.url, _connect_args(self.settings.bind), self.connections
+        )
+
+    @property
+    def connections(self) -> db.ConnectionSettings:
+        """The timeouts of the queue's connections, from the ``SOLIDQ_DATABASE_*`` keys."""
+        return db.ConnectionSettings(
+            connect_timeout=self.settings.database_connect_timeout,
+            dead_connection_timeout=self.settings.database_dead_connection_timeout,
+            statement_timeout=self.settings.database_statement_timeout,
+            pre_ping=self.settings.database_pre_ping,
+        )
 
     def own_engines(self) -> list[sa.Engine]:
         """The engines flask-solidq built (not the app's own, which in-memory SQLite shares)."""
@@ -101,7 +113,8 @@ class SolidQState:
 
 def _connect_args(bind: str | None) -> dict[str, t.Any]:
     """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
-    like), so the queue connects the way the app does."""
+    like), so the queue connects the way the app does. They win over the timeouts the queue
+    adds (see :func:`flask_solidq.db.connection_args`)."""
     options = dict(current_app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     if bind is not None:
         bind_config = (current_app.config.get("SQLALCHEMY_BINDS") or {}).get(bind)

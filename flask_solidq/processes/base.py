@@ -15,12 +15,14 @@ import os
 import secrets
 import socket
 import threading
+import time
 import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.waker import Waker
 from flask_solidq.processes.waker import Watched
 from flask_solidq.timing import utcnow
@@ -56,6 +58,8 @@ class Runnable:
         self._waker = Waker()
         self._heartbeat_stopped = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        #: The database outage this process is living through, logged once (outage.py).
+        self.outage = Outage(f"{self.kind} {self.name}")
 
     @property
     def engine(self) -> sa.Engine:
@@ -170,13 +174,16 @@ class Runnable:
     def _heartbeat_loop(self) -> None:
         interval = self.settings.process_heartbeat_interval
         while not self._heartbeat_stopped.wait(interval):
+            started = time.monotonic()
             try:
                 alive = self.heartbeat()
-            except sa.exc.SQLAlchemyError:
-                logger.warning(
-                    "SolidQ heartbeat of %s failed; trying again", self.name, exc_info=True
-                )
+            except sa.exc.SQLAlchemyError as error:
+                if not self.outage.failed(error, started=started, retry_every=interval):
+                    logger.warning(
+                        "SolidQ heartbeat of %s failed; trying again", self.name, exc_info=True
+                    )
                 continue
+            self.outage.succeeded()
             if not alive:
                 logger.warning(
                     "SolidQ %s %s was pruned by another process; stopping", self.kind, self.name

@@ -19,22 +19,37 @@ from flask_solidq.operations import finalize
 
 if t.TYPE_CHECKING:
     from flask_solidq.operations.execute import Outcome
+    from flask_solidq.processes.outage import Outage
 
 logger = logging.getLogger("flask_solidq")
 
 #: The most outcomes stored in one transaction.
 BATCH_SIZE = 500
+#: The longest pause, in seconds, between two tries to store a batch.
+MAX_BACKOFF = 5.0
 
 
 class Finisher:
     """A thread storing the outcomes handed to :meth:`add` for process ``process_id``."""
 
     def __init__(
-        self, engine: sa.Engine, process_id: t.Callable[[], int | None], *, preserve_finished: bool
+        self,
+        engine: sa.Engine,
+        process_id: t.Callable[[], int | None],
+        *,
+        preserve_finished: bool,
+        outage: Outage | None = None,
+        on_stored: t.Callable[[list[Outcome]], None] | None = None,
     ) -> None:
         self.engine = engine
         self.process_id = process_id
         self.preserve_finished = preserve_finished
+        #: The process's outage: a database that can't be reached is logged once for the
+        #: process, not once per failed batch.
+        self.outage = outage
+        #: Called with each batch once its transaction committed (the worker forgets the
+        #: jobs its threads held).
+        self.on_stored = on_stored
         self._pending: list[Outcome] = []
         self._condition = threading.Condition()
         self._stopping = False
@@ -67,17 +82,25 @@ class Finisher:
                 if not self._pending:
                     return
                 batch, self._pending = self._pending[:BATCH_SIZE], self._pending[BATCH_SIZE:]
+            started = time.monotonic()
             try:
                 self._store(batch)
                 failures = 0
-            except Exception:  # the database failed: keep the outcomes and try again
+                if self.outage is not None:
+                    self.outage.succeeded()
+            except Exception as error:  # the database failed: keep the outcomes, try again
                 failures += 1
-                logger.exception("SolidQ couldn't store %s job outcomes; trying again", len(batch))
+                if self.outage is None or not self.outage.failed(
+                    error, started=started, retry_every=MAX_BACKOFF
+                ):
+                    logger.exception(
+                        "SolidQ couldn't store %s job outcomes; trying again", len(batch)
+                    )
                 with self._condition:
                     self._pending[:0] = batch
                     if self._stopping and failures >= 3:
                         return
-                time.sleep(min(5.0, 0.1 * 2**failures))
+                time.sleep(min(MAX_BACKOFF, 0.1 * 2**failures))
 
     def _store(self, batch: list[Outcome]) -> None:
         process_id = self.process_id()
@@ -86,3 +109,5 @@ class Finisher:
         finalize.finalize_all(
             self.engine, process_id, batch, preserve_finished=self.preserve_finished
         )
+        if self.on_stored is not None:
+            self.on_stored(batch)

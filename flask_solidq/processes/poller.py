@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from flask_solidq.processes.base import Runnable
 
@@ -35,15 +36,19 @@ class Poller(Runnable):
                 logger.warning("SolidQ %s %s lost its supervisor; stopping", self.kind, self.name)
                 break
             self._waker.clear()
+            started = time.monotonic()
             try:
                 delay = self.poll()
                 failures = 0
+                self.outage.succeeded()
             # The poll loop: a database that's down, or a bug in one poll, is logged and the
-            # process carries on after a growing pause instead of dying.
-            except Exception:
+            # process carries on after a growing pause instead of dying. An unreachable
+            # database is logged once per outage (see outage.py), anything else every time.
+            except Exception as error:
                 failures += 1
                 delay = min(MAX_ERROR_BACKOFF, 0.1 * 2**failures)
-                logger.exception(
-                    "SolidQ %s %s: poll failed; next in %.1fs", self.kind, self.name, delay
-                )
+                if not self.outage.failed(error, started=started, retry_every=MAX_ERROR_BACKOFF):
+                    logger.exception(
+                        "SolidQ %s %s: poll failed; next in %.1fs", self.kind, self.name, delay
+                    )
             self.sleep(delay)

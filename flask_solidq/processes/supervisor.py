@@ -116,26 +116,32 @@ class Supervisor(Runnable):
         """Heartbeat, and prune processes silent past the threshold, when each is due."""
         now = time.monotonic()
         self.heartbeat_if_due()
+        if now < self._next_prune:
+            return
+        interval = min(
+            self.settings.process_heartbeat_interval, self.settings.process_alive_threshold
+        )
+        self._next_prune = now + interval
+        started = time.monotonic()
         try:
-            if now >= self._next_prune:
-                self._next_prune = now + min(
-                    self.settings.process_heartbeat_interval, self.settings.process_alive_threshold
+            for row in registry.prune_dead(
+                self.engine,
+                threshold=self.settings.process_alive_threshold,
+                exclude=self.process_id,
+                policy=self.settings.on_worker_death,
+            ):
+                logger.warning(
+                    "SolidQ pruned %s %s (pid %s on %s)",
+                    row.kind,
+                    row.name,
+                    row.pid,
+                    row.hostname,
                 )
-                for row in registry.prune_dead(
-                    self.engine,
-                    threshold=self.settings.process_alive_threshold,
-                    exclude=self.process_id,
-                    policy=self.settings.on_worker_death,
-                ):
-                    logger.warning(
-                        "SolidQ pruned %s %s (pid %s on %s)",
-                        row.kind,
-                        row.name,
-                        row.pid,
-                        row.hostname,
-                    )
-        except sa.exc.SQLAlchemyError:
-            logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
+        except sa.exc.SQLAlchemyError as error:
+            if not self.outage.failed(error, started=started, retry_every=interval):
+                logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
+        else:
+            self.outage.succeeded()
 
     def heartbeat_if_due(self) -> None:
         """Heartbeat when the interval has passed (the supervisor has no heartbeat thread; it
@@ -143,11 +149,15 @@ class Supervisor(Runnable):
         now = time.monotonic()
         if now < self._next_heartbeat or self.process_id is None:
             return
-        self._next_heartbeat = now + self.settings.process_heartbeat_interval
+        interval = self.settings.process_heartbeat_interval
+        self._next_heartbeat = now + interval
         try:
             self.heartbeat()
-        except sa.exc.SQLAlchemyError:
-            logger.warning("SolidQ supervisor heartbeat failed; trying again", exc_info=True)
+        except sa.exc.SQLAlchemyError as error:
+            if not self.outage.failed(error, started=now, retry_every=interval):
+                logger.warning("SolidQ supervisor heartbeat failed; trying again", exc_info=True)
+        else:
+            self.outage.succeeded()
 
     def handle_orphaned_claims(self) -> None:
         """Claims whose process row no longer exists (its process was deleted by hand, or

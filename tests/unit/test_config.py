@@ -28,6 +28,10 @@ API_DEFAULTS = {
     "SOLIDQ_DASHBOARD": True,
     "SOLIDQ_DASHBOARD_URL_PREFIX": "/solidq",
     "SOLIDQ_DASHBOARD_BASIC_AUTH": None,
+    "SOLIDQ_DATABASE_CONNECT_TIMEOUT": 10,
+    "SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT": 30,
+    "SOLIDQ_DATABASE_STATEMENT_TIMEOUT": 30,
+    "SOLIDQ_DATABASE_PRE_PING": False,
 }
 
 
@@ -294,6 +298,12 @@ RECURRING = "SOLIDQ_RECURRING"
         ("SOLIDQ_DASHBOARD_BASIC_AUTH", ("u", ""), []),
         ("SOLIDQ_DASHBOARD_BASIC_AUTH", "u:p", []),
         ("SOLIDQ_DASHBOARD_BASIC_AUTH", ("u", 1), []),
+        ("SOLIDQ_DATABASE_CONNECT_TIMEOUT", 0, ["None"]),
+        ("SOLIDQ_DATABASE_CONNECT_TIMEOUT", "10", []),
+        ("SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT", -1, ["None"]),
+        ("SOLIDQ_DATABASE_STATEMENT_TIMEOUT", float("inf"), []),
+        ("SOLIDQ_DATABASE_STATEMENT_TIMEOUT", True, []),
+        ("SOLIDQ_DATABASE_PRE_PING", "yes", []),
         (RECURRING, [], []),
         (RECURRING, {"t": "app:job"}, ["'t'"]),
         (RECURRING, {"t": {"schedule": "every minute"}}, ["'t'", "job"]),
@@ -312,3 +322,23 @@ def test_a_wrong_value_raises_an_error_naming_the_key(key, value, names):
     assert key in message
     for name in names:
         assert name in message
+
+
+def test_the_database_timeouts_default_on_and_turn_off_with_none():
+    settings = load_settings({})
+    assert settings.database_connect_timeout == 10.0
+    assert settings.database_dead_connection_timeout == 30.0
+    assert settings.database_statement_timeout == 30.0
+    assert settings.database_pre_ping is False
+    settings = load_settings(
+        {
+            "SOLIDQ_DATABASE_CONNECT_TIMEOUT": None,
+            "SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT": None,
+            "SOLIDQ_DATABASE_STATEMENT_TIMEOUT": dt.timedelta(minutes=2),
+            "SOLIDQ_DATABASE_PRE_PING": True,
+        }
+    )
+    assert settings.database_connect_timeout is None
+    assert settings.database_dead_connection_timeout is None
+    assert settings.database_statement_timeout == 120.0
+    assert settings.database_pre_ping is True
