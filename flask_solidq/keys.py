@@ -21,6 +21,26 @@ import sqlalchemy as sa
 #: A key or group declaration: a literal, a callable over the job's arguments, or None/False.
 KeyDeclaration = t.Any
 
+#: The longest key the key columns take (``solidq_jobs.concurrency_key`` and
+#: ``rate_limit_key``, the semaphores' and budgets' ``key``): VARCHAR(255) on every database.
+MAX_KEY_LENGTH = 255
+
+
+def check_length(key: str | None, job_name: str, what: str) -> None:
+    """Refuse a key longer than its column takes, the same on every database (SQLite would
+    store it, PostgreSQL and MySQL refuse it), before anything is written.
+
+    :param what: the key's name in the message (``"concurrency key"``).
+    :raises ValueError: ``key`` is longer than :data:`MAX_KEY_LENGTH` characters. The message
+        names the job, the length and the limit, never the key (it is built from arguments).
+    """
+    if key is not None and len(key) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"{job_name}'s {what} is {len(key)} characters long; its column takes at most"
+            f" {MAX_KEY_LENGTH}. Shorten what the key or group returns (a hash of a long value,"
+            " say)."
+        )
+
 
 def is_disabled(declaration: KeyDeclaration) -> bool:
     """Whether a ``key`` declaration turns its control off (``None`` or ``False``)."""

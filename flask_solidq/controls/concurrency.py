@@ -140,7 +140,9 @@ class ConcurrencyControl(Control):
     discarding) when the job becomes ready, the slot back when it leaves its claim."""
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        row["concurrency_key"] = type(job).concurrency_key_for(*job.arguments, **job.kwargs)
+        key = type(job).concurrency_key_for(*job.arguments, **job.kwargs)
+        keys.check_length(key, type(job).job_name, "concurrency key")
+        row["concurrency_key"] = key
 
     def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
         return row["concurrency_key"] is not None
@@ -190,8 +192,10 @@ class ConcurrencyControl(Control):
             try:
                 self._signal(engine, job)
             except sa.exc.SQLAlchemyError:
+                # The job's id, not its key: keys are built from arguments, and logs mustn't
+                # carry those.
                 logger.warning(
-                    "SolidQ couldn't release the slot of %s", job.concurrency_key, exc_info=True
+                    "SolidQ couldn't release the concurrency slot of job %s", job.id, exc_info=True
                 )
 
     def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:

@@ -37,9 +37,6 @@ if t.TYPE_CHECKING:
 #: The shortest interval between admissions a limit may declare, in seconds.
 MIN_INTERVAL = 0.001
 
-#: The longest key ``solidq_rate_limits.key`` takes (and ``solidq_jobs.rate_limit_key``).
-MAX_KEY_LENGTH = 255
-
 #: How long a limited job waits when the budgets table is missing, before it is looked at
 #: again (the limit fails closed).
 TABLE_MISSING_WAIT = dt.timedelta(minutes=1)
@@ -137,12 +134,7 @@ class RateLimitControl(Control):
         # A blank key is stored as "" (the job is not limited), apart from None: a job stored
         # without a key (enqueued before the limit was declared) uses the bare budget.
         key = declaration.key_for(type(job).job_name, job.arguments, job.kwargs)
-        if key is not None and len(key) > MAX_KEY_LENGTH:
-            raise ValueError(
-                f"{type(job).job_name}'s rate-limit key is {len(key)} characters long; the"
-                f" budgets table takes at most {MAX_KEY_LENGTH}. Shorten what the key or group"
-                " returns (a hash of a long value, say)."
-            )
+        keys.check_length(key, type(job).job_name, "rate-limit key")
         row["rate_limit_key"] = key
 
     def checked_at_claim(self) -> frozenset[str]:

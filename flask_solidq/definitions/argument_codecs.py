@@ -89,6 +89,39 @@ def load_class(path: str, what: str) -> t.Any:
         raise DeserializationError(f"Can't load a stored {what}: {exc}") from exc
 
 
+def encodable(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8 text: it holds no lone surrogate (such as
+    ``"\\ud800"``, which :func:`json.dumps` writes as it is and every database's driver
+    then refuses). Cheap for ASCII text, the usual case."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def surrogate_reason(text: str) -> str:
+    """Why ``text`` can't be stored, for a string :func:`encodable` refused. Names the code
+    point and its index, not the text (it may be personal data)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"it is a string with a lone surrogate (U+{ord(text[exc.start]):04X} at index"
+            f" {exc.start}), which can't be stored as UTF-8 text. Decode the bytes it came"
+            " from with errors='replace', or pass them as bytes."
+        )
+    return "it is a string that can't be stored as UTF-8 text."  # pragma: no cover
+
+
+def _dump_str(value: str) -> str:
+    if value.isascii() or encodable(value):
+        return value
+    raise Unserializable(surrogate_reason(value))
+
+
 def _dump_int(value: int) -> t.Any:
     if -_BIG_INT < value < _BIG_INT:
         return value
@@ -236,6 +269,7 @@ def load_enum(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) ->
 
 #: The dump functions of the single-value forms, by the exact type they store.
 DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
+    str: _dump_str,
     int: _dump_int,
     float: _dump_float,
     bytes: _dump_bytes,

@@ -26,8 +26,9 @@ TAG = argument_codecs.TAG
 
 _NoneType = type(None)
 
-#: Types stored as they are, without a look at the value.
-PLAIN: frozenset[type] = frozenset((str, bool, _NoneType))
+#: Types stored as they are, without a look at the value. (``str`` is not one: a string with
+#: a lone surrogate can't be stored, so each one gets a look, free for ASCII text.)
+PLAIN: frozenset[type] = frozenset((bool, _NoneType))
 
 
 # -- dumping -----------------------------------------------------------------------------------
@@ -54,7 +55,11 @@ def _dump_items(value: t.Any) -> list[t.Any]:
     i = 0
     try:
         for i, item in enumerate(value):  # noqa: B007 (i is read in the except clause)
-            append(item if type(item) in PLAIN else dump_value(item))
+            append(
+                item
+                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                else dump_value(item)
+            )
     except argument_codecs.Unserializable as exc:
         exc.segments.append(f"[{i}]")
         raise
@@ -66,7 +71,11 @@ def _dump_members(value: set[t.Any] | frozenset[t.Any]) -> list[t.Any]:
     append = out.append
     for item in value:
         try:
-            append(item if type(item) in PLAIN else dump_value(item))
+            append(
+                item
+                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                else dump_value(item)
+            )
         except argument_codecs.Unserializable as exc:
             exc.segments.append(f"<element {reprlib.repr(item)}>")
             raise
@@ -90,9 +99,14 @@ def _dump_dict(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
     key = None
     try:
         for key, item in value.items():
-            if type(key) is not str:
+            # A key that can't be stored goes the slow way, which names it.
+            if type(key) is not str or not (key.isascii() or argument_codecs.encodable(key)):
                 break
-            out[key] = item if type(item) in PLAIN else dump_value(item)
+            out[key] = (
+                item
+                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                else dump_value(item)
+            )
         else:
             if TAG not in out:
                 return out
@@ -126,7 +140,7 @@ def _dump_model(value: t.Any) -> dict[str, t.Any]:
     return model_references.dump_reference(value, dump_value)
 
 
-#: The exact types that have a dump function. ``str``, ``bool`` and ``None`` are in PLAIN.
+#: The exact types that have a dump function. ``bool`` and ``None`` are in PLAIN.
 _DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
     **argument_codecs.DUMPERS,
     list: _dump_items,

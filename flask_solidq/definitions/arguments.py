@@ -159,7 +159,11 @@ def dump_args(args: tuple[t.Any, ...]) -> list[t.Any]:
     i = 0
     try:
         for i, value in enumerate(args):  # noqa: B007 (i is read in the except clause)
-            append(value if type(value) in _PLAIN else _dump(value))
+            append(
+                value
+                if type(value) in _PLAIN or (type(value) is str and value.isascii())
+                else _dump(value)
+            )
     except (argument_codecs.Unserializable, RecursionError) as exc:
         raise _serialization_error(exc, f"argument {i}") from exc.__cause__
     return out
@@ -185,7 +189,15 @@ def dump_kwargs(kwargs: dict[str, t.Any]) -> dict[str, t.Any]:
                     f"Keyword argument names must be strings, not {name!r}.",
                     position=f"keyword argument {name!r}",
                 )
-            out[name] = value if type(value) in _PLAIN else _dump(value)
+            if not (name.isascii() or argument_codecs.encodable(name)):
+                position = f"keyword argument {name!r}"
+                reason = argument_codecs.surrogate_reason(name).replace("it is", "its name is", 1)
+                raise SerializationError(f"Can't store {position}: {reason}", position=position)
+            out[name] = (
+                value
+                if type(value) in _PLAIN or (type(value) is str and value.isascii())
+                else _dump(value)
+            )
     except (argument_codecs.Unserializable, RecursionError) as exc:
         raise _serialization_error(exc, f"keyword argument {name!r}") from exc.__cause__
     return out

@@ -25,11 +25,14 @@ import uuid
 from flask_solidq import adapters
 from flask_solidq import current
 from flask_solidq import signals
+from flask_solidq.definitions import argument_codecs
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.calls import Call
+from flask_solidq.errors import DeserializationError
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import to_seconds
+from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
@@ -43,6 +46,21 @@ JobT = t.TypeVar("JobT", bound="Job")
 
 #: The longest queue name the tables take.
 MAX_NAME_LENGTH = 255
+
+#: The range of ``priority``: the column is a 32-bit INTEGER on every database.
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+
+#: The earliest and latest time a job may be scheduled for (``set(wait=)``,
+#: ``set(wait_until=)``). MySQL's DATETIME is documented from year 1000 to 9999 and Python's
+#: datetime ends with year 9999; the day short of its end leaves room for the time between
+#: ``set()`` and the enqueue, and for arithmetic on the stored time.
+EARLIEST_SCHEDULED_AT = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+LATEST_SCHEDULED_AT = dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)
+
+_SCHEDULE_RANGE = (
+    f"between {EARLIEST_SCHEDULED_AT:%Y-%m-%d} and {LATEST_SCHEDULED_AT:%Y-%m-%d} (UTC)"
+)
 
 
 class _ClassOrInstanceMethod:
@@ -199,12 +217,10 @@ class Job:
         if wait is not None and wait_until is not None:
             raise ValueError("set() takes wait= or wait_until=, not both.")
         if wait is not None:
-            self._wait = to_seconds(wait, name="set(wait=)", allow_zero=True)
+            self._wait = _check_wait(wait)
             self.scheduled_at = None
         if wait_until is not None:
-            if not isinstance(wait_until, dt.datetime):
-                raise TypeError(f"set(wait_until=) must be a datetime, not {wait_until!r}.")
-            self.scheduled_at = as_utc(wait_until)
+            self.scheduled_at = _check_wait_until(wait_until)
             self._wait = None
         if queue is not None:
             _check_queue(queue, where="set(queue=)")
@@ -308,10 +324,20 @@ class Job:
 
         :raises flask_solidq.DeserializationError: an argument can't be loaded.
         """
+        executions = data.get("executions", 0)
+        exception_executions = data.get("exception_executions", {})
+        if type(executions) is not int or not (
+            type(exception_executions) is dict
+            and all(type(count) is int for count in exception_executions.values())
+        ):
+            raise DeserializationError(
+                'The stored payload\'s attempt counters are malformed: "executions" should be'
+                ' an int and "exception_executions" an object of ints.'
+            )
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
-        self.executions = int(data.get("executions", 0))
-        self.exception_executions = dict(data.get("exception_executions", {}))
+        self.executions = executions
+        self.exception_executions = dict(exception_executions)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""
@@ -352,8 +378,44 @@ def _check_queue(value: object, *, where: str) -> None:
         raise TypeError(f"{where} must be a non-empty queue name, not {value!r}.")
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(f"{where} must be at most {MAX_NAME_LENGTH} characters long.")
+    if not argument_codecs.encodable(value):
+        raise ValueError(f"{where} must be UTF-8 text, without lone surrogates: {value!r}.")
 
 
 def _check_priority(value: object, *, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{where} must be an int (lower runs first), not {value!r}.")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(
+            f"{where} must be between {MIN_PRIORITY} and {MAX_PRIORITY} (the priority column is"
+            f" a 32-bit INTEGER on every database), not {value}."
+        )
+
+
+def _check_wait(wait: object) -> float:
+    """``set(wait=)`` in seconds, checked to schedule the job no later than
+    LATEST_SCHEDULED_AT from now."""
+    seconds = to_seconds(wait, name="set(wait=)", allow_zero=True)
+    latest = (LATEST_SCHEDULED_AT - utcnow()).total_seconds()
+    if seconds > latest:
+        raise ValueError(
+            f"set(wait=) must be at most {latest:.0f} seconds, not {wait!r}: the scheduled time"
+            f" must fall {_SCHEDULE_RANGE}."
+        )
+    return seconds
+
+
+def _check_wait_until(wait_until: object) -> dt.datetime:
+    """``set(wait_until=)`` in UTC, checked to fall between EARLIEST_SCHEDULED_AT and
+    LATEST_SCHEDULED_AT."""
+    if not isinstance(wait_until, dt.datetime):
+        raise TypeError(f"set(wait_until=) must be a datetime, not {wait_until!r}.")
+    try:
+        scheduled_at = as_utc(wait_until)
+    except OverflowError:  # Its offset takes it past year 1 or 9999.
+        scheduled_at = None
+    if scheduled_at is None or not EARLIEST_SCHEDULED_AT <= scheduled_at <= LATEST_SCHEDULED_AT:
+        raise ValueError(
+            f"set(wait_until=) must fall {_SCHEDULE_RANGE}, not {wait_until.isoformat()}."
+        )
+    return scheduled_at

@@ -71,9 +71,21 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
         job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
     except sa.exc.SQLAlchemyError as exc:
         job.successfully_enqueued = False
-        cause = getattr(exc, "orig", None) or exc
-        raise errors.EnqueueError(f"Enqueuing {type(job).job_name} failed: {cause}") from exc
+        raise errors.EnqueueError(
+            f"Enqueuing {type(job).job_name} failed: {_describe(exc)}"
+        ) from exc
     _record_outcome(job, job_id, placed)
+
+
+def _describe(error: sa.exc.SQLAlchemyError) -> str:
+    """What went wrong, without values from the job: the database's error class and the
+    first line of its message (PostgreSQL quotes a duplicate key on a later line), except for
+    a constraint that failed, whose message quotes the offending value on MySQL."""
+    cause = getattr(error, "orig", None) or error
+    if isinstance(error, sa.exc.IntegrityError):
+        return f"{type(cause).__name__}: a constraint of the queue's tables refused the row"
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"
 
 
 def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[int, bool]:

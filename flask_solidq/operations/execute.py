@@ -84,17 +84,57 @@ def load(claimed: ClaimedJob) -> Job:
     """The job a claimed row holds, with its arguments and counters restored.
 
     :raises flask_solidq.errors.JobNotFound: its definition can't be loaded.
-    :raises flask_solidq.errors.DeserializationError: an argument can't be loaded.
+    :raises flask_solidq.errors.DeserializationError: the stored payload is not a JSON object,
+        nests too deeply to load, or an argument can't be loaded.
     :raises ValueError: the stored payload isn't valid JSON.
     """
-    payload = json.loads(claimed.arguments or "{}")
-    definition = registry.lookup(claimed.class_name, payload.get("job"))
+    try:
+        payload = json.loads(claimed.arguments or "{}")
+    except RecursionError:
+        raise _too_deep() from None
+    if type(payload) is not dict:
+        raise errors.DeserializationError(
+            "The stored payload (solidq_jobs.arguments) must be a JSON object, not"
+            f" {_json_kind(payload)}."
+        )
+    import_path = payload.get("job")
+    if import_path is not None and type(import_path) is not str:
+        raise errors.DeserializationError(
+            "The stored payload's \"job\" (the definition's import path) must be a string,"
+            f" not {_json_kind(import_path)}."
+        )
+    definition = registry.lookup(claimed.class_name, import_path)
     job = definition._blank(claimed.active_job_id or "")
-    job.load_payload(payload)
+    try:
+        job.load_payload(payload)
+    except RecursionError:
+        raise _too_deep() from None
     job.provider_job_id = claimed.id
     job.queue_name = claimed.queue_name
     job.priority = claimed.priority
     return job
+
+
+def _too_deep() -> errors.DeserializationError:
+    return errors.DeserializationError(
+        "The stored payload (solidq_jobs.arguments) nests too deeply to load."
+    )
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, for messages; never the value (it may be personal data)."""
+    return _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+_JSON_KINDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
