@@ -1,6 +1,8 @@
 """The adapters behind ``perform_later``: where an enqueued job goes.
 
-* ``"solidq"``: the database queue (the default).
+* ``"solidq"``: the database queue (the default). An enqueue joins the app session's
+  transaction when that has written on the queue's database (see
+  :mod:`flask_solidq.app_transaction`).
 * ``"inline"``: performed at once, in this thread, after its arguments went through the same
   JSON round trip a stored job's do (so unstorable arguments fail here too). Waits are ignored;
   exceptions propagate to the caller of ``perform_later``.
@@ -16,6 +18,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import app_transaction
 from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.operations import enqueue as enqueue_operation
@@ -32,9 +35,10 @@ def enqueue(job: Job) -> None:
     state = get_state()
     if state.adapter == "solidq":
         state.check_tables()
-        enqueue_operation.enqueue(state.engine, job)
-        if job.successfully_enqueued:
-            _wake_local_processes(state.engine, [job])
+        with app_transaction.joining(state):
+            enqueue_operation.enqueue(state.engine, job)
+            if job.successfully_enqueued:
+                _wake_local_processes(state.engine, [job])
     else:
         _round_trip_arguments(job)
         if state.adapter == "test":
@@ -46,7 +50,22 @@ def enqueue(job: Job) -> None:
 
 
 def enqueue_all(jobs: t.Sequence[Job]) -> None:
-    """Enqueue ``jobs`` through the current app's adapter, in bulk where the adapter can."""
+    """Enqueue ``jobs`` through the current app's adapter, in bulk where the adapter can.
+
+    :raises ValueError: a job is given twice (the same instance, or two with the same
+        ``job_id``); nothing was enqueued.
+    """
+    first_at: dict[str, int] = {}
+    for position, job in enumerate(jobs):
+        earlier = first_at.setdefault(job.job_id, position)
+        if earlier != position:
+            same = "the same job" if jobs[earlier] is job else "two jobs with the same job_id"
+            raise ValueError(
+                f"perform_all_later() was given {same} ({type(job).job_name},"
+                f" job_id={job.job_id!r}) at positions {earlier} and {position}; each job is"
+                " stored once. Build one job per enqueue (Definition.new(...)); nothing was"
+                " enqueued."
+            )
     state = get_state()
     if state.adapter != "solidq":
         for job in jobs:
@@ -55,8 +74,9 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
     if not jobs:
         return
     state.check_tables()
-    enqueue_operation.enqueue_all(state.engine, jobs)
-    _wake_local_processes(state.engine, [job for job in jobs if job.successfully_enqueued])
+    with app_transaction.joining(state):
+        enqueue_operation.enqueue_all(state.engine, jobs)
+        _wake_local_processes(state.engine, [job for job in jobs if job.successfully_enqueued])
     for job in jobs:
         if job.successfully_enqueued:
             signals.enqueue.send(type(job), job=job)

@@ -8,6 +8,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import adapters
+from flask_solidq import app_transaction
 from flask_solidq import cli
 from flask_solidq import db
 from flask_solidq import models
@@ -81,6 +82,7 @@ class SolidQ:
                 " default database."
             )
         _add_tables(sqlalchemy, settings.bind)
+        app_transaction.listen()
         app.extensions["solidq"] = SolidQState(app, settings, sqlalchemy)
         app.cli.add_command(cli.solidq_group)
 
@@ -118,6 +120,19 @@ class SolidQ:
         Requires an application context.
         """
         adapters.enqueue_all(list(jobs))
+
+    def perform_after_commit(self, *jobs: _Job) -> None:
+        """Enqueue ``jobs`` right after the app's session commits, and not at all if it rolls
+        back; at once when the session has written nothing.
+
+        For a queue on a database of its own (``SOLIDQ_BIND``), where an enqueue can't join
+        the app's transaction: the job is then never stored for data that rolled back, but a
+        crash between the two commits loses it. Their ``provider_job_id`` is set once they are
+        stored. Requires an application context.
+        """
+        jobs_list = list(jobs)
+        state = get_state()
+        app_transaction.perform_after_commit(state, lambda: adapters.enqueue_all(jobs_list))
 
     def pause(self, queue_name: str) -> None:
         """Pause a queue: workers claim nothing from it until :meth:`resume`, while jobs still
