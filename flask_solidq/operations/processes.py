@@ -99,11 +99,16 @@ def pruned_error(row: ProcessRow) -> str:
 
 
 def exit_error(row: ProcessRow, description: str) -> str:
-    """The error of a job whose worker process exited while running it."""
+    """The error of a job whose worker process exited while it held the job's claim.
+
+    Whether the job had started is not known: nothing is written when a job starts (that
+    would cost a write per job on the hot path), and a worker may die between committing a
+    claim and handing the job to a thread. So the message says what is known.
+    """
     return execute.failure_json(
         "flask_solidq.ProcessExitError",
         f"{row.kind} {row.name} (pid {row.pid} on {row.hostname}) {description}"
-        " while running the job",
+        " while the job was claimed; it may not have started",
     )
 
 

@@ -5,6 +5,10 @@ ready as they are, still holding any concurrency slot they took (they never gave
 The claims of a worker that died (killed, pruned for silence, or gone without a trace) follow
 ``SOLIDQ_ON_WORKER_DEATH``: ``"fail"`` keeps each as a failed execution naming the process
 (Solid Queue's behaviour), ``"release"`` runs it again. Either way nothing is lost.
+
+A live worker also releases its own *stray* claims (:func:`release_strays`): claims of its
+process that none of its threads holds, left by a claim that committed on the server while
+the worker saw an error (its reply was lost).
 """
 
 from __future__ import annotations
@@ -66,6 +70,28 @@ def release_claims(
     return jobs
 
 
+def release_strays(engine: sa.Engine, process_id: int, held_ids: t.Collection[int]) -> int:
+    """Put back to ready the claims of ``process_id`` whose jobs are not in ``held_ids`` (the
+    jobs its threads hold: running, queued for a thread, or waiting for their outcome to be
+    stored), keeping the concurrency slots they took; return how many.
+
+    The worker calls it between its polls, in the thread that claims, so a claim it made is
+    either held or stray. The usual case, nothing stray, costs one read that locks nothing.
+    """
+    held = set(held_ids)
+    query = sa.select(CLAIMED.c.job_id).where(CLAIMED.c.process_id == process_id)
+    with db.read(engine) as connection:
+        strays = [job_id for job_id in connection.scalars(query) if job_id not in held]
+    if not strays:
+        return 0
+    with db.write(engine) as connection:
+        jobs = _take(
+            connection, sa.and_(CLAIMED.c.process_id == process_id, CLAIMED.c.job_id.in_(strays))
+        )
+        dispatch.insert_ready(connection, jobs, utcnow())
+    return len(jobs)
+
+
 def fail_claims(
     connection: sa.Connection, process_ids: t.Collection[int | None], error: str
 ) -> list[JobRef]:
@@ -94,6 +120,11 @@ def _take_claims(connection: sa.Connection, process_ids: t.Collection[int | None
     condition: sa.ColumnElement[bool] = CLAIMED.c.process_id.in_(ids)
     if None in process_ids:
         condition = sa.or_(condition, CLAIMED.c.process_id.is_(None))
+    return _take(connection, condition)
+
+
+def _take(connection: sa.Connection, condition: sa.ColumnElement[bool]) -> list[JobRef]:
+    """Lock and delete the claims matching ``condition``; return their jobs."""
     claims = connection.execute(
         db.for_update(sa.select(CLAIMED.c.id, CLAIMED.c.job_id).where(condition), skip_locked=False)
     ).all()

@@ -5,10 +5,22 @@ and hands them to the pool; the outcomes go to the finisher. A thread that frees
 worker at once, so a busy worker claims again as soon as it can; jobs made ready by another
 process wake it too (see :mod:`~flask_solidq.processes.wakeups`), and an idle one polls every
 ``polling_interval`` as the fallback.
+
+A claim can commit on the server while the worker sees an error (the reply was lost, e.g. a
+connection reset): the claimed jobs would then sit in claimed executions under a live
+process, untouched by pruning. So the worker keeps the ids of the jobs its threads hold
+(posted, until the finisher stored their outcome), and after a failed claim, and every
+heartbeat interval, releases the claims of its process that none of its threads holds. It
+does so between polls, in its own thread, the only one that claims: a claim it made is either
+posted (held) or lost with the error.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
+import threading
+import time
 import typing as t
 
 from flask_solidq import db
@@ -28,6 +40,8 @@ if t.TYPE_CHECKING:
     from flask_solidq.operations.claim import ClaimedJob
     from flask_solidq.processes.waker import Watched
 
+logger = logging.getLogger("flask_solidq")
+
 #: How long a worker with no idle thread sleeps: a thread that frees wakes it anyway.
 BUSY_SLEEP = 600.0
 #: How many claims one poll may make when its claims defer jobs and leave threads idle.
@@ -35,6 +49,33 @@ CLAIMS_PER_POLL = 5
 #: With a backlog, how long a woken worker waits for more of its threads to free before it
 #: claims: a fraction of a claim's own cost, so short jobs are claimed several at a time.
 GATHER_TIMEOUT = 0.002
+
+
+class HeldJobs:
+    """The ids of the jobs a worker's threads hold: posted to the pool, until the finisher
+    stored their outcome. A count per id, not a set: a job retried at once can be claimed
+    again by the same worker before the finisher forgets its first run."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[int] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, job_id: int) -> None:
+        with self._lock:
+            self._counts[job_id] += 1
+
+    def discard(self, job_ids: t.Iterable[int]) -> None:
+        with self._lock:
+            for job_id in job_ids:
+                count = self._counts[job_id] - 1
+                if count > 0:
+                    self._counts[job_id] = count
+                else:
+                    del self._counts[job_id]
+
+    def snapshot(self) -> set[int]:
+        with self._lock:
+            return set(self._counts)
 
 
 class Worker(Poller):
@@ -50,6 +91,10 @@ class Worker(Poller):
         self._backlog = False
         self.finisher: Finisher | None = None
         self._subscription: wakeups.Subscription | None = None
+        self.held = HeldJobs()
+        #: A claim failed: its jobs may be claimed on the server all the same.
+        self._strays_suspected = False
+        self._next_sweep = 0.0
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -66,7 +111,10 @@ class Worker(Poller):
             self.engine,
             lambda: self.process_id,
             preserve_finished=self.settings.preserve_finished_jobs,
+            outage=self.outage,
+            on_stored=lambda batch: self.held.discard(outcome.claimed.id for outcome in batch),
         )
+        self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
         self.finisher.start()
         wakeups.listen_ready(self.wake_up)
         self._subscription = wakeups.Subscription(
@@ -83,9 +131,35 @@ class Worker(Poller):
             # up join this claim, so one claim feeds several threads instead of one each.
             pool.wait_for_idle(pool.size, timeout=GATHER_TIMEOUT)
         self._backlog = False
-        if self.process_id is not None:
+        if self.process_id is None:
+            return self.worker.polling_interval
+        if self._strays_suspected or time.monotonic() >= self._next_sweep:
+            self._release_strays()
+        try:
             self._claim(pool)
-        return self.worker.polling_interval if pool.idle_threads else BUSY_SLEEP
+        except Exception:
+            self._strays_suspected = True
+            raise
+        if pool.idle_threads:
+            return self.worker.polling_interval
+        return min(BUSY_SLEEP, max(0.0, self._next_sweep - time.monotonic()))
+
+    def _release_strays(self) -> None:
+        """Release the claims of this process that none of its threads holds (see the
+        module's docstring); if this fails, the next poll tries again before claiming."""
+        count = release.release_strays(
+            self.engine, t.cast(int, self.process_id), self.held.snapshot()
+        )
+        self._strays_suspected = False
+        self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
+        if count:
+            logger.warning(
+                "SolidQ %s %s released %s claims none of its threads held (a claim's reply"
+                " was lost); their jobs run again",
+                self.kind,
+                self.name,
+                count,
+            )
 
     def _claim(self, pool: Pool) -> None:
         """Claim for the idle threads and post what was claimed. A claim whose controls
@@ -103,6 +177,7 @@ class Worker(Poller):
                 skip_locked=self.settings.use_skip_locked,
             )
             for job in batch.jobs:
+                self.held.add(job.id)
                 pool.post(self._perform, job)
             self._backlog = len(batch.jobs) == idle
             if not batch.deferrals:
