@@ -15,6 +15,8 @@ from flask_solidq import SolidQ
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.operations import claim
+from flask_solidq.operations import execute
 from tests import support
 from tests import worker_jobs
 
@@ -164,6 +166,13 @@ def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):
     with app.app_context():
         engine = app.extensions["solidq"].engine
     Base.metadata.create_all(engine)
+    worker_jobs.RUNS.create(engine, checkfirst=True)  # where worker_jobs.record records a run
+
+    @app.get("/orders")
+    def list_orders():
+        count = len(support.db.session.scalars(sa.select(Order)).all())
+        worker_jobs.record.perform_later("listed")  # a read-only view: committed at once
+        return str(count)
 
     @app.post("/orders/<number>")
     def add_order(number):
@@ -179,14 +188,21 @@ def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):
     try:
         assert client.post("/orders/good").status_code == 200
         assert client.post("/orders/bad").status_code == 500
+        assert client.get("/orders").status_code == 200
         with db.read(engine) as connection:
-            stored = connection.scalars(sa.select(JOBS.c.arguments)).all()
+            stored = connection.scalars(sa.select(JOBS.c.arguments).order_by(JOBS.c.id)).all()
             numbers = connection.scalars(sa.select(Order.number)).all()
         assert numbers == ["good"]
-        assert len(stored) == 1 and '"good"' in stored[0]
+        assert len(stored) == 2 and '"good"' in stored[0] and '"listed"' in stored[1]
+        # The committed job runs.
+        with app.app_context():
+            claimed = claim.claim(engine, claim.QueueSelector(("*",)), 5, process_id=1)
+            outcomes = [execute.perform(job) for job in claimed]
+        assert [outcome.kind for outcome in outcomes] == [execute.OutcomeKind.FINISHED] * 2
     finally:
         with engine.begin() as connection:
             connection.execute(Order.__table__.delete())
+            connection.execute(worker_jobs.RUNS.delete())
         support.delete_all_rows(engine)
         with app.app_context():
             app.extensions["solidq"].dispose()
