@@ -247,16 +247,32 @@ def transaction(engine: sa.Engine) -> t.Iterator[sa.Connection]:
         return
     callbacks: list[t.Callable[[], None]] = []
     with _writer(engine), engine.connect() as connection:
-        with connection.begin():
-            connection.info["solidq_after_commit"] = callbacks
-            token = _ambient.set({**current, engine: connection})
-            try:
-                yield connection
-            finally:
-                _ambient.reset(token)
-                connection.info.pop("solidq_after_commit", None)
+        with connection.begin(), joined(engine, connection, callbacks):
+            yield connection
     for callback in callbacks:
         callback()
+
+
+@contextlib.contextmanager
+def joined(
+    engine: sa.Engine, connection: sa.Connection, callbacks: list[t.Callable[[], None]]
+) -> t.Iterator[sa.Connection]:
+    """Inside the block, every queue write on ``engine`` runs on ``connection``, in a
+    transaction someone else owns (the app's session: see
+    :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
+    ``callbacks``, which that owner runs when it commits. Nothing here commits."""
+    current = _ambient.get() or {}
+    previous = connection.info.get("solidq_after_commit")
+    connection.info["solidq_after_commit"] = callbacks
+    token = _ambient.set({**current, engine: connection})
+    try:
+        yield connection
+    finally:
+        _ambient.reset(token)
+        if previous is None:
+            connection.info.pop("solidq_after_commit", None)
+        else:
+            connection.info["solidq_after_commit"] = previous
 
 
 def after_commit(engine: sa.Engine, callback: t.Callable[[], None]) -> None:
@@ -423,25 +439,3 @@ def batched(
     """Split ``rows`` into slices of at most ``size``."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
-
-
-@contextlib.contextmanager
-def joined(
-    engine: sa.Engine, connection: sa.Connection, callbacks: list[t.Callable[[], None]]
-) -> t.Iterator[sa.Connection]:
-    """Inside the block, every queue write on ``engine`` runs on ``connection``, in a
-    transaction someone else owns (the app's session: see
-    :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
-    ``callbacks``, which that owner runs when it commits. Nothing here commits."""
-    current = _ambient.get() or {}
-    previous = connection.info.get("solidq_after_commit")
-    connection.info["solidq_after_commit"] = callbacks
-    token = _ambient.set({**current, engine: connection})
-    try:
-        yield connection
-    finally:
-        _ambient.reset(token)
-        if previous is None:
-            connection.info.pop("solidq_after_commit", None)
-        else:
-            connection.info["solidq_after_commit"] = previous
