@@ -10,12 +10,19 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import logging
 import typing as t
 
 from flask_solidq import keys
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import options
+from flask_solidq.controls.base import Control
 from flask_solidq.definitions import declarations
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+logger = logging.getLogger("flask_solidq")
 
 DEFAULT_MAX_CALLS = 100
 
@@ -153,3 +160,28 @@ def coalesce(
         concurrency.check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)
+
+
+class CoalesceControl(Control):
+    """The hooks of ``coalesce``. Coalescing isn't built yet: until it is, an enqueue of a job
+    that declares it says so, once per definition and process, rather than silently storing
+    every call as a job of its own."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+
+    def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
+        declaration = type(job)._coalesce
+        name = type(job).job_name
+        if declaration is None or not declaration.enabled or name in self._warned:
+            return
+        self._warned.add(name)
+        logger.warning(
+            "SolidQ: %s declares coalesce(on_conflict=%r), which this version of flask-solidq"
+            " doesn't carry out yet: every call is stored and runs as a job of its own.",
+            name,
+            declaration.on_conflict.value,
+        )
+
+
+CONTROL = CoalesceControl()
