@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import time
 import typing as t
@@ -15,6 +16,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_solidq import SolidQ
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.timing import utcnow
 
 db = SQLAlchemy()
 solidq = SolidQ()
@@ -86,6 +88,17 @@ def releases() -> t.Iterator[list[dict[str, t.Any]]]:
 
     with signals.release_blocked.connected_to(receiver):
         yield sent
+
+
+def make_due(engine: sa.Engine, *job_ids: int) -> None:
+    """Move the scheduled executions of ``job_ids`` one second into the past."""
+    scheduled = models.ScheduledExecution.__table__
+    with engine.begin() as connection:
+        connection.execute(
+            scheduled.update()
+            .where(scheduled.c.job_id.in_(job_ids))
+            .values(scheduled_at=utcnow() - dt.timedelta(seconds=1))
+        )
 
 
 def wait_until(

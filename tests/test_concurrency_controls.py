@@ -40,6 +40,7 @@ from tests.concurrency_support import blocked_ids
 from tests.concurrency_support import job_state
 from tests.concurrency_support import ready_ids
 from tests.concurrency_support import semaphore
+from tests.support import make_due
 from tests.support import releases
 
 if t.TYPE_CHECKING:
@@ -95,16 +96,6 @@ def run_next(app: Flask, engine: sa.Engine) -> t.Any:
     (outcome,) = perform(app, [claimed])
     assert finish(engine, [outcome]) == [outcome]
     return outcome
-
-
-def make_due(engine: sa.Engine, *job_ids: int) -> None:
-    """Move the scheduled executions of ``job_ids`` one second into the past."""
-    with engine.begin() as connection:
-        connection.execute(
-            SCHEDULED.update()
-            .where(SCHEDULED.c.job_id.in_(job_ids))
-            .values(scheduled_at=utcnow() - dt.timedelta(seconds=1))
-        )
 
 
 def expire(engine: sa.Engine, table: sa.Table, where: t.Any) -> None:

@@ -47,6 +47,7 @@ from tests.concurrency_support import READY
 from tests.concurrency_support import SCHEDULED
 from tests.concurrency_support import SEMAPHORES
 from tests.concurrency_support import job_state
+from tests.support import make_due
 from tests.support import releases
 from tests.test_claim_queries import CLAIM_STATEMENTS
 from tests.test_claim_queries import counting_statements
@@ -124,16 +125,6 @@ def scheduled_at(engine: sa.Engine, job_id: int) -> dt.datetime:
 def job_row(engine: sa.Engine, job_id: int) -> sa.Row[t.Any]:
     (row,) = support.rows(engine, JOBS, JOBS.c.id == job_id)
     return row
-
-
-def make_due(engine: sa.Engine, *job_ids: int) -> None:
-    """Move the scheduled executions of ``job_ids`` one second into the past."""
-    with engine.begin() as connection:
-        connection.execute(
-            SCHEDULED.update()
-            .where(SCHEDULED.c.job_id.in_(job_ids))
-            .values(scheduled_at=utcnow() - dt.timedelta(seconds=1))
-        )
 
 
 def update_jobs(engine: sa.Engine, job_ids: t.Iterable[int], **values: t.Any) -> None:
