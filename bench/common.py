@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import typing as t
 
@@ -34,11 +35,12 @@ def backends() -> list[tuple[str, str]]:
 
 
 def scratch_database(backend: str, server_url: str) -> tuple[str, t.Callable[[], None]]:
-    """A fresh database with the flask-solidq tables; returns its URL and a clean-up."""
+    """A fresh database with the flask-solidq tables; returns its URL and a clean-up that
+    drops it (for SQLite, the temporary directory that holds it)."""
     if backend == "sqlite":
         directory = tempfile.mkdtemp(prefix="solidq-bench-")
         url = f"sqlite:///{directory}/bench.db"
-        drop = lambda: None  # noqa: E731
+        drop = lambda: shutil.rmtree(directory, ignore_errors=True)  # noqa: E731
     else:
         from tests import support
 

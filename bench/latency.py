@@ -239,8 +239,6 @@ def main() -> None:
         finally:
             drop()
             shutil.rmtree(workdir, ignore_errors=True)
-            if backend == "sqlite":
-                shutil.rmtree(pathlib.Path(sa.make_url(url).database).parent, ignore_errors=True)
         print(f"# {backend} done in {time.monotonic() - started:.0f} s", flush=True)
 
     print()

@@ -215,8 +215,6 @@ def run_case(
     finally:
         drop()
         shutil.rmtree(workdir, ignore_errors=True)
-        if backend == "sqlite":
-            shutil.rmtree(pathlib.Path(sa.make_url(url).database).parent, ignore_errors=True)
     return result
 
 

@@ -200,8 +200,6 @@ def main() -> None:
         finally:
             drop()
             shutil.rmtree(workdir, ignore_errors=True)
-            if backend == "sqlite":
-                shutil.rmtree(pathlib.Path(sa.make_url(url).database).parent, ignore_errors=True)
         rates.append([backend, *(_number(run.rate) for run in runs)])
         for run in runs:
             details.append([backend, run.layout, _seconds(run.wall), _seconds(run.stop), run.check])
