@@ -1,7 +1,8 @@
 """A TCP proxy that breaks the path to a database on demand, for the fault-injection tests.
 
-``FaultProxy(host, port)`` listens on 127.0.0.1 on an ephemeral port and forwards every
-connection to ``host:port``; :meth:`FaultProxy.url` rewrites a database URL to go through it.
+``FaultProxy(host, port)`` listens on 127.0.0.1 (or ``listen_host``) on an ephemeral port and
+forwards every connection to ``host:port``; :meth:`FaultProxy.url` rewrites a database URL to
+go through it.
 :meth:`FaultProxy.set_mode` switches what the path does, for every connection, open or new:
 
 ``pass``
@@ -73,9 +74,17 @@ class _Pair:
 class FaultProxy:
     """A fault-injecting TCP proxy to ``target_host:target_port`` (see the module)."""
 
-    def __init__(self, target_host: str, target_port: int, *, lifetime: float = 300.0) -> None:
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        *,
+        lifetime: float = 300.0,
+        listen_host: str = "127.0.0.1",
+    ) -> None:
         self.target = (target_host, target_port)
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.listen_host = listen_host
+        self._listener = socket.create_server((listen_host, 0), backlog=128)
         self._listener.setblocking(False)
         self.port: int = self._listener.getsockname()[1]
         self._deadline = time.monotonic() + lifetime
@@ -100,7 +109,7 @@ class FaultProxy:
 
     def url(self, database_url: str) -> str:
         """``database_url`` going through the proxy."""
-        url = sa.make_url(database_url).set(host="127.0.0.1", port=self.port)
+        url = sa.make_url(database_url).set(host=self.listen_host, port=self.port)
         return url.render_as_string(hide_password=False)
 
     @property

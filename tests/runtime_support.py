@@ -68,6 +68,7 @@ class WorkProcess:
         config: dict[str, t.Any] | None = None,
         log_path: pathlib.Path,
         app_module: str = "tests.apps.worker_app",
+        prefix: t.Sequence[str] = (),
     ) -> None:
         env = {
             **os.environ,
@@ -82,7 +83,7 @@ class WorkProcess:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # closed in kill()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", app_module, "solidq", *args],
+            [*prefix, sys.executable, "-m", "flask", "--app", app_module, "solidq", *args],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -126,12 +127,20 @@ class Launcher:
 
     database_url: str
     directory: pathlib.Path
+    #: A command line prefix for every process (e.g. one that runs it in a network namespace).
+    prefix: t.Sequence[str] = ()
     started: list[WorkProcess] = dataclasses.field(default_factory=list)
 
     def start(self, *args: str, config: dict[str, t.Any] | None = None) -> WorkProcess:
         """Start ``flask solidq work *args`` with the fast settings and ``config``."""
         log_path = self.directory / f"work-{len(self.started)}.log"
-        process = WorkProcess(self.database_url, ["work", *args], config=config, log_path=log_path)
+        process = WorkProcess(
+            self.database_url,
+            ["work", *args],
+            config=config,
+            log_path=log_path,
+            prefix=self.prefix,
+        )
         self.started.append(process)
         return process
 

@@ -134,11 +134,15 @@ def server_backends() -> list[t.Any]:
     ]
 
 
-def enqueue_backlog(app, prefix: str, count: int, seconds: float) -> dict[int, str]:
-    """Enqueue ``count`` step jobs in one go; return job id -> value."""
+def enqueue_backlog(
+    app, prefix: str, count: int, seconds: float, *, job: t.Any = None
+) -> dict[int, str]:
+    """Enqueue ``count`` ``job(value, seconds)`` jobs (:func:`step` by default) in one go;
+    return job id -> value."""
+    job = job or step
     with app.app_context():
         values = [f"{prefix}-{index}" for index in range(count)]
-        jobs = [step.new(value, seconds) for value in values]
+        jobs = [job.new(value, seconds) for value in values]
         support.solidq.perform_all_later(jobs)
         return {job.provider_job_id: value for job, value in zip(jobs, values, strict=True)}
 
@@ -160,10 +164,14 @@ def settled(engine: sa.Engine, job_ids: t.Collection[int]) -> bool:
     return set(job_ids) <= finished | failed and not claims
 
 
-def check_exactly_once(engine: sa.Engine, jobs: dict[int, str]) -> int:
+def check_exactly_once(
+    engine: sa.Engine, jobs: dict[int, str], runs: collections.Counter[str] | None = None
+) -> int:
     """Every job of ``jobs`` finished after exactly one run, or failed with a worker-death
-    reason after at most one; return how many failed."""
-    runs = collections.Counter(run.value for run in runtime_support.runs(engine, JOB_NAME))
+    reason after at most one; return how many failed. ``runs`` counts the runs by value
+    (read from ``solidq_test_runs`` when not given)."""
+    if runs is None:
+        runs = collections.Counter(run.value for run in runtime_support.runs(engine, JOB_NAME))
     finished = runtime_support.finished_ids(engine)
     failures = runtime_support.failures(engine)
     problems = []
