@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import logging
 import uuid
 
 import pytest
@@ -16,8 +15,6 @@ from flask_solidq import PendingMigrations
 from flask_solidq import SerializationError
 from flask_solidq import models
 from flask_solidq import signals
-from flask_solidq.controls import coalesce as coalesce_control
-from flask_solidq.definitions import registry
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
 from tests import jobs
@@ -261,25 +258,3 @@ def test_enqueueing_before_the_tables_exist_raises_pending_migrations(database_u
 def test_enqueueing_outside_an_app_context_says_how_to_fix_it():
     with pytest.raises(RuntimeError, match="app_context"):
         jobs.store_result.perform_later(1)
-
-
-def test_a_coalesce_declaration_says_once_that_it_is_not_carried_out_yet(app, engine, caplog):
-    from flask_solidq import coalesce
-
-    @support.solidq.job(name="enqueue_test.coalesced")
-    @coalesce(key="global")
-    def coalesced(value):
-        pass
-
-    coalesce_control.CONTROL._warned.discard("enqueue_test.coalesced")  # once per backend
-    try:
-        with app.app_context():
-            with caplog.at_level(logging.WARNING, logger="flask_solidq"):
-                first = coalesced.perform_later(1)
-                second = coalesced.perform_later(2)
-        warnings = [r.getMessage() for r in caplog.records if "coalesce" in r.getMessage()]
-        assert len(warnings) == 1
-        assert "enqueue_test.coalesced" in warnings[0] and "doesn't carry out" in warnings[0]
-        assert first.provider_job_id != second.provider_job_id  # both stored, not coalesced
-    finally:
-        registry.unregister(coalesced)

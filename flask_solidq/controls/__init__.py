@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import typing as t
 
-from flask_solidq.controls import coalesce
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.base import ClaimClock
@@ -27,7 +26,7 @@ if t.TYPE_CHECKING:
     from flask_solidq.operations.rows import JobRef
 
 #: Every control, in the order their hooks run.
-CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL, coalesce.CONTROL]
+CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL]
 
 
 def stamp(job: Job, row: dict[str, t.Any]) -> None:

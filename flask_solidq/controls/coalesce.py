@@ -3,6 +3,12 @@
 ``"discard"`` keeps the first call's arguments, ``"replace"`` the latest's, ``"collect"`` every
 call's (the job receives them as ``calls``). ``debounce`` pushes a pending job back with each
 call, at most ``max_wait`` past its opening. Here: the declaration and its validation.
+
+Coalescing is no hook of :class:`~flask_solidq.controls.base.Control`: it decides whether an
+enqueue stores a job at all, so it replaces the enqueue's write instead
+(:mod:`flask_solidq.operations.coalesce`), and it acts when a worker starts a job
+(:mod:`flask_solidq.operations.coalesced_start`). Its timing rules are in
+:mod:`flask_solidq.controls.coalesce_timing`.
 """
 
 from __future__ import annotations
@@ -10,19 +16,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import logging
 import typing as t
 
 from flask_solidq import keys
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import options
-from flask_solidq.controls.base import Control
 from flask_solidq.definitions import declarations
 
 if t.TYPE_CHECKING:
-    from flask_solidq.definitions.job import Job
-
-logger = logging.getLogger("flask_solidq")
+    pass
 
 DEFAULT_MAX_CALLS = 100
 
@@ -160,28 +162,3 @@ def coalesce(
         concurrency.check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)
-
-
-class CoalesceControl(Control):
-    """The hooks of ``coalesce``. Coalescing isn't built yet: until it is, an enqueue of a job
-    that declares it says so, once per definition and process, rather than silently storing
-    every call as a job of its own."""
-
-    def __init__(self) -> None:
-        self._warned: set[str] = set()
-
-    def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        declaration = type(job)._coalesce
-        name = type(job).job_name
-        if declaration is None or not declaration.enabled or name in self._warned:
-            return
-        self._warned.add(name)
-        logger.warning(
-            "SolidQ: %s declares coalesce(on_conflict=%r), which this version of flask-solidq"
-            " doesn't carry out yet: every call is stored and runs as a job of its own.",
-            name,
-            declaration.on_conflict.value,
-        )
-
-
-CONTROL = CoalesceControl()

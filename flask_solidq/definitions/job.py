@@ -166,6 +166,9 @@ class Job:
         #: Runs so far under each ``retry_on`` rule.
         self.exception_executions: dict[str, int] = {}
         self._wait: float | None = None
+        #: How a stored coalesced job was opened ("discard", "replace", "collect"), as its
+        #: payload records it; kept through retries, so a retry runs its calls again.
+        self._coalesced_as: str | None = None
 
     @property
     def args(self) -> tuple[t.Any, ...]:
@@ -307,7 +310,8 @@ class Job:
 
         :raises flask_solidq.SerializationError: an argument can't be stored.
         """
-        data: dict[str, t.Any] = {
+        data: dict[str, t.Any] = {"coalesce": self._coalesced_as} if self._coalesced_as else {}
+        data |= {
             "job": arguments.import_path(type(self)),
             "args": arguments.dump_args(self.arguments),
         }
@@ -338,12 +342,25 @@ class Job:
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
         self.executions = executions
         self.exception_executions = dict(exception_executions)
+        coalesced_as = data.get("coalesce")
+        self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""
         if self._wait:
             return now + dt.timedelta(seconds=self._wait)
         return self.scheduled_at
+
+    def requests_wait(self) -> bool:
+        """Whether ``set(wait=)`` or ``set(wait_until=)`` gave the job a schedule of its own
+        (``set(wait=0)`` included): on a debounced definition, that replaces the window."""
+        return self._wait is not None or self.scheduled_at is not None
+
+    @property
+    def coalesced_as(self) -> str | None:
+        """How the stored job this instance was loaded from was opened by ``coalesce``
+        (``"discard"``, ``"replace"`` or ``"collect"``); None for any other job."""
+        return self._coalesced_as
 
     def mark_enqueued(self, now: dt.datetime) -> None:
         """Record that the job is being enqueued at ``now``: a relative ``wait`` becomes an

@@ -7,7 +7,6 @@ callable that raises) runs before the transaction opens: a failed enqueue writes
 
 from __future__ import annotations
 
-import json
 import typing as t
 
 import sqlalchemy as sa
@@ -15,9 +14,10 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq import models
 from flask_solidq import postgres
+from flask_solidq.operations import coalesce
 from flask_solidq.operations import dispatch
+from flask_solidq.operations import job_rows
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
@@ -27,34 +27,10 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.definitions.job import Job
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-INSERT_JOB = JOBS.insert()
-
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-def build_row(job: Job, now: dt.datetime) -> dict[str, t.Any]:
-    """The ``solidq_jobs`` row for ``job``, enqueued at ``now``.
-
-    :raises flask_solidq.SerializationError: an argument can't be stored.
-    :raises Exception: whatever a control's key callable raises.
-    """
-    job.mark_enqueued(now)
-    scheduled_at = job.scheduled_at
-    row = {
-        "queue_name": job.queue_name,
-        "class_name": type(job).job_name,
-        "arguments": _dumps(job.payload()),
-        "priority": job.priority,
-        "active_job_id": job.job_id,
-        "scheduled_at": scheduled_at or now,
-        "concurrency_key": None,
-        "rate_limit_key": None,
-        "created_at": now,
-        "updated_at": now,
-    }
-    controls.stamp(job, row)
-    return row
+JOBS = job_rows.JOBS
+INSERT_JOB = job_rows.INSERT_JOB
+build_row = job_rows.build_row
+_ref = job_rows.ref
 
 
 def enqueue(engine: sa.Engine, job: Job) -> None:
@@ -66,8 +42,11 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
     now = utcnow()
-    row = build_row(job, now)
     try:
+        if coalesce.applies(job):
+            coalesce.admit_all(engine, coalesce.prepare([job], now), now, bulk=False)
+            return
+        row = build_row(job, now)
         job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
     except sa.exc.SQLAlchemyError as exc:
         job.successfully_enqueued = False
@@ -99,17 +78,24 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
 
 
 def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
-    """Store ``jobs`` in one transaction, with multi-row inserts, and record each outcome.
+    """Store ``jobs`` and record each outcome: the ordinary ones in one transaction, with
+    multi-row inserts; then the coalesced ones, key after key in sorted order, one
+    transaction per job their calls land in (see :func:`coalesce.admit_all`). Inside the
+    caller's transaction it is all one, all-or-nothing.
 
     Every payload and key is built before anything is written. A deadlock outside the
     caller's own transaction is tried again (nothing was committed); other database errors
     propagate as SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
     """
     now = utcnow()
-    rows = [build_row(job, now) for job in jobs]
-    ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
-    for job, job_id in zip(jobs, ids, strict=True):
-        _record_outcome(job, job_id, job_id in placed)
+    ordinary = [job for job in jobs if not coalesce.applies(job)]
+    groups = coalesce.prepare([job for job in jobs if coalesce.applies(job)], now)
+    rows = [build_row(job, now) for job in ordinary]
+    if rows:
+        ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
+        for job, job_id in zip(ordinary, ids, strict=True):
+            _record_outcome(job, job_id, job_id in placed)
+    coalesce.admit_all(engine, groups, now, bulk=True)
 
 
 def _store_all(
@@ -221,18 +207,6 @@ def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> lis
             )
             by_job_id.update({job_id: id_ for job_id, id_ in connection.execute(query)})
     return [by_job_id[row["active_job_id"]] for row in rows]
-
-
-def _ref(job_id: int, row: dict[str, t.Any], now: dt.datetime) -> JobRef:
-    scheduled_at = row["scheduled_at"]
-    return JobRef(
-        id=job_id,
-        queue_name=row["queue_name"],
-        priority=row["priority"],
-        class_name=row["class_name"],
-        concurrency_key=row["concurrency_key"],
-        scheduled_at=scheduled_at if scheduled_at > now else None,
-    )
 
 
 def _record_outcome(job: Job, job_id: int, stored: bool) -> None:

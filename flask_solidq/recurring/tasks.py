@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import models
+from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
@@ -259,6 +260,16 @@ def _enqueue_once(engine: sa.Engine, task: RecurringTask, run_at: dt.datetime) -
             enqueue.enqueue(engine, job)
             if not job.successfully_enqueued:
                 logger.info("Recurring task %r for %s: its job was discarded", task.key, run_at)
+                return None
+            if job.coalesce_status is CoalesceStatus.DISCARDED:
+                # A pending job of the task still holds the key: the tick adds nothing, and
+                # isn't recorded (the ledger would name that job twice).
+                logger.info(
+                    "Recurring task %r for %s: coalesced into pending job %s",
+                    task.key,
+                    run_at,
+                    job.provider_job_id,
+                )
                 return None
             if not _record(connection, task, run_at, job):
                 raise _AlreadyRecorded

@@ -1,0 +1,438 @@
+"""Coalesced enqueues: calls with one key share one pending job (seed 003).
+
+``solidq_coalesce_keys`` holds a row per key that has an *open* job, the one later calls join.
+An admission locks that row (``SELECT ... FOR UPDATE``) for the rest of its transaction, so
+enqueues of one key take turns, across processes and machines; inside the app's transaction
+or :meth:`SolidQ.transaction` the lock lasts until that commits. A key without a row gets one
+by inserting it after the job it points at, ignoring a duplicate: a racing admission that
+inserted first wins, this one deletes the job it just wrote (nothing else saw it) and goes
+round to lock the winner's row. A worker starting the job deletes the row (see
+:mod:`~flask_solidq.operations.coalesced_start`), so a call during the run opens the next job.
+
+What a call does when its key has an open job (``on_conflict``):
+
+* ``discard``: nothing is written; the open job runs with its first call's arguments;
+* ``replace``: the call's whole payload is written over the open job's, which keeps its id,
+  queue, priority, keys and schedule;
+* ``collect``: the call is stored in ``solidq_coalesced_calls``; the call that brings the job to
+  ``max_calls`` seals it (deletes the key's row), and with ``on_full="dispatch"`` makes it
+  ready at once if it was waiting for its time.
+
+With ``debounce``, calls also move a scheduled job later (:mod:`~flask_solidq.controls.
+coalesce_timing`). How a job was opened is recorded first in its payload
+(``{"coalesce": "collect", ...}``), so a worker knows even if the definition changed since,
+and so a call can tell a key's open job was opened another way (after a deploy switched
+``on_conflict``): it then takes the key over with a new job, as the seed's table says.
+
+Bulk enqueues admit each key's calls in one transaction per job (:func:`admit_all`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import keys
+from flask_solidq import models
+from flask_solidq import signals
+from flask_solidq.controls import coalesce_timing as timing
+from flask_solidq.controls.coalesce import CoalesceStatus
+from flask_solidq.controls.coalesce import OnConflict
+from flask_solidq.controls.coalesce import OnFull
+from flask_solidq.operations import dispatch
+from flask_solidq.operations import job_rows
+from flask_solidq.operations.rows import JobRef
+
+if t.TYPE_CHECKING:
+    from flask_solidq.controls.coalesce import Coalesce
+    from flask_solidq.definitions.job import Job
+
+KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
+CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
+JOBS = job_rows.JOBS
+SCHEDULED = dispatch.SCHEDULED
+
+#: The payload field that records how a coalesced job was opened; always written first, so
+#: a worker tells a coalesced job by the payload's first characters (see ``MARKER_PREFIX``).
+MARKER = "coalesce"
+MARKER_PREFIX = '{"coalesce":'
+
+#: How many times an admission goes round after losing the race for a new key's row. Each
+#: round that loses means another admission committed that key meanwhile, so the next round
+#: finds its row; more than a few means something else is wrong.
+MAX_ROUNDS = 5
+
+_LOCK_KEY = (
+    sa.select(KEYS.c.id, KEYS.c.job_id, KEYS.c.calls_count, KEYS.c.created_at)
+    .where(KEYS.c.key == sa.bindparam("key"))
+    .with_for_update()
+)
+
+
+def applies(job: Job) -> bool:
+    """Whether ``job``'s definition coalesces its enqueues."""
+    declaration = type(job)._coalesce
+    return declaration is not None and declaration.enabled
+
+
+@dataclasses.dataclass
+class Pending:
+    """One coalesced call, with everything it may need worked out before anything is
+    written: its key, the time it asks for, and the payloads it may store."""
+
+    job: Job
+    key: str
+    declaration: Coalesce
+    #: When the call wants its job to come due (rules 1 and 2); None: now, no opinion.
+    wanted_at: dt.datetime | None
+    #: The payload the call's job is stored with, marked with how it was opened; None for a
+    #: call that won't need one unless it has to open a job after all (then it is built then).
+    payload: dict[str, t.Any] | None = None
+    #: ``collect``: the stored call (``solidq_coalesced_calls.arguments``).
+    call_arguments: str | None = None
+
+    def marked_payload(self) -> dict[str, t.Any]:
+        if self.payload is None:
+            self.payload = marked(self.job, self.declaration.on_conflict)
+        return self.payload
+
+
+class Decision(t.NamedTuple):
+    """What an admission did with one call: its status and the job that holds it (None for
+    both when a concurrency conflict destroyed the job it created)."""
+
+    pending: Pending
+    status: CoalesceStatus | None
+    job_id: int | None
+
+
+def marked(job: Job, mode: OnConflict) -> dict[str, t.Any]:
+    """``job``'s payload, with how its job is opened recorded first."""
+    payload = job.payload()
+    payload.pop(MARKER, None)
+    return {MARKER: mode.value, **payload}
+
+
+def call_arguments(job: Job) -> str:
+    """The stored form of a collected call: its payload, and the request's own fields
+    (``Call.job_data``)."""
+    return job_rows.dumps(
+        {
+            **job.payload(),
+            "job_id": job.job_id,
+            "queue_name": job.queue_name,
+            "priority": job.priority,
+            "enqueued_at": job.enqueued_at.isoformat() if job.enqueued_at else None,
+            "scheduled_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
+        }
+    )
+
+
+def prepare(jobs: t.Sequence[Job], now: dt.datetime) -> list[list[Pending]]:
+    """The coalesced ``jobs`` grouped by key (and definition), the groups sorted by key, each
+    keeping its calls' order; every key and every payload a call will need is built here, so
+    a key callable that raises or an argument that won't serialize fails the enqueue before
+    anything is written. A repeated ``discard`` call's payload is never built (it is never
+    stored), nor is a ``replace`` call's that a later call of the same key supersedes.
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    :raises ValueError: a key is longer than its column takes.
+    :raises Exception: whatever a key callable raises.
+    """
+    groups: dict[tuple[str, type], list[Pending]] = {}
+    for job in jobs:
+        definition = type(job)
+        declaration = t.cast("Coalesce", definition._coalesce)
+        key = t.cast(str, declaration.key_for(definition.job_name, job.arguments, job.kwargs))
+        keys.check_length(key, definition.job_name, "coalesce key")
+        explicit = job.requests_wait()
+        job.mark_enqueued(now)
+        wanted_at = timing.wanted(declaration, job.scheduled_at, explicit, now)
+        groups.setdefault((key, definition), []).append(Pending(job, key, declaration, wanted_at))
+    for group in groups.values():
+        mode = group[0].declaration.on_conflict
+        if mode is OnConflict.COLLECT:
+            for pending in group:
+                pending.marked_payload()
+                pending.call_arguments = call_arguments(pending.job)
+        elif mode is OnConflict.REPLACE:
+            group[-1].marked_payload()
+        else:
+            group[0].marked_payload()
+    return [groups[group_key] for group_key in sorted(groups, key=lambda item: item[0])]
+
+
+def admit_all(
+    engine: sa.Engine, groups: list[list[Pending]], now: dt.datetime, *, bulk: bool
+) -> None:
+    """Admit each group's calls, key after key, one transaction per job a key's calls land
+    in (all in the caller's transaction, when one is open), and record each call's outcome
+    as its transaction commits.
+
+    :raises sqlalchemy.exc.SQLAlchemyError: the database failed; the calls admitted before
+        keep their outcomes (they are committed, unless a caller's transaction rolls back).
+    """
+    for group in groups:
+        remaining = group
+        while remaining:
+            admission = functools.partial(_admit_in_transaction, engine, remaining, now)
+            decisions = db.retrying_deadlocks(admission)
+            for decision in decisions:
+                _record(decision, bulk=bulk)
+            remaining = remaining[len(decisions) :]
+
+
+def _admit_in_transaction(
+    engine: sa.Engine, calls: list[Pending], now: dt.datetime
+) -> list[Decision]:
+    with db.write(engine) as connection:
+        return admit(connection, calls, now)
+
+
+def admit(connection: sa.Connection, calls: list[Pending], now: dt.datetime) -> list[Decision]:
+    """Admit a prefix of ``calls`` (one key's, in order) into one job, in ``connection``'s
+    transaction; return a decision for each call of that prefix."""
+    first = calls[0]
+    declaration = first.declaration
+    for _round in range(MAX_ROUNDS):
+        open_job = connection.execute(_LOCK_KEY, {"key": first.key}).first()
+        if open_job is None:
+            decisions = _open(connection, calls, now, key_row=None)
+        elif _takes_over(connection, open_job, declaration):
+            decisions = _open(connection, calls, now, key_row=open_job.id)
+        else:
+            return _join(connection, open_job, calls, now)
+        if decisions is not None:
+            return decisions
+    raise RuntimeError(
+        f"Coalescing {type(first.job).job_name}: the key's row kept changing hands; tried"
+        f" {MAX_ROUNDS} times."
+    )
+
+
+def _takes_over(connection: sa.Connection, open_job: t.Any, declaration: Coalesce) -> bool:
+    """Whether a call opens a new job that takes the key over instead of joining the open
+    one: the open job was opened another way (a deploy switched ``on_conflict``), or it is a
+    collecting job already full (``max_calls`` was lowered)."""
+    mode = declaration.on_conflict
+    collecting = open_job.calls_count > 0
+    if mode is OnConflict.COLLECT:
+        return not collecting or open_job.calls_count >= t.cast(int, declaration.max_calls)
+    if mode is OnConflict.DISCARD:
+        return collecting
+    if collecting:
+        return True
+    payload = connection.scalar(sa.select(JOBS.c.arguments).where(JOBS.c.id == open_job.job_id))
+    return not (payload or "").startswith(f'{MARKER_PREFIX}"{OnConflict.REPLACE.value}"')
+
+
+def _open(
+    connection: sa.Connection, calls: list[Pending], now: dt.datetime, *, key_row: int | None
+) -> list[Decision] | None:
+    """Open a new job for a prefix of ``calls`` and point the key at it (its row
+    ``key_row``, or a new one). Returns None when another admission inserted the key's row
+    first: this job is deleted again, and the caller goes round to lock that row."""
+    declaration = calls[0].declaration
+    mode = declaration.on_conflict
+    if mode is OnConflict.REPLACE:
+        # Only the last call is admitted; the ones before it are superseded.
+        taken, creator = calls, calls[-1]
+    elif mode is OnConflict.COLLECT:
+        taken = calls[: t.cast(int, declaration.max_calls)]
+        creator = taken[0]
+    else:
+        taken, creator = calls, calls[0]
+    full = mode is OnConflict.COLLECT and len(taken) >= t.cast(int, declaration.max_calls)
+    scheduled_at = _new_job_time(declaration, creator, taken, now, full=full)
+    row = job_rows.build_row(creator.job, now, creator.marked_payload())
+    row["scheduled_at"] = scheduled_at or now
+    job_id = db.insert_returning_id(connection, job_rows.INSERT_JOB, row)
+    calls_count = len(taken) if mode is OnConflict.COLLECT else 0
+    if not _point_key(connection, creator.key, job_id, calls_count, now, key_row, sealed=full):
+        connection.execute(JOBS.delete().where(JOBS.c.id == job_id))
+        return None
+    if job_id not in dispatch.place(connection, [job_rows.ref(job_id, row, now)], now):
+        # A concurrency limit with on_conflict="discard" destroyed it (its key row with it).
+        return [Decision(pending, None, None) for pending in taken]
+    creator.job.scheduled_at = scheduled_at
+    if mode is OnConflict.COLLECT:
+        _store_calls(connection, job_id, taken, now)
+    joined = CoalesceStatus.COLLECTED if mode is OnConflict.COLLECT else CoalesceStatus.DISCARDED
+    return [
+        Decision(pending, CoalesceStatus.CREATED if pending is creator else joined, job_id)
+        for pending in taken
+    ]
+
+
+def _new_job_time(
+    declaration: Coalesce, creator: Pending, taken: list[Pending], now: dt.datetime, *, full: bool
+) -> dt.datetime | None:
+    """When a new job comes due: its creating call's own schedule; with ``debounce`` the
+    latest time its calls ask for, capped at ``max_wait``; now for a collecting job full
+    from the start with ``on_full="dispatch"``."""
+    if full and declaration.on_full is OnFull.DISPATCH:
+        return None
+    if declaration.debounce is None:
+        return creator.wanted_at
+    return timing.for_new_job(declaration, timing.latest(p.wanted_at for p in taken), now)
+
+
+def _point_key(
+    connection: sa.Connection,
+    key: str,
+    job_id: int,
+    calls_count: int,
+    now: dt.datetime,
+    key_row: int | None,
+    *,
+    sealed: bool,
+) -> bool:
+    """Make ``job_id`` the key's open job (or, ``sealed``, leave the key with no open job);
+    False when a new row lost the race to another admission's."""
+    if sealed:
+        if key_row is not None:
+            connection.execute(KEYS.delete().where(KEYS.c.id == key_row))
+        return True
+    values = {"job_id": job_id, "calls_count": calls_count, "created_at": now, "updated_at": now}
+    if key_row is not None:
+        connection.execute(KEYS.update().where(KEYS.c.id == key_row).values(values))
+        return True
+    return db.insert_ignoring_duplicates(connection, KEYS, [{"key": key, **values}]) == 1
+
+
+def _join(
+    connection: sa.Connection, open_job: t.Any, calls: list[Pending], now: dt.datetime
+) -> list[Decision]:
+    """Admit a prefix of ``calls`` into the key's open job."""
+    declaration = calls[0].declaration
+    mode = declaration.on_conflict
+    job_id = open_job.job_id
+    dispatched = False
+    if mode is OnConflict.COLLECT:
+        room = t.cast(int, declaration.max_calls) - open_job.calls_count
+        taken = calls[:room]
+        _store_calls(connection, job_id, taken, now)
+        count = open_job.calls_count + len(taken)
+        if count >= t.cast(int, declaration.max_calls):
+            connection.execute(KEYS.delete().where(KEYS.c.id == open_job.id))
+            if declaration.on_full is OnFull.DISPATCH:
+                dispatched = _dispatch_now(connection, job_id, now)
+                if dispatched:
+                    taken[-1].job.scheduled_at = now
+        else:
+            connection.execute(
+                KEYS.update()
+                .where(KEYS.c.id == open_job.id)
+                .values(calls_count=count, updated_at=now)
+            )
+        decisions = [Decision(pending, CoalesceStatus.COLLECTED, job_id) for pending in taken]
+    elif mode is OnConflict.REPLACE:
+        taken, last = calls, calls[-1]
+        connection.execute(
+            JOBS.update()
+            .where(JOBS.c.id == job_id)
+            .values(arguments=job_rows.dumps(last.marked_payload()), updated_at=now)
+        )
+        decisions = [
+            Decision(
+                pending,
+                CoalesceStatus.REPLACED if pending is last else CoalesceStatus.DISCARDED,
+                job_id,
+            )
+            for pending in taken
+        ]
+    else:
+        taken = calls
+        decisions = [Decision(pending, CoalesceStatus.DISCARDED, job_id) for pending in taken]
+    if not dispatched:
+        wanted_at = timing.latest(pending.wanted_at for pending in taken)
+        target = timing.for_joined_job(declaration, wanted_at, open_job.created_at)
+        _move_later(connection, job_id, target, now)
+    return decisions
+
+
+def _store_calls(
+    connection: sa.Connection, job_id: int, calls: list[Pending], now: dt.datetime
+) -> None:
+    connection.execute(
+        CALLS.insert(),
+        [
+            {"job_id": job_id, "arguments": pending.call_arguments, "created_at": now}
+            for pending in calls
+        ],
+    )
+
+
+def _locked_schedule(connection: sa.Connection, job_id: int) -> t.Any:
+    """The job's scheduled execution, locked, or None: the job isn't scheduled, or the
+    dispatcher or a discard holds that row (skipped rather than waited for: the key is held
+    until the job starts, so the job still covers the call)."""
+    return connection.execute(
+        db.for_update(
+            sa.select(SCHEDULED.c.id, SCHEDULED.c.scheduled_at).where(SCHEDULED.c.job_id == job_id),
+            skip_locked=True,
+        )
+    ).first()
+
+
+def _move_later(
+    connection: sa.Connection, job_id: int, target: dt.datetime | None, now: dt.datetime
+) -> None:
+    """Debounce: move the scheduled job to ``target`` if that is later by more than a
+    second; a job that is ready, blocked or claimed stays as it is."""
+    if target is None:
+        return
+    scheduled = _locked_schedule(connection, job_id)
+    if scheduled is None or not timing.moves(scheduled.scheduled_at, target):
+        return
+    connection.execute(
+        SCHEDULED.update().where(SCHEDULED.c.id == scheduled.id).values(scheduled_at=target)
+    )
+    connection.execute(
+        JOBS.update().where(JOBS.c.id == job_id).values(scheduled_at=target, updated_at=now)
+    )
+
+
+def _dispatch_now(connection: sa.Connection, job_id: int, now: dt.datetime) -> bool:
+    """``on_full="dispatch"``: a full job waiting for its time becomes due now (ready, or
+    blocked by its concurrency limit). Returns whether it was moved."""
+    scheduled = _locked_schedule(connection, job_id)
+    if scheduled is None:
+        return False
+    job = connection.execute(
+        sa.select(
+            JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
+        ).where(JOBS.c.id == job_id)
+    ).one()
+    connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id == scheduled.id))
+    connection.execute(
+        JOBS.update().where(JOBS.c.id == job_id).values(scheduled_at=now, updated_at=now)
+    )
+    ref = JobRef(job_id, job.queue_name, job.priority, job.class_name, job.concurrency_key, None)
+    dispatch.make_ready(connection, [ref], now)
+    return True
+
+
+def _record(decision: Decision, *, bulk: bool) -> None:
+    """Set a call's outcome on its job, and announce it (``signals.coalesce``): after its
+    transaction committed, or, inside a caller's transaction, before that commits."""
+    job = decision.pending.job
+    job.coalesce_status = decision.status
+    job.provider_job_id = decision.job_id
+    superseded = bulk and decision.status is CoalesceStatus.DISCARDED
+    job.successfully_enqueued = decision.status is not None and not superseded
+    if decision.status is not None:
+        definition = type(job)
+        signals.coalesce.send(
+            definition,
+            status=decision.status.value,
+            key=decision.pending.key,
+            job_id=decision.job_id,
+            active_job_id=job.job_id,
+            class_name=definition.job_name,
+        )

@@ -1,0 +1,65 @@
+"""The ``solidq_jobs`` row of a job being enqueued, and its reference once stored: shared by
+the plain enqueue (:mod:`~flask_solidq.operations.enqueue`) and the coalesced one
+(:mod:`~flask_solidq.operations.coalesce`)."""
+
+from __future__ import annotations
+
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import models
+from flask_solidq.operations.rows import JobRef
+
+if t.TYPE_CHECKING:
+    import datetime as dt
+
+    from flask_solidq.definitions.job import Job
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+INSERT_JOB = JOBS.insert()
+
+dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def build_row(
+    job: Job, now: dt.datetime, payload: dict[str, t.Any] | None = None
+) -> dict[str, t.Any]:
+    """The ``solidq_jobs`` row for ``job``, enqueued at ``now`` (its payload ``payload``, by
+    default the job's own).
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    :raises Exception: whatever a control's key callable raises.
+    """
+    job.mark_enqueued(now)
+    scheduled_at = job.scheduled_at
+    row = {
+        "queue_name": job.queue_name,
+        "class_name": type(job).job_name,
+        "arguments": dumps(job.payload() if payload is None else payload),
+        "priority": job.priority,
+        "active_job_id": job.job_id,
+        "scheduled_at": scheduled_at or now,
+        "concurrency_key": None,
+        "rate_limit_key": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    controls.stamp(job, row)
+    return row
+
+
+def ref(job_id: int, row: dict[str, t.Any], now: dt.datetime) -> JobRef:
+    """The reference of the job stored as ``row`` with id ``job_id``; its ``scheduled_at``
+    only when it is due after ``now``."""
+    scheduled_at = row["scheduled_at"]
+    return JobRef(
+        id=job_id,
+        queue_name=row["queue_name"],
+        priority=row["priority"],
+        class_name=row["class_name"],
+        concurrency_key=row["concurrency_key"],
+        scheduled_at=scheduled_at if scheduled_at > now else None,
+    )
