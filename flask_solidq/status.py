@@ -37,7 +37,7 @@ def render_status(
     connection: sa.Connection, now: dt.datetime | None = None, failed_limit: int = 20
 ) -> str:
     """The whole status report: queues, processes, the latest failed jobs, and blocked jobs,
-    semaphores and rate-limited jobs waiting when there are any. Reads in ``connection``'s
+    semaphores, rate-limited jobs and coalescing when there are any. Reads in ``connection``'s
     transaction, so the figures agree with each other."""
     now = now or utcnow()
     sections = [
@@ -54,6 +54,9 @@ def render_status(
     waiting = budgets.waiting(connection)
     if waiting:
         sections.append(render_budgets(connection, waiting, now))
+    coalescing = queues.coalesce_summary(connection)
+    if coalescing:
+        sections.append(render_coalescing(coalescing, now))
     return "\n\n".join(sections)
 
 
@@ -156,6 +159,22 @@ def render_budgets(
     ]
     headers = ["BUDGET", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
     return "Rate-limited jobs\n" + format_table(headers, rows, right={1})
+
+
+def render_coalescing(summary: t.Sequence[queues.CoalesceSummary], now: dt.datetime) -> str:
+    """Each coalescing job's open keys, and its collected calls waiting to run with the
+    oldest one's age."""
+    rows = [
+        [
+            entry.class_name,
+            str(entry.open_keys),
+            str(entry.waiting_calls),
+            format_age(entry.oldest_call_at, now) if entry.oldest_call_at else "-",
+        ]
+        for entry in summary
+    ]
+    headers = ["JOB", "OPEN KEYS", "WAITING CALLS", "OLDEST CALL"]
+    return "Coalescing\n" + format_table(headers, rows, right={1, 2})
 
 
 def _next_admission(connection: sa.Connection, key: str, now: dt.datetime) -> str:

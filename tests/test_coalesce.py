@@ -131,3 +131,22 @@ def test_bulk_stores_ordinary_jobs_then_coalesced_calls_key_by_key(app, engine, 
     assert ("coalesce_test.dedupe", (3, "a")) in performed
     assert ("coalesce_test.replace", (8, "new")) in performed
     assert len(performed) == 4
+
+
+def test_status_shows_each_coalescing_job_its_open_keys_and_waiting_calls(app, engine):
+    with app.app_context():
+        coalesce_jobs.dedupe.perform_later(1)
+        coalesce_jobs.dedupe.perform_later(2)
+        for index in range(4):  # max_calls 3: one sealed job of 3 calls, one open of 1
+            coalesce_jobs.collect.perform_later(5, index)
+
+    result = app.test_cli_runner().invoke(args=["solidq", "status"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = lines.index("Coalescing")
+    assert lines[at + 1].split() == ["JOB", "OPEN", "KEYS", "WAITING", "CALLS", "OLDEST", "CALL"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[at + 2 : at + 4]}
+    assert rows["coalesce_test.dedupe"] == ["2", "0", "-"]
+    assert rows["coalesce_test.collect"][:2] == ["1", "4"]
+    assert rows["coalesce_test.collect"][-1] == "ago"

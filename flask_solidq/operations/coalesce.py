@@ -418,14 +418,19 @@ def _dispatch_now(connection: sa.Connection, job_id: int, now: dt.datetime) -> b
     return True
 
 
+_STORED = (CoalesceStatus.CREATED, CoalesceStatus.COLLECTED, CoalesceStatus.REPLACED)
+
+
 def _record(decision: Decision, *, bulk: bool) -> None:
     """Set a call's outcome on its job, and announce it (``signals.coalesce``): after its
     transaction committed, or, inside a caller's transaction, before that commits."""
     job = decision.pending.job
     job.coalesce_status = decision.status
     job.provider_job_id = decision.job_id
-    superseded = bulk and decision.status is CoalesceStatus.DISCARDED
-    job.successfully_enqueued = decision.status is not None and not superseded
+    # As the seed's outcome table has it: a single enqueue that didn't raise reports True
+    # (Active Job sets it), even when the call was discarded or a concurrency conflict
+    # destroyed its job; in bulk only a call whose data was stored reports True.
+    job.successfully_enqueued = not bulk or decision.status in _STORED
     if decision.status is not None:
         definition = type(job)
         signals.coalesce.send(

@@ -27,6 +27,7 @@ BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
+COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 #: The longest queue name the tables take.
 MAX_QUEUE_NAME_LENGTH = 255
@@ -239,6 +240,41 @@ def semaphores(connection: sa.Connection) -> list[SemaphoreState]:
         SEMAPHORES.c.key
     )
     return [SemaphoreState(*row) for row in connection.execute(statement)]
+
+
+class CoalesceSummary(t.NamedTuple):
+    """One coalescing job definition's figures: keys with an open job, and the calls of
+    collecting jobs still waiting to run."""
+
+    class_name: str
+    open_keys: int
+    waiting_calls: int
+    oldest_call_at: dt.datetime | None
+
+
+def coalesce_summary(connection: sa.Connection) -> list[CoalesceSummary]:
+    """Per job name: its open coalesce keys, and its waiting collected calls with the oldest
+    one's time (``CoalescedCall.waiting()``), by name. Two grouped queries."""
+    open_keys = dict(
+        connection.execute(
+            sa.select(JOBS.c.class_name, sa.func.count())
+            .select_from(COALESCE_KEYS.join(JOBS, JOBS.c.id == COALESCE_KEYS.c.job_id))
+            .group_by(JOBS.c.class_name)
+        ).all()
+    )
+    waiting = models.CoalescedCall.waiting().subquery()
+    calls = {
+        name: (int(count), oldest)
+        for name, count, oldest in connection.execute(
+            sa.select(JOBS.c.class_name, sa.func.count(), sa.func.min(waiting.c.created_at))
+            .select_from(waiting.join(JOBS, JOBS.c.id == waiting.c.job_id))
+            .group_by(JOBS.c.class_name)
+        )
+    }
+    return [
+        CoalesceSummary(name, int(open_keys.get(name, 0)), *calls.get(name, (0, None)))
+        for name in sorted(set(open_keys) | set(calls))
+    ]
 
 
 def _check_queue_name(queue_name: object) -> None:
