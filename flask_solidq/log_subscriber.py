@@ -132,7 +132,8 @@ _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
         _fields_receiver(
             "Coalesce",
             logging.DEBUG,
-            ("status", "key", "job_id", "active_job_id", "class_name"),
+            # Never the key: the app builds it, possibly from personal data.
+            ("status", "job_id", "active_job_id", "class_name"),
         ),
     ),
     (

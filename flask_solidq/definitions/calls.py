@@ -6,22 +6,49 @@ import dataclasses
 import types
 import typing as t
 
+JobData = t.Mapping[str, t.Any]
+
 
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One call joined to a collecting job.
 
     ``id`` is the stored call's id (None under ``perform_now`` and the inline and test
-    adapters), ``args`` and ``kwargs`` its arguments, ``job_data`` the payload stored for it,
-    read-only.
+    adapters), ``args`` and ``kwargs`` its arguments, ``job_data`` the payload stored for it
+    (the request's own fields: ``job_id``, ``queue_name``, ``priority``, ``enqueued_at``,
+    ``scheduled_at``, with ``args`` and ``kwargs`` as stored), read-only.
     """
 
     id: int | None
     args: tuple[t.Any, ...]
     kwargs: dict[str, t.Any]
-    job_data: types.MappingProxyType[str, t.Any]
+    #: The payload, or a function that builds it: a call that was never stored builds it
+    #: only when read, so ``perform_now`` with arguments that can't be stored raises only
+    #: if ``job_data`` is read (as the seed's Testing section says).
+    source: JobData | t.Callable[[], JobData] = dataclasses.field(repr=False, compare=False)
 
     @property
     def arguments(self) -> tuple[t.Any, ...]:
         """The call's positional arguments (the seeds' name for ``args``)."""
         return self.args
+
+    @property
+    def job_data(self) -> JobData:
+        """The call's stored payload, read-only."""
+        if callable(self.source):
+            object.__setattr__(self, "source", types.MappingProxyType(dict(self.source())))
+        return t.cast(JobData, self.source)
+
+
+def job_data_of(job: t.Any) -> dict[str, t.Any]:
+    """The payload stored for a collected call of ``job``: its payload plus the request's
+    own fields, which describe the call and not the run (``perform_calls`` runs once, as the
+    job that owns the calls)."""
+    return {
+        **job.payload(),
+        "job_id": job.job_id,
+        "queue_name": job.queue_name,
+        "priority": job.priority,
+        "enqueued_at": job.enqueued_at.isoformat() if job.enqueued_at else None,
+        "scheduled_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
+    }

@@ -18,6 +18,7 @@ instance (which already holds them).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import types
 import typing as t
 import uuid
@@ -29,6 +30,7 @@ from flask_solidq.definitions import argument_codecs
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.calls import Call
+from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.errors import DeserializationError
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import to_seconds
@@ -269,8 +271,8 @@ class Job:
         with current.performing(self):
             if self.is_collecting():
                 if self.coalesced_calls is None:
-                    payload = types.MappingProxyType(self.payload())
-                    self.coalesced_calls = [Call(None, self.arguments, self.kwargs, payload)]
+                    job_data = functools.partial(job_data_of, self)
+                    self.coalesced_calls = [Call(None, self.arguments, self.kwargs, job_data)]
                 result = self.perform_calls(self.coalesced_calls)
             else:
                 result = self.perform(*self.arguments, **self.kwargs)
@@ -338,12 +340,12 @@ class Job:
                 'The stored payload\'s attempt counters are malformed: "executions" should be'
                 ' an int and "exception_executions" an object of ints.'
             )
-        self.arguments = arguments.load_args(data.get("args", []))
-        self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
         self.executions = executions
         self.exception_executions = dict(exception_executions)
         coalesced_as = data.get("coalesce")
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
+        self.arguments = arguments.load_args(data.get("args", []))
+        self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""

@@ -44,6 +44,7 @@ from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
+from flask_solidq.definitions import calls
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.operations.rows import JobRef
@@ -121,24 +122,16 @@ def marked(job: Job, mode: OnConflict) -> dict[str, t.Any]:
 def call_arguments(job: Job) -> str:
     """The stored form of a collected call: its payload, and the request's own fields
     (``Call.job_data``)."""
-    return job_rows.dumps(
-        {
-            **job.payload(),
-            "job_id": job.job_id,
-            "queue_name": job.queue_name,
-            "priority": job.priority,
-            "enqueued_at": job.enqueued_at.isoformat() if job.enqueued_at else None,
-            "scheduled_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
-        }
-    )
+    return job_rows.dumps(calls.job_data_of(job))
 
 
-def prepare(jobs: t.Sequence[Job], now: dt.datetime) -> list[list[Pending]]:
+def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list[Pending]]:
     """The coalesced ``jobs`` grouped by key (and definition), the groups sorted by key, each
     keeping its calls' order; every key and every payload a call will need is built here, so
     a key callable that raises or an argument that won't serialize fails the enqueue before
     anything is written. A repeated ``discard`` call's payload is never built (it is never
-    stored), nor is a ``replace`` call's that a later call of the same key supersedes.
+    stored), nor is a ``replace`` call's that a later call of the same key supersedes, nor,
+    outside ``bulk``, a lone ``discard`` call's until it opens a job.
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
     :raises ValueError: a key is longer than its column takes.
@@ -162,7 +155,9 @@ def prepare(jobs: t.Sequence[Job], now: dt.datetime) -> list[list[Pending]]:
                 pending.call_arguments = call_arguments(pending.job)
         elif mode is OnConflict.REPLACE:
             group[-1].marked_payload()
-        else:
+        elif bulk:
+            # A single discard call's payload is built only if it opens a job: a discarded
+            # call is never stored, so an argument that can't be stays silently discarded.
             group[0].marked_payload()
     return [groups[group_key] for group_key in sorted(groups, key=lambda item: item[0])]
 

@@ -44,7 +44,7 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     now = utcnow()
     try:
         if coalesce.applies(job):
-            coalesce.admit_all(engine, coalesce.prepare([job], now), now, bulk=False)
+            coalesce.admit_all(engine, coalesce.prepare([job], now, bulk=False), now, bulk=False)
             return
         row = build_row(job, now)
         job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
@@ -89,7 +89,7 @@ def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """
     now = utcnow()
     ordinary = [job for job in jobs if not coalesce.applies(job)]
-    groups = coalesce.prepare([job for job in jobs if coalesce.applies(job)], now)
+    groups = coalesce.prepare([job for job in jobs if coalesce.applies(job)], now, bulk=True)
     rows = [build_row(job, now) for job in ordinary]
     if rows:
         ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))

@@ -18,6 +18,7 @@ from flask_solidq import errors
 from flask_solidq import signals
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.operations import coalesced_start
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
@@ -121,6 +122,11 @@ def load(claimed: ClaimedJob) -> Job:
     job = definition._blank(claimed.active_job_id or "")
     try:
         job.load_payload(payload)
+    except MissingRecord:
+        # A collecting job's own arguments are a copy of its first call's: when that call's
+        # record is gone, its calls decide (it is skipped; the others run).
+        if job.coalesced_as != "collect":
+            raise
     except RecursionError:
         raise _too_deep() from None
     job.provider_job_id = claimed.id

@@ -28,6 +28,7 @@ from flask_solidq.timing import utcnow
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 INSERT_FAILED = FAILED.insert()
 UPDATE_RETRIED = (
@@ -110,11 +111,17 @@ def _store(
 def store_failures(
     connection: sa.Connection, failures: list[tuple[int, str]], now: dt.datetime
 ) -> None:
-    """Keep jobs as failed executions, each with its error JSON."""
+    """Keep jobs as failed executions, each with its error JSON.
+
+    A coalesced job that fails before its start freed its key (its worker died, or the
+    release itself failed) would keep the key, and later calls would join a failed job: the
+    key is freed here (the job keeps its calls, for a retry)."""
     connection.execute(
         INSERT_FAILED,
         [{"job_id": job_id, "error": error, "created_at": now} for job_id, error in failures],
     )
+    ids = [job_id for job_id, _error in failures]
+    connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.job_id.in_(ids)))
 
 
 def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:

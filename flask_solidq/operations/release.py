@@ -28,7 +28,6 @@ from flask_solidq.timing import utcnow
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 RELEASE = "release"
 FAIL = "fail"
@@ -101,10 +100,6 @@ def fail_claims(
     jobs = _take_claims(connection, process_ids)
     if jobs:
         finalize.store_failures(connection, [(job.id, error) for job in jobs], utcnow())
-        # A coalesced job whose worker died before starting it still held its key: free it,
-        # so later calls open a new job instead of joining a failed one (it keeps its calls).
-        ids = [job.id for job in jobs]
-        connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.job_id.in_(ids)))
     return jobs
 
 
