@@ -81,7 +81,10 @@ def add_product():
 def reindex(product_id: int):
     wait = int(request.form.get("wait") or 0)
     job = jobs.reindex_product.set(wait=wait).perform_later(product_id)
-    flash(f"Reindex of product {product_id}: job {job.provider_job_id}.")
+    if job.coalesce_status == "discarded":
+        flash(f"Product {product_id} already has a pending reindex, job {job.provider_job_id}.")
+    else:
+        flash(f"Reindex of product {product_id}: job {job.provider_job_id}.")
     return redirect(url_for("pages.index"))
 
 

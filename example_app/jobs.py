@@ -1,4 +1,5 @@
-"""The example's jobs, one in each form of definition, and one with a rate limit."""
+"""The example's jobs, one in each form of definition, one coalescing its repeated calls and
+one with a rate limit."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import time
 from example_app.extensions import db
 from example_app.extensions import solidq
 from example_app.models import Product
+from flask_solidq import coalesce
 from flask_solidq import limits_rate
 
 
 @solidq.job(queue="search")
+@coalesce(key=lambda product_id: product_id)
 def reindex_product(product_id: int) -> None:
-    """Reindex one product (the function form)."""
+    """Reindex one product (the function form). Clicking "reindex" again while one is pending
+    adds nothing: the pending job reads the product fresh when it runs."""
     product = db.session.get(Product, product_id)
     if product is not None:
         time.sleep(0.2)  # the search engine's round trip
