@@ -37,6 +37,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq import models
 from flask_solidq import signals
@@ -64,9 +65,15 @@ MARKER = "coalesce"
 MARKER_PREFIX = '{"coalesce":'
 
 #: How many times an admission goes round after losing the race for a new key's row. Each
-#: round that loses means another admission committed that key meanwhile, so the next round
-#: finds its row; more than a few means something else is wrong.
-MAX_ROUNDS = 5
+#: round that loses means another admission committed that key meanwhile; the next round
+#: usually finds its row, unless a worker started that job in between and freed the key
+#: again, which a hot key with idle workers can repeat a few times. Far more rounds than that
+#: means something else is wrong.
+MAX_ROUNDS = 100
+#: How many times an admission outside a caller's transaction is tried when MySQL/MariaDB
+#: picks it as a deadlock's victim: a hot key's admissions, sealing collecting jobs and
+#: workers freeing keys can deadlock several times in a row under load.
+DEADLOCK_ATTEMPTS = 10
 
 _LOCK_KEY = (
     sa.select(KEYS.c.id, KEYS.c.job_id, KEYS.c.calls_count, KEYS.c.created_at)
@@ -176,7 +183,7 @@ def admit_all(
         remaining = group
         while remaining:
             admission = functools.partial(_admit_in_transaction, engine, remaining, now)
-            decisions = db.retrying_deadlocks(admission)
+            decisions = db.retrying_deadlocks(admission, attempts=DEADLOCK_ATTEMPTS)
             for decision in decisions:
                 _record(decision, bulk=bulk)
             remaining = remaining[len(decisions) :]
@@ -204,7 +211,7 @@ def admit(connection: sa.Connection, calls: list[Pending], now: dt.datetime) -> 
             return _join(connection, open_job, calls, now)
         if decisions is not None:
             return decisions
-    raise RuntimeError(
+    raise errors.EnqueueError(
         f"Coalescing {type(first.job).job_name}: the key's row kept changing hands; tried"
         f" {MAX_ROUNDS} times."
     )

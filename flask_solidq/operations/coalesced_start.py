@@ -15,6 +15,7 @@ error fails the job with all its calls, before any skipped call is announced.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing as t
@@ -58,8 +59,7 @@ def begin(engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, list[Stor
     the run needs: its payload again and, collecting, its calls (None for a job that doesn't
     collect). Returns ``claimed`` with the payload read again."""
     mode = opened_as(claimed.arguments)
-    with db.write(engine) as connection:
-        connection.execute(KEYS.delete().where(KEYS.c.job_id == claimed.id))
+    db.retrying_deadlocks(functools.partial(release_key, engine, claimed.id), attempts=10)
     if mode is OnConflict.DISCARD or mode is None:
         return claimed, None
     with db.read(engine) as connection:
@@ -74,6 +74,21 @@ def begin(engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, list[Stor
             .order_by(CALLS.c.id)
         )
         return claimed, [StoredCall(row.id, row.arguments) for row in rows]
+
+
+def release_key(engine: sa.Engine, job_id: int) -> None:
+    """Delete the key row that points at ``job_id``, if any.
+
+    The row is found by a read that locks nothing, then deleted through the key's unique
+    index, where admissions lock it: a delete through the ``job_id`` index would lock the
+    index entries in the opposite order and deadlock with them on MySQL/MariaDB.
+    """
+    with db.read(engine) as connection:
+        key = connection.scalar(sa.select(KEYS.c.key).where(KEYS.c.job_id == job_id))
+    if key is None:
+        return
+    with db.write(engine) as connection:
+        connection.execute(KEYS.delete().where(KEYS.c.key == key, KEYS.c.job_id == job_id))
 
 
 def calls_for(job: Job, stored: list[StoredCall] | None) -> list[Call] | None:

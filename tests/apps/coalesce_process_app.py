@@ -1,0 +1,21 @@
+"""The app `flask solidq work` runs in the coalescing process tests:
+``flask --app tests.apps.coalesce_process_app``.
+
+Environment: ``SOLIDQ_TEST_DATABASE_URL``, the queue's database; ``SOLIDQ_TEST_CONFIG``, a JSON
+object merged into ``app.config``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from flask import Flask
+
+from tests import coalesce_process_jobs  # noqa: F401 - the jobs the tests enqueue
+from tests import support
+
+
+def create_app() -> Flask:
+    config = json.loads(os.environ.get("SOLIDQ_TEST_CONFIG") or "{}")
+    return support.create_app(os.environ["SOLIDQ_TEST_DATABASE_URL"], **config)
