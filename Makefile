@@ -1,25 +1,34 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Each installs what it needs
-# into a local virtualenv (.venv) first.
+# into a local virtualenv (.venv) first: the demo only flask-solidq and its dependencies, the
+# tests also the database drivers, the test tools and the linters (the `dev` extra).
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+PORT ?= 5000
 
 .PHONY: demo test bench lint install clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(BIN)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
 install: $(BIN)/.installed
 
-# The example app on SQLite: migrate its database, then serve it on http://127.0.0.1:5000
-# together with its worker (`flask solidq work`). Ctrl-C stops both.
-demo: install
-	$(BIN)/python -m example_app.demo
+# The example app on SQLite: take the port, migrate its database, then serve it on
+# http://127.0.0.1:$(PORT) together with its worker (`flask solidq work`). Ctrl-C stops both.
+# A port in use says so and exits non-zero: `make demo PORT=5001` picks another.
+demo: $(BIN)/.installed-demo
+	$(BIN)/python -m example_app.demo --port $(PORT)
 
 # The whole suite: SQLite always; PostgreSQL and MariaDB/MySQL when SOLIDQ_TEST_POSTGRES_URL
 # and SOLIDQ_TEST_MYSQL_URL are set (see .ci/run).

@@ -1,7 +1,9 @@
 """The app factory and its one page: enqueue jobs, and see what is queued.
 
 ``make demo`` (from the repository's top folder) migrates the SQLite database in
-``example_app/instance/`` and serves the app on http://127.0.0.1:5000.
+``example_app/instance/`` and serves the app on http://127.0.0.1:5000 (``make demo PORT=5001``
+for another port). The page refreshes its changing regions every 2 s with htmx, the copy
+vendored in flask-solidq's static folder (the one its dashboard uses): no CDN, no build step.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import os
 import sqlalchemy as sa
 from flask import Blueprint
 from flask import Flask
+from flask import Response
 from flask import flash
+from flask import make_response
 from flask import redirect
 from flask import render_template
 from flask import request
@@ -24,8 +28,20 @@ from example_app.extensions import migrate
 from example_app.extensions import solidq
 from example_app.models import Product
 from flask_solidq import models as queue
+from flask_solidq.resources import resource_dir
 
 pages = Blueprint("pages", __name__)
+
+#: flask-solidq's own static files, served at /solidq-static/ for the page's htmx.
+solidq_static = Blueprint(
+    "solidq_static",
+    __name__,
+    static_folder=str(resource_dir("static")),
+    static_url_path="/solidq-static",
+)
+
+#: The vendored htmx, under flask-solidq's static folder (its licence is beside it).
+HTMX_SCRIPT = "solidq/htmx-2.0.11.min.js"
 
 STATES = {
     "ready": queue.ReadyExecution,
@@ -53,18 +69,26 @@ def create_app(config: dict | None = None) -> Flask:
     migrate.init_app(app, db)
     solidq.init_app(app)
     app.register_blueprint(pages)
+    app.register_blueprint(solidq_static)
     return app
 
 
 @pages.get("/")
-def index() -> str:
-    return render_template(
-        "index.html",
-        products=db.session.scalars(sa.select(Product).order_by(Product.id)).all(),
-        counts=queue_counts(),
-        recent=recent_jobs(),
-        partner=partner_budget(),
+def index() -> Response:
+    """The page; for the page's own poll (an htmx request), only the regions that change."""
+    polled = request.headers.get("HX-Request") == "true"
+    response = make_response(
+        render_template(
+            "_live.html" if polled else "index.html",
+            products=db.session.scalars(sa.select(Product).order_by(Product.id)).all(),
+            counts=queue_counts(),
+            recent=recent_jobs(),
+            partner=partner_budget(),
+            htmx_script=HTMX_SCRIPT,
+        )
     )
+    response.vary.add("HX-Request")  # one URL, two bodies: caches must tell them apart
+    return response
 
 
 @pages.post("/products")

@@ -9,6 +9,9 @@
 * ``"test"``: recorded only, for :mod:`flask_solidq.testing`.
 
 Controls (``limits_rate``, ``coalesce``, ``limits_concurrency``) act only under ``"solidq"``.
+
+Every adapter first binds each job's arguments to its signature (``SOLIDQ_CHECK_ARGUMENTS``,
+on by default), so a call a worker couldn't make raises ``TypeError`` before anything happens.
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ if t.TYPE_CHECKING:
 
 
 def enqueue(job: Job) -> None:
-    """Enqueue ``job`` through the current app's adapter; requires an app context."""
+    """Enqueue ``job`` through the current app's adapter; requires an app context.
+
+    :raises TypeError: the job's arguments don't fit its signature; nothing was enqueued.
+    """
     state = get_state()
+    if state.settings.check_arguments:
+        type(job)._check_arguments(job.arguments, job.kwargs)
     if state.adapter == "solidq":
         state.check_tables()
         with app_transaction.joining(state):
@@ -54,6 +62,7 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
 
     :raises ValueError: a job is given twice (the same instance, or two with the same
         ``job_id``); nothing was enqueued.
+    :raises TypeError: a job's arguments don't fit its signature; nothing was enqueued.
     """
     first_at: dict[str, int] = {}
     for position, job in enumerate(jobs):
@@ -67,6 +76,7 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
                 " enqueued."
             )
     state = get_state()
+    check_arguments_all(jobs)
     if state.adapter != "solidq":
         for job in jobs:
             enqueue(job)
@@ -80,6 +90,17 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
     for job in jobs:
         if job.successfully_enqueued:
             signals.enqueue.send(type(job), job=job)
+
+
+def check_arguments_all(jobs: t.Sequence[Job]) -> None:
+    """Bind every job's arguments to its signature, unless ``SOLIDQ_CHECK_ARGUMENTS`` is off;
+    requires an app context.
+
+    :raises TypeError: a job's arguments don't fit; the message gives its position.
+    """
+    if get_state().settings.check_arguments:
+        for position, job in enumerate(jobs):
+            type(job)._check_arguments(job.arguments, job.kwargs, position)
 
 
 def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:

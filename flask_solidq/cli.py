@@ -11,8 +11,10 @@ import sqlalchemy as sa
 from flask import current_app
 from flask.cli import AppGroup
 
+from flask_solidq import cli_jobs
 from flask_solidq import db
 from flask_solidq import install as install_module
+from flask_solidq import log_format
 from flask_solidq import status as status_module
 from flask_solidq.config import parse_queues
 from flask_solidq.errors import SolidQError
@@ -185,6 +187,9 @@ def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) ->
     click.echo(f"Deleted {cleared} idle budget{'' if cleared == 1 else 's'}.")
 
 
+cli_jobs.register(solidq_group, lambda: _queue_engine())  # jobs, job, retry, discard, run-now
+
+
 @solidq_group.command("pause")
 @click.argument("queue")
 def pause_command(queue: str) -> None:
@@ -211,34 +216,60 @@ def resume_command(queue: str) -> None:
 
 @solidq_group.command("work")
 @click.option(
-    "--queues", "queue_list", default=None, help='Queues to work, in order: "a,b", "*", "prefix*".'
+    "--queues",
+    "queue_list",
+    default=None,
+    callback=lambda _ctx, _param, value: _queues_option(value),
+    help='Queues to work, in order: "a,b", "*", "prefix*".',
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads per worker.")
 @click.option("--processes", type=click.IntRange(min=1), default=None, help="Worker processes.")
-@click.option("--polling-interval", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option(
+    "--polling-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between polls of an idle worker.",
+)
 @click.option("--mode", type=click.Choice(launcher.MODES), default="fork", show_default=True)
 @click.option("--only", type=click.Choice(launcher.KINDS), default=None, help="Run only these.")
+@click.option(
+    "--log-level",
+    type=click.Choice(log_format.LogLevel, case_sensitive=False),
+    default=None,
+    help="The flask_solidq logger's level (default: INFO, unless the app set one).",
+)
+@click.option(
+    "--log-format",
+    "format_name",
+    type=click.Choice(log_format.LogFormat, case_sensitive=False),
+    default=None,
+    help="text, or json: one JSON object per line (default: text, unless the app set up"
+    " handlers for the flask_solidq logger).",
+)
 def work_command(
-    queue_list: str | None,
+    queue_list: tuple[str, ...] | None,
     threads: int | None,
     processes: int | None,
     polling_interval: float | None,
     mode: str,
     only: str | None,
+    log_level: log_format.LogLevel | None,
+    format_name: log_format.LogFormat | None,
 ) -> None:
-    """Run the workers, dispatchers and scheduler until TERM or INT (graceful) or QUIT.
+    """Run the workers, dispatchers and scheduler until TERM or INT (graceful; a second one
+    stops at once) or QUIT (at once).
 
     With --queues, --threads, --processes or --polling-interval, one worker runs with those
     options instead of SOLIDQ_WORKERS.
     """
     _queue_engine()
     overrides = launcher.WorkerOverrides(
-        queues=None if queue_list is None else parse_queues(queue_list, name="--queues"),
+        queues=queue_list,
         threads=threads,
         processes=processes,
         polling_interval=polling_interval,
     )
-    _log_to_stderr()
+    _log_to_stderr(log_level, format_name)
     try:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         supervisor = launcher.supervisor(app, mode=mode, only=only, overrides=overrides)
@@ -247,13 +278,20 @@ def work_command(
     supervisor.run()
 
 
-def _log_to_stderr() -> None:
-    """Show flask-solidq's INFO lines (processes starting and stopping) unless the app set
-    up logging for them itself."""
-    logger = logging.getLogger("flask_solidq")
-    if not logger.hasHandlers():
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
+def _queues_option(value: str | None) -> tuple[str, ...] | None:
+    """``--queues``, parsed; a list that names no queue is a usage error."""
+    if value is None:
+        return None
+    try:
+        return parse_queues(value, name=repr(value))
+    except (TypeError, ValueError) as error:
+        raise click.BadParameter(str(error)) from error
+
+
+def _log_to_stderr(
+    level: log_format.LogLevel | None, format_name: log_format.LogFormat | None
+) -> None:
+    """Show flask-solidq's INFO lines (processes starting and stopping, each job performed)
+    unless the app set up logging for them itself; ``--log-level`` and ``--log-format`` choose
+    the level and format (see :func:`flask_solidq.log_format.configure`)."""
+    log_format.configure(logging.getLogger("flask_solidq"), level=level, log_format=format_name)

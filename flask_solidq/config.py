@@ -50,6 +50,8 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT": 30,
     "SOLIDQ_DATABASE_STATEMENT_TIMEOUT": 30,
     "SOLIDQ_DATABASE_PRE_PING": False,
+    "SOLIDQ_ON_THREAD_ERROR": None,
+    "SOLIDQ_CHECK_ARGUMENTS": True,
 }
 
 
@@ -140,6 +142,18 @@ class Settings:
     #: above notice a dead path. A web process that must not fail one enqueue after a database
     #: restart can turn it on.
     database_pre_ping: bool
+    #: ``SOLIDQ_ON_THREAD_ERROR``: called with each exception of the queue's own threads (a
+    #: worker's claim, the finisher storing outcomes, heartbeats, a dispatcher's or the
+    #: scheduler's poll, a supervisor's pruning), e.g. ``sentry_sdk.capture_exception``, as
+    #: Solid Queue's ``on_thread_error``. The thread carries on either way; a hook that raises
+    #: is logged. A database outage calls it for its first error only. Jobs' own errors don't
+    #: come here: they are failures, sent by ``signals.fail``. Default None.
+    on_thread_error: t.Callable[[BaseException], object] | None
+    #: ``SOLIDQ_CHECK_ARGUMENTS``: bind each enqueued job's arguments to its signature (the
+    #: function of ``@solidq.job``, a class's ``perform``) and raise ``TypeError`` at the
+    #: enqueue, so a wrong call fails in the caller instead of later in a worker. Default True;
+    #: turn it off for jobs whose signature is built at run time and can't be read ahead.
+    check_arguments: bool
 
 
 def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
@@ -180,6 +194,8 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         ),
         database_statement_timeout=_optional_seconds(config, "SOLIDQ_DATABASE_STATEMENT_TIMEOUT"),
         database_pre_ping=_bool(config, "SOLIDQ_DATABASE_PRE_PING"),
+        on_thread_error=_optional_callable(config, "SOLIDQ_ON_THREAD_ERROR"),
+        check_arguments=_bool(config, "SOLIDQ_CHECK_ARGUMENTS"),
     )
 
 
@@ -318,6 +334,18 @@ def _bool(config: t.Mapping[str, t.Any], key: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{key} must be True or False, not {value!r}.")
     return value
+
+
+def _optional_callable(
+    config: t.Mapping[str, t.Any], key: str
+) -> t.Callable[[BaseException], object] | None:
+    value = config[key]
+    if value is not None and not callable(value):
+        raise TypeError(
+            f"{key} must be None or a callable given the exception (such as"
+            f" sentry_sdk.capture_exception), not {value!r}."
+        )
+    return t.cast("t.Callable[[BaseException], object] | None", value)
 
 
 def _choice(config: t.Mapping[str, t.Any], key: str, choices: tuple[str, ...]) -> str:

@@ -1,10 +1,16 @@
-"""The log subscriber: one log line per flask-solidq signal, as Solid Queue's log subscriber
+"""The log subscriber: flask-solidq's log lines about jobs, as Solid Queue's log subscriber
 writes one per notification.
 
-Lines read ``SolidQ <Event> key: value, ...`` and name the job (its name, ``job_id``,
-``provider_job_id``, queue and, for failures, the error's class), never its arguments: those
-may hold personal data, and a log is the wrong place to keep it. Routine events log at DEBUG;
-a failed job and a dropped collected call at WARNING, since someone should look at them.
+Lines read ``SolidQ <Event> key: value, ...`` and name the job (``job_name``, ``job_id``, the
+job record's id, ``active_job_id``, ``queue``, ``attempt`` and, for errors, ``error_class``),
+never its arguments or keys: those may hold personal data, and a log is the wrong place to
+keep it. The same fields ride on each record as ``extra=`` with an ``event``
+(:class:`LogEvent`), so structured loggers get them without parsing the message.
+
+Levels: a job a worker starts, and the end of each run (:func:`log_performed`: finished,
+retried with when it runs again, or discarded, with its duration), log at INFO; a failed run at
+WARNING, with its error's class and message. The other signals (enqueue, the outcome signals,
+controls) log at DEBUG; a dropped collected call at WARNING, since someone should look at it.
 
 Signals are sent in the thread doing the work, so each receiver first asks the logger whether
 the line would be written at all and, when not, returns before building anything.
@@ -12,25 +18,79 @@ the line would be written at all and, when not, returns before building anything
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import json
 import logging
 import typing as t
 
 from flask_solidq import signals
+from flask_solidq.operations.execute import OutcomeKind
 
 if t.TYPE_CHECKING:
     from blinker import NamedSignal
 
+    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.rows import JobRef
+
 #: The logger lines go to unless :func:`connect` is given another.
 LOGGER_NAME = "flask_solidq"
+#: The most characters of an error's message a failure's line shows.
+MAX_MESSAGE_LENGTH = 1000
+#: The most jobs a line naming jobs put back to ready lists.
+MAX_LISTED = 20
 
 Receiver = t.Callable[..., None]
 
 _connected: dict[str, logging.Logger] = {}
 
+#: A string in JSON's double quotes (an encoder's ``encode`` skips ``json.dumps``'s set-up,
+#: which would cost more than the rest of a line).
+_quote = json.JSONEncoder(ensure_ascii=False).encode
+
+
+class LogEvent(str, enum.Enum):
+    """What one of flask-solidq's records is about: its ``event`` field."""
+
+    ENQUEUE = "enqueue"
+    JOB_STARTED = "job_started"
+    JOB_FINISHED = "job_finished"
+    JOB_RETRIED = "job_retried"
+    JOB_DISCARDED = "job_discarded"
+    JOB_FAILED = "job_failed"
+    PERFORM = "perform"
+    RETRY = "retry"
+    DISCARD = "discard"
+    FAIL = "fail"
+    COALESCE = "coalesce"
+    DROP_COALESCED_CALL = "drop_coalesced_call"
+    DEFER_RATE_LIMITED = "defer_rate_limited"
+    RELEASE_BLOCKED = "release_blocked"
+    CLAIM = "claim"
+    RELEASE = "release"
+    PRUNE = "prune"
+    THREAD_ERROR = "thread_error"
+    #: A supervisor was asked to stop: it says what it waits for.
+    STOPPING = "stopping"
+    #: A supervisor was asked to stop at once.
+    STOPPING_NOW = "stopping_now"
+    #: Running jobs went back to ready at shutdown.
+    JOBS_RELEASED = "jobs_released"
+    #: A worker's queue that no job definition uses.
+    UNUSED_QUEUE = "unused_queue"
+
+
+_OUTCOME_EVENTS = {
+    OutcomeKind.FINISHED: LogEvent.JOB_FINISHED,
+    OutcomeKind.RETRIED: LogEvent.JOB_RETRIED,
+    OutcomeKind.DISCARDED: LogEvent.JOB_DISCARDED,
+    OutcomeKind.FAILED: LogEvent.JOB_FAILED,
+}
+
 
 def connect(logger: logging.Logger | None = None) -> None:
-    """Log every flask-solidq signal to ``logger`` (the ``flask_solidq`` logger by default).
+    """Log every flask-solidq signal, and the jobs workers perform, to ``logger`` (the
+    ``flask_solidq`` logger by default).
 
     Connecting again only changes the logger: each event still logs once.
     """
@@ -40,7 +100,7 @@ def connect(logger: logging.Logger | None = None) -> None:
 
 
 def disconnect() -> None:
-    """Stop logging the signals. Doing it when not connected does nothing."""
+    """Stop logging. Doing it when not connected does nothing."""
     for signal, receiver in _RECEIVERS:
         signal.disconnect(receiver)
     _connected.pop("logger", None)
@@ -54,46 +114,168 @@ def _logger_for(level: int) -> logging.Logger | None:
     return logger
 
 
-def _job_receiver(event: str, level: int) -> Receiver:
+def log(
+    logger: logging.Logger, level: int, event: LogEvent, title: str, fields: dict[str, t.Any]
+) -> None:
+    """Log ``SolidQ <title> key: value, ...`` with ``fields`` and ``event`` as ``extra=``."""
+    logger.log(
+        level, "SolidQ %s %s", title, format_fields(fields), extra={"event": event.value, **fields}
+    )
+
+
+def log_performed(outcome: Outcome, duration: float) -> None:
+    """Log the end of a run a worker performed: at INFO, finished, retried (with when it runs
+    again) or discarded; at WARNING, failed, with its error's class and message."""
+    level = logging.WARNING if outcome.kind is OutcomeKind.FAILED else logging.INFO
+    logger = _logger_for(level)
+    if logger is not None:
+        fields = outcome_fields(outcome, duration)
+        log(logger, level, _OUTCOME_EVENTS[outcome.kind], f"Job {outcome.kind.value}", fields)
+
+
+def outcome_fields(outcome: Outcome, duration: float) -> dict[str, t.Any]:
+    """What the line of a run's end shows: the job, the run's duration in seconds, its
+    error's class (and a failure's message), and when a retry runs (``retry_at``, and
+    ``wait`` seconds from the run's end). A job that could not be loaded has no attempt."""
+    claimed, job = outcome.claimed, outcome.job
+    fields: dict[str, t.Any] = {
+        "job_name": claimed.class_name if job is None else _job_name(job),
+        "job_id": claimed.id,
+        "active_job_id": claimed.active_job_id,
+        "queue": claimed.queue_name,
+        "attempt": None if job is None else job.executions,
+        "duration": round(duration, 4),
+    }
+    if outcome.kind is OutcomeKind.FAILED and outcome.error is not None:
+        fields.update(_error_fields(outcome.error))
+    elif outcome.exception is not None:
+        fields["error_class"] = error_class_name(outcome.exception)
+    if outcome.retry is not None:
+        fields["retry_at"] = _utc_iso(outcome.retry.scheduled_at)
+        fields["wait"] = round(outcome.retry.wait, 3)
+    return fields
+
+
+def _utc_iso(moment: dt.datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _error_fields(error_json: str) -> dict[str, str]:
+    """The class and message of a failed execution's error (as the worker stores it)."""
+    error = json.loads(error_json)
+    message = str(error.get("message", ""))
+    if len(message) > MAX_MESSAGE_LENGTH:
+        message = message[:MAX_MESSAGE_LENGTH] + "..."
+    return {
+        "error_class": str(error.get("exception_class", "")).removeprefix("builtins."),
+        "error_message": message,
+    }
+
+
+def log_released(
+    logger: logging.Logger, who: str, reason: str, jobs: t.Sequence[JobRef], size: int
+) -> None:
+    """Log at WARNING that ``who`` put ``size`` jobs back to ready (``reason``), naming them
+    (``jobs``: what it read just before): they were interrupted and run again from the start.
+    The line lists the first :data:`MAX_LISTED`; its fields list them all."""
+    listed = f": {list_jobs(jobs)}" if jobs else ""
+    logger.warning(
+        "SolidQ %s put %s back to ready (%s)%s",
+        who,
+        count_of(size, "job"),
+        reason,
+        listed,
+        extra={
+            "event": LogEvent.JOBS_RELEASED.value,
+            "size": size,
+            "job_ids": [job.id for job in jobs],
+            "job_names": [job.class_name for job in jobs],
+        },
+    )
+
+
+def describe_jobs(jobs: t.Sequence[JobRef]) -> str:
+    """``2 running jobs (12 send_email, 13 reindex)``: how many, then which."""
+    return f"{count_of(len(jobs), 'running job')} ({list_jobs(jobs)})"
+
+
+def list_jobs(jobs: t.Sequence[JobRef]) -> str:
+    """``12 send_email, 13 reindex``: each job's record id and name, the first
+    :data:`MAX_LISTED` of them."""
+    listed = ", ".join(f"{job.id} {job.class_name}" for job in jobs[:MAX_LISTED])
+    if len(jobs) > MAX_LISTED:
+        listed += f" and {len(jobs) - MAX_LISTED} more"
+    return listed
+
+
+def count_of(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _job_receiver(event: LogEvent, level: int, title: str) -> Receiver:
     """A receiver for a job event: its payload has ``job``, and maybe ``error`` and ``wait``."""
 
     def receive(sender: object, **payload: t.Any) -> None:
         logger = _logger_for(level)
         if logger is not None:
-            logger.log(level, "SolidQ %s %s", event, format_fields(job_fields(payload)))
+            log(logger, level, event, title, job_fields(payload))
 
     return receive
 
 
-def _fields_receiver(event: str, level: int, keys: tuple[str, ...]) -> Receiver:
+def _fields_receiver(event: LogEvent, level: int, title: str, keys: tuple[str, ...]) -> Receiver:
     """A receiver for an event whose payload is plain values: it logs ``keys`` of it."""
 
     def receive(sender: object, **payload: t.Any) -> None:
         logger = _logger_for(level)
         if logger is not None:
-            fields = {key: payload.get(key) for key in keys}
-            logger.log(level, "SolidQ %s %s", event, format_fields(fields))
+            log(logger, level, event, title, {key: payload.get(key) for key in keys})
 
     return receive
 
 
-def job_fields(payload: t.Mapping[str, t.Any]) -> dict[str, object]:
-    """What a job event's line shows of its payload: the job's name, ids and queue, the error's
-    class and a retry's wait. A failed job that could not be loaded has only its row id."""
+def _thread_error_receiver(level: int) -> Receiver:
+    """The receiver of ``thread_error``: the process, where, and the error's class (the code
+    that sent it logs the traceback)."""
+
+    def receive(sender: object, **payload: t.Any) -> None:
+        logger = _logger_for(level)
+        if logger is not None:
+            fields = {
+                # Not "process": a log record's own attribute (the pid).
+                "process_name": payload.get("process"),
+                "where": payload.get("where"),
+                "error_class": error_class_name(payload["error"]),
+            }
+            log(logger, level, LogEvent.THREAD_ERROR, "Thread error", fields)
+
+    return receive
+
+
+def job_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """What a job event's line shows of its payload: the job's name, ids, queue and attempt,
+    the error's class and a retry's wait. A failed job that could not be loaded has only its
+    record's id."""
     job = payload.get("job")
-    fields: dict[str, object] = {}
+    fields: dict[str, t.Any] = {}
     if job is None:
-        fields["provider_job_id"] = payload.get("provider_job_id")
+        fields["job_id"] = payload.get("provider_job_id")
     else:
-        fields["job"] = getattr(type(job), "job_name", type(job).__qualname__)
-        fields["job_id"] = job.job_id
-        fields["provider_job_id"] = job.provider_job_id
+        fields["job_name"] = _job_name(job)
+        fields["job_id"] = job.provider_job_id
+        fields["active_job_id"] = job.job_id
         fields["queue"] = job.queue_name
+        fields["attempt"] = job.executions
     if payload.get("error") is not None:
-        fields["error"] = error_class_name(payload["error"])
+        fields["error_class"] = error_class_name(payload["error"])
     if payload.get("wait") is not None:
         fields["wait"] = payload["wait"]
     return fields
+
+
+def _job_name(job: t.Any) -> str:
+    return t.cast(str, getattr(type(job), "job_name", type(job).__qualname__))
 
 
 def error_class_name(error: BaseException | str) -> str:
@@ -114,24 +296,26 @@ def format_fields(fields: t.Mapping[str, object]) -> str:
 
 def _format_value(value: object) -> str:
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _quote(value)
     if isinstance(value, (list, tuple, set, frozenset)):
         return "[" + ", ".join(_format_value(item) for item in value) + "]"
     return repr(value)
 
 
 _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
-    (signals.enqueue, _job_receiver("Enqueue", logging.DEBUG)),
-    (signals.perform_start, _job_receiver("Perform start", logging.DEBUG)),
-    (signals.perform, _job_receiver("Perform", logging.DEBUG)),
-    (signals.retry, _job_receiver("Retry", logging.DEBUG)),
-    (signals.discard, _job_receiver("Discard", logging.DEBUG)),
-    (signals.fail, _job_receiver("Fail", logging.WARNING)),
+    (signals.enqueue, _job_receiver(LogEvent.ENQUEUE, logging.DEBUG, "Enqueue")),
+    (signals.perform_start, _job_receiver(LogEvent.JOB_STARTED, logging.INFO, "Job started")),
+    (signals.perform, _job_receiver(LogEvent.PERFORM, logging.DEBUG, "Perform")),
+    (signals.retry, _job_receiver(LogEvent.RETRY, logging.DEBUG, "Retry")),
+    (signals.discard, _job_receiver(LogEvent.DISCARD, logging.DEBUG, "Discard")),
+    # DEBUG: the worker's "Job failed" line is the WARNING, with the error's message.
+    (signals.fail, _job_receiver(LogEvent.FAIL, logging.DEBUG, "Fail")),
     (
         signals.coalesce,
         _fields_receiver(
-            "Coalesce",
+            LogEvent.COALESCE,
             logging.DEBUG,
+            "Coalesce",
             # Never the key: the app builds it, possibly from personal data.
             ("status", "job_id", "active_job_id", "class_name"),
         ),
@@ -139,21 +323,51 @@ _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
     (
         signals.drop_coalesced_call,
         _fields_receiver(
-            "Drop coalesced call",
+            LogEvent.DROP_COALESCED_CALL,
             logging.WARNING,
+            "Drop coalesced call",
             ("call_id", "job_id", "active_job_id", "class_name", "exception_class"),
         ),
     ),
     (
         signals.defer_rate_limited,
         _fields_receiver(
-            "Defer rate-limited jobs", logging.DEBUG, ("class_name", "keys", "job_ids", "size")
+            LogEvent.DEFER_RATE_LIMITED,
+            logging.DEBUG,
+            "Defer rate-limited jobs",
+            ("class_name", "keys", "job_ids", "size"),
         ),
     ),
     (
         signals.release_blocked,
         _fields_receiver(
-            "Release blocked", logging.DEBUG, ("job_id", "concurrency_key", "released")
+            LogEvent.RELEASE_BLOCKED,
+            logging.DEBUG,
+            "Release blocked",
+            ("job_id", "concurrency_key", "released"),
         ),
     ),
+    (
+        signals.claim,
+        _fields_receiver(LogEvent.CLAIM, logging.DEBUG, "Claim", ("process_id", "job_ids", "size")),
+    ),
+    (
+        signals.release,
+        # DEBUG: what a stopping process puts back to ready has its WARNING, naming the jobs.
+        _fields_receiver(
+            LogEvent.RELEASE,
+            logging.DEBUG,
+            "Release claimed",
+            ("process_id", "reason", "job_ids", "size"),
+        ),
+    ),
+    (
+        signals.prune,
+        # DEBUG: the supervisor logs each pruned process at WARNING.
+        _fields_receiver(
+            LogEvent.PRUNE, logging.DEBUG, "Prune processes", ("process_ids", "names", "size")
+        ),
+    ),
+    # DEBUG: the thread that hit the error logs it, with its traceback.
+    (signals.thread_error, _thread_error_receiver(logging.DEBUG)),
 )

@@ -4,12 +4,27 @@ Connect with ``signals.enqueue.connect(receiver)``, or ``connect(receiver, sende
 one job definition. For job events the sender is the job definition (the class; for
 ``@solidq.job`` functions, the definition the decorator returned) and the payload is sent as
 keyword arguments. Signals are sent synchronously, in the thread that did the work: keep
-receivers quick, and don't raise from them unless you mean to fail the operation.
+receivers quick.
+
+Signals of something stored (a job's outcome: ``retry``, ``discard``, ``fail``; the operations
+``claim``, ``release`` and ``prune``) are sent once it has committed, so a receiver never sees
+a state that rolls back, and reads it in the database if it looks. They are sent with
+:func:`send_safely`: the work is done, so a receiver that raises can't undo it; its error is
+logged and the queue carries on. An error of a receiver of ``enqueue`` reaches the code that
+enqueued; one of ``perform_start`` or ``perform``, the job's run (it counts as the job's error).
 """
 
 from __future__ import annotations
 
+import logging
+import typing as t
+
 from blinker import Namespace
+
+if t.TYPE_CHECKING:
+    from blinker import NamedSignal
+
+logger = logging.getLogger("flask_solidq")
 
 _signals = Namespace()
 
@@ -25,16 +40,20 @@ perform = _signals.signal("perform")
 collecting job)."""
 
 retry = _signals.signal("retry")
-"""A job raised and a new attempt was scheduled. Payload: ``job``, ``error``, ``wait``
-(seconds)."""
+"""A job raised and its next attempt was stored. Payload: ``job``, ``error``, ``wait``
+(seconds). Sent by the worker's finisher once the retry committed, in an app context."""
 
 discard = _signals.signal("discard")
-"""A job raised an error a ``discard_on`` rule handles; it finished without failing. Payload:
-``job``, ``error``."""
+"""A job raised an error a ``discard_on`` rule (or a ``retry_on`` fallback) handles, and it was
+stored as finished without failing. Payload: ``job``, ``error``. Sent once that committed."""
 
 fail = _signals.signal("fail")
-"""A job failed and was kept as a failed execution. Payload: ``job`` (None when the job could
-not be loaded), ``error``, ``provider_job_id``."""
+"""A job failed and its failed execution was stored, to wait for a human. Payload: ``job``
+(None when the job could not be loaded), ``error`` (the exception), ``provider_job_id``. Sent
+by the worker's finisher once the failure committed, in an app context: a receiver that reads
+the database finds the failed execution. An outcome that isn't stored (the worker lost the
+job's claim, pruned as dead) sends nothing. The place to report a job's failure to an error
+tracker (``job`` has ``job_id``, ``provider_job_id``, ``queue_name``, ``executions``)."""
 
 coalesce = _signals.signal("coalesce")
 """A call was admitted by ``coalesce``. Payload: ``status``, ``key``, ``job_id`` (the open
@@ -51,3 +70,45 @@ defer_rate_limited = _signals.signal("defer-rate-limited")
 release_blocked = _signals.signal("release-blocked")
 """A blocked job's turn came: ``released`` says whether it became ready. Payload: ``job_id``,
 ``concurrency_key``, ``released``."""
+
+claim = _signals.signal("claim")
+"""A worker claimed ready jobs (Solid Queue's ``claim``). Payload: ``process_id`` (the
+worker's row in ``solidq_processes``), ``job_ids`` (the claimed jobs' rows), ``size``. Sent
+once per poll that claimed something, after the claims committed."""
+
+release = _signals.signal("release")
+"""Claimed jobs went back to ready, to run again (Solid Queue's ``release_many_claimed``).
+Payload: ``process_id`` (whose claims they were; None for claims without a process),
+``reason`` (:class:`~flask_solidq.operations.release.ReleaseReason`: ``"shutdown"``, the worker
+stopped before they finished; ``"stray"``, claims none of its threads held; ``"process_gone"``,
+their process died, was pruned or is missing, under ``SOLIDQ_ON_WORKER_DEATH = "release"``),
+``job_ids``, ``size``. Sent after the release committed, once per process."""
+
+prune = _signals.signal("prune")
+"""A supervisor pruned processes that had stopped heartbeating (Solid Queue's
+``prune_processes``); their claims were failed or released as ``SOLIDQ_ON_WORKER_DEATH`` says.
+Payload: ``process_ids``, ``names``, ``size``. Sent after the pruning committed, when it
+pruned any."""
+
+thread_error = _signals.signal("thread-error")
+"""One of the queue's own threads hit an error and carries on (Solid Queue's
+``thread_error``); ``SOLIDQ_ON_THREAD_ERROR`` is called with the same error. Payload:
+``error`` (the exception), ``where``
+(:class:`~flask_solidq.processes.base.ThreadActivity`: ``"poll"``, a worker's claim, a
+dispatcher's dispatch or the scheduler's enqueue; ``"finish"``, storing outcomes;
+``"heartbeat"``; ``"maintenance"``, a supervisor's pruning; ``"shutdown"``, deregistering),
+``process`` (the process's name, as ``solidq_processes.name``). A database outage sends it for
+its first error only, as the log warns once. A job's own errors are not thread errors: they
+send ``fail`` (or ``retry``, ``discard``)."""
+
+
+def send_safely(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
+    """Send ``signal`` for something already done: a receiver that raises is logged, and
+    neither undoes it nor stops the thread sending. The receivers after it miss this one."""
+    if not signal.receivers:
+        return
+    try:
+        signal.send(sender, **payload)
+    # Past the commit there is nothing to fail: the queue's thread logs and goes on.
+    except Exception:
+        logger.exception("SolidQ: a receiver of the %s signal raised", signal.name)

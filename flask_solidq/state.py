@@ -16,6 +16,7 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import models
 from flask_solidq.config import Settings
+from flask_solidq.processes.base import LifecycleHooks
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -28,9 +29,18 @@ class SolidQState:
     """The flask-solidq state of one app: settings, the queue's engine, the test adapter's
     record of jobs."""
 
-    def __init__(self, app: Flask, settings: Settings, sqlalchemy: SQLAlchemy) -> None:
+    def __init__(
+        self,
+        app: Flask,
+        settings: Settings,
+        sqlalchemy: SQLAlchemy,
+        hooks: LifecycleHooks | None = None,
+    ) -> None:
         self.settings = settings
         self.sqlalchemy = sqlalchemy
+        #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
+        #: every app that object serves), which its processes run.
+        self.hooks = hooks if hooks is not None else LifecycleHooks()
         self.adapter = settings.adapter
         #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
         self.test_jobs: list[Job] = []

@@ -318,11 +318,13 @@ def test_a_payload_that_cant_be_loaded_fails_the_job_like_any_failure(
     def on_fail(sender: t.Any, **payload: t.Any) -> None:
         failures.append(payload)
 
-    caplog.set_level(logging.WARNING, logger="flask_solidq")
+    caplog.set_level(logging.DEBUG, logger="flask_solidq")
     log_subscriber.connect()
     try:
         with signals.fail.connected_to(on_fail), app.app_context():
             outcome = execute.perform(claimed)
+            assert failures == []  # sent once the failure is stored
+            finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
     finally:
         log_subscriber.disconnect()
 
@@ -335,13 +337,16 @@ def test_a_payload_that_cant_be_loaded_fails_the_job_like_any_failure(
     assert sent["provider_job_id"] == job.provider_job_id
     assert sent["job"] is None
     assert isinstance(sent["error"], flask_solidq.DeserializationError)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in warnings] == [
-        f"SolidQ Fail provider_job_id: {job.provider_job_id},"
-        ' error: "flask_solidq.errors.DeserializationError"'
+    # The signal's line is DEBUG: a worker's "Job failed" line is the WARNING.
+    fails = [r for r in caplog.records if r.getMessage().startswith("SolidQ Fail ")]
+    assert [(r.levelno, r.getMessage()) for r in fails] == [
+        (
+            logging.DEBUG,
+            f"SolidQ Fail job_id: {job.provider_job_id},"
+            ' error_class: "flask_solidq.errors.DeserializationError"',
+        )
     ]
 
-    finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
     (failed,) = support.rows(engine, models.FailedExecution)
     assert failed.job_id == job.provider_job_id
     assert message in json.loads(failed.error)["message"]

@@ -8,6 +8,7 @@ import logging
 import flask_migrate
 import sqlalchemy as sa
 
+from example_app.app import HTMX_SCRIPT
 from example_app.app import PARTNER_BUDGET
 from example_app.app import create_app
 from example_app.extensions import solidq
@@ -104,3 +105,35 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     assert "next waiting job checked in " in page
     assert "<strong>18</strong> scheduled" in page
     assert "<strong>2</strong> claimed" in page
+
+
+def test_the_page_polls_its_changing_regions_with_the_vendored_htmx(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+
+    page = client.get("/")
+    html = page.get_data(as_text=True)
+    assert 'hx-get="/" hx-trigger="every 2s" hx-swap="none"' in html
+    script_url = f"/solidq-static/{HTMX_SCRIPT}"
+    assert f'<script src="{script_url}" defer></script>' in html
+    assert "HX-Request" in page.headers["Vary"]
+
+    script = client.get(script_url)
+    assert script.status_code == 200
+    assert script.mimetype in ("text/javascript", "application/javascript")
+    assert b"htmx" in script.data[:100]
+    script.close()
+    licence = client.get(script_url.replace(".min.js", ".LICENSE.txt"))
+    assert licence.status_code == 200
+    licence.close()
+
+    client.post("/products", data={"name": "Teapot"})
+    polled = client.get("/", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "<html" not in polled
+    for region in ("counts", "products", "budget", "recent"):
+        assert f'id="{region}" hx-swap-oob="true"' in polled, region
+        assert f'id="{region}"' in html, region  # the full page has each region to swap into
+    assert "<strong>1</strong> ready" in polled
+    assert "Teapot" in polled

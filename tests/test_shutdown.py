@@ -120,12 +120,14 @@ def test_a_worker_killed_mid_job_is_replaced_and_its_job_fails_or_with_release_r
         (False, False),
     ]
     # Each supervisor replaced its worker; no claim is left behind.
-    killed = {row.id for row in workers}
+    # Compared by pid, not row id: SQLite gives a new row the id of a deleted last one.
+    killed = {row.pid for row in workers}
     support.wait_until(
         lambda: (
-            [row.id in killed for row in runtime_support.processes(engine, "Worker")]
+            [row.pid in killed for row in runtime_support.processes(engine, "Worker")]
             == [False, False]
-        )
+        ),
+        timeout=20,
     )
     replacements = runtime_support.processes(engine, "Worker")
     assert {row.pid for row in replacements}.isdisjoint({doomed.pid, again.pid})

@@ -13,6 +13,7 @@ and signals have one kind of sender. Calling it calls the function, as if undeco
 
 from __future__ import annotations
 
+import inspect
 import typing as t
 
 from flask_solidq.definitions import declarations
@@ -37,6 +38,19 @@ class FunctionJob(Job, metaclass=_FunctionJobType, abstract=True):
 
     def perform_calls(self, calls: list[Call]) -> t.Any:
         return type(self).function(calls)
+
+    @classmethod
+    def _performer(cls) -> t.Callable[..., t.Any]:
+        """The function: its signature, not ``perform``'s catch-all, is what the arguments of an
+        enqueue must fit."""
+        return cls.function
+
+    @classmethod
+    def _read_signature(cls, performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+        try:
+            return inspect.signature(performer)
+        except (TypeError, ValueError):  # a builtin: its arguments aren't checked
+            return None
 
 
 def make_job(

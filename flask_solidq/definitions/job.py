@@ -17,8 +17,11 @@ instance (which already holds them).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
+import inspect
+import math
 import types
 import typing as t
 import uuid
@@ -100,6 +103,8 @@ class Job:
     _rate_limit: t.ClassVar[RateLimit | None] = None
     _coalesce: t.ClassVar[Coalesce | None] = None
     _failure_rules: t.ClassVar[tuple[RetryRule | DiscardRule, ...]] = ()
+    #: (the performer they were read from, its parameters): see ``_performer_parameters``.
+    _parameters_cache: t.ClassVar[tuple[t.Callable[..., t.Any], _Parameters | None] | None] = None
 
     # Read-back attributes of the controls (API.md section 2); the decorators set them.
     rate_limit_to: t.ClassVar[int | None] = None
@@ -281,6 +286,68 @@ class Job:
 
     perform_now = _ClassOrInstanceMethod(_perform_now_on_class, _perform_now_on_instance)
 
+    # Checking arguments at enqueue.
+
+    @classmethod
+    def _check_arguments(
+        cls, args: tuple[t.Any, ...], kwargs: t.Mapping[str, t.Any], position: int | None = None
+    ) -> None:
+        """Raise ``TypeError`` unless a worker could call the job with these arguments:
+        bind them to the signature of what it calls (``perform``, less ``self``; the function
+        of ``@solidq.job``), so a wrong call fails at the enqueue, not in a worker later.
+
+        A collecting job (``coalesce(on_conflict="collect")``) is not checked: its function
+        takes ``calls``, and each call's own arguments are free-form, read by that function.
+
+        :param position: the job's place in a bulk enqueue, for the message.
+        :raises TypeError: the arguments don't fit; the message names the job and the reason.
+        """
+        if cls.is_collecting():
+            return
+        parameters = cls._performer_parameters()
+        if parameters is None:
+            return
+        try:
+            parameters.bind(args, kwargs)
+        except TypeError as exc:
+            at = "" if position is None else f" (at position {position})"
+            raise TypeError(
+                f"Job {cls.job_name!r}{at} can't take these arguments: {exc}. A worker would call"
+                f" {_describe_call(cls._performer(), parameters.signature)}; nothing was"
+                " enqueued."
+            ) from None
+
+    @classmethod
+    def _performer(cls) -> t.Callable[..., t.Any]:
+        """What a worker calls with the job's arguments; its signature is what they must fit."""
+        return cls.perform
+
+    @classmethod
+    def _read_signature(cls, performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+        """``perform``'s signature as a worker calls it (bound to the job: without ``self``);
+        None when it can't be read (a builtin), and then the arguments aren't checked."""
+        signature = _signature_or_none(performer)
+        raw = inspect.getattr_static(cls, "perform", None)
+        if signature is None or not isinstance(raw, types.FunctionType):
+            return signature  # a staticmethod or classmethod: no self to drop
+        parameters = list(signature.parameters.values())
+        if parameters and parameters[0].kind in _POSITIONAL:
+            parameters = parameters[1:]
+        return signature.replace(parameters=parameters)
+
+    @classmethod
+    def _performer_parameters(cls) -> _Parameters | None:
+        """The parameters of ``_performer()``, read once per definition, since every enqueue
+        binds to them; read again if the performer was replaced (a test's monkeypatch)."""
+        performer = cls._performer()
+        cached = cls._parameters_cache
+        if cached is not None and cached[0] == performer:
+            return cached[1]
+        signature = cls._read_signature(performer)
+        parameters = None if signature is None else _Parameters.of(signature)
+        cls._parameters_cache = (performer, parameters)
+        return parameters
+
     # Keys and payloads.
 
     @classmethod
@@ -390,6 +457,59 @@ class ConfiguredJob(t.Generic[JobT]):
     def perform_now(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
         """Perform a job with these arguments now; see ``Job.perform_now``."""
         return self.new(*args, **kwargs).perform_now()
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parameters:
+    """A performer's signature, with the shortcut most enqueues take: a call without keywords
+    fits exactly when it has from ``least`` to ``most`` positional arguments. That check costs
+    about a quarter of ``Signature.bind`` (0.3 µs against 1.2), on the enqueue's hot path."""
+
+    signature: inspect.Signature
+    least: float
+    most: float
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> _Parameters:
+        empty = inspect.Parameter.empty
+        kinds = [(parameter.kind, parameter.default) for parameter in signature.parameters.values()]
+        positional = [default for kind, default in kinds if kind in _POSITIONAL]
+        required: float = sum(default is empty for default in positional)
+        if any(
+            kind is inspect.Parameter.KEYWORD_ONLY and default is empty for kind, default in kinds
+        ):
+            required = math.inf  # no call without keywords fits; bind says why
+        takes_args = any(kind is inspect.Parameter.VAR_POSITIONAL for kind, _ in kinds)
+        return cls(signature, least=required, most=math.inf if takes_args else len(positional))
+
+    def bind(self, args: tuple[t.Any, ...], kwargs: t.Mapping[str, t.Any]) -> None:
+        """Raise bind's ``TypeError`` unless the arguments fit."""
+        if kwargs or not self.least <= len(args) <= self.most:
+            self.signature.bind(*args, **kwargs)
+
+
+def _signature_or_none(performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(performer)
+    except (TypeError, ValueError):  # a builtin or an object without one
+        return None
+
+
+def _describe_call(performer: t.Callable[..., t.Any], signature: inspect.Signature) -> str:
+    """``send_email(user_id, template='welcome')``: the name and parameters, without the
+    annotations (which ``from __future__ import annotations`` turns into quoted strings)."""
+    name = getattr(performer, "__qualname__", None) or repr(performer)
+    bare = signature.replace(
+        parameters=[
+            parameter.replace(annotation=inspect.Parameter.empty)
+            for parameter in signature.parameters.values()
+        ],
+        return_annotation=inspect.Signature.empty,
+    )
+    return f"{name}{bare}"
 
 
 def _check_queue(value: object, *, where: str) -> None:

@@ -15,6 +15,8 @@ CLAIM hooks admit or defer each, in queue order: admitted jobs are claimed, defe
 to scheduled executions. A batch with no limited job costs the same statements as before
 (the jobs are read before the inserts instead of after); only the PostgreSQL one-statement
 claim gives way to the transaction.
+
+A claim that took jobs sends ``signals.claim`` once it committed (one per worker poll).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import postgres
+from flask_solidq import signals
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
@@ -143,7 +146,8 @@ def claim_batch(
     """Claim up to ``limit`` ready jobs for ``process_id``, queue by queue; say which were
     claimed and which the controls deferred.
 
-    Each queue's claim commits on its own. A deadlock (MySQL) is tried again.
+    Each queue's claim commits on its own. A deadlock (MySQL) is tried again. When jobs were
+    claimed, ``signals.claim`` is sent after the commit.
     """
     batch = ClaimBatch([], [])
     for queue_name in selector.relations(engine):
@@ -157,6 +161,17 @@ def claim_batch(
         )
         batch.jobs.extend(claimed.jobs)
         batch.deferrals.extend(claimed.deferrals)
+    if batch.jobs and signals.claim.receivers:
+        job_ids = [job.id for job in batch.jobs]
+        announce = functools.partial(
+            signals.send_safely,
+            signals.claim,
+            None,
+            process_id=process_id,
+            job_ids=job_ids,
+            size=len(job_ids),
+        )
+        db.after_commit(engine, announce)
     return batch
 
 
@@ -221,9 +236,7 @@ def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob
     """The jobs of ``job_ids``, in that order."""
     if not job_ids:
         return []
-    by_id = {
-        row.id: ClaimedJob(*row) for row in connection.execute(_SELECT_JOBS, {"ids": job_ids})
-    }
+    by_id = {row.id: ClaimedJob(*row) for row in connection.execute(_SELECT_JOBS, {"ids": job_ids})}
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
 
 

@@ -2,7 +2,8 @@
 
 Runs in a worker thread, inside an app context. Every exception ``perform`` raises becomes an
 outcome (a retry, a discard or a failure kept for a human); the outcome is stored afterwards,
-in batches, by :mod:`flask_solidq.operations.finalize`.
+in batches, by :mod:`flask_solidq.operations.finalize`, which sends its signal (``retry``,
+``discard``, ``fail``) once it committed: an outcome carries what the signal needs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
-from flask_solidq import signals
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.model_references import MissingRecord
@@ -52,6 +52,8 @@ class Retry(t.NamedTuple):
     #: The stored key; a job stored without one (enqueued before its definition declared
     #: a rate limit) gets the key its definition gives it now.
     rate_limit_key: str | None = None
+    #: The seconds the rule said to wait (``signals.retry``'s ``wait``).
+    wait: float = 0.0
 
 
 class Outcome(t.NamedTuple):
@@ -62,6 +64,8 @@ class Outcome(t.NamedTuple):
     error: str | None = None
     retry: Retry | None = None
     job: Job | None = None
+    #: What the run raised (a retry's, discard's or failure's ``error`` signal payload).
+    exception: BaseException | None = None
 
 
 def perform(claimed: ClaimedJob) -> Outcome:
@@ -78,8 +82,7 @@ def perform(claimed: ClaimedJob) -> Outcome:
         job = load(claimed)
         calls = coalesced_start.calls_for(job, stored_calls)
     except (errors.JobNotFound, errors.DeserializationError, ValueError) as error:
-        signals.fail.send(None, job=None, error=error, provider_job_id=claimed.id)
-        return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error))
+        return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), exception=error)
     except errors.CollectedJobMismatch as error:
         # Nothing ran: retry_on and discard_on don't see it; the job fails with its calls.
         return _fail(claimed, job, error)
@@ -187,23 +190,22 @@ def _discard(
             handler(job, error)
         except Exception as handler_error:  # noqa: BLE001 - a raising handler fails the job
             return _fail(claimed, job, handler_error)
-    signals.discard.send(type(job), job=job, error=error)
-    return Outcome(claimed, OutcomeKind.DISCARDED, job=job)
+    return Outcome(claimed, OutcomeKind.DISCARDED, job=job, exception=error)
 
 
 def _retry(
     claimed: ClaimedJob, job: Job, rule: failures.RetryRule, error: Exception, count: int
 ) -> Outcome:
     wait = rule.wait_seconds(count)
-    signals.retry.send(type(job), job=job, error=error, wait=wait)
     retry = Retry(
         arguments=_dumps(job.payload()),
         scheduled_at=utcnow() + dt.timedelta(seconds=wait),
         queue_name=rule.queue or claimed.queue_name,
         priority=claimed.priority if rule.priority is None else rule.priority,
         rate_limit_key=_rate_limit_key(claimed, job),
+        wait=wait,
     )
-    return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job)
+    return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job, exception=error)
 
 
 def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
@@ -220,8 +222,7 @@ def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
 
 
 def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:
-    signals.fail.send(type(job), job=job, error=error, provider_job_id=claimed.id)
-    return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), job=job)
+    return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), job=job, exception=error)
 
 
 def error_json(error: BaseException) -> str:

@@ -5,11 +5,16 @@ worker hands its outcomes to a finisher that stores whatever completed meanwhile
 transaction. Each outcome is stored only if its claim still exists and is still this
 process's: a job whose worker was pruned (and whose claim was failed or released by someone
 else) must not be finished, or signal its semaphore, a second time.
+
+The signals of the stored outcomes (``retry``, ``discard``, ``fail``) are sent after the
+commit, and only for the outcomes stored: a receiver never hears of an outcome that rolled
+back or was dropped with its claim.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import typing as t
 
 import sqlalchemy as sa
@@ -18,6 +23,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import postgres
+from flask_solidq import signals
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
@@ -49,7 +55,9 @@ def finalize_all(
     engine: sa.Engine, process_id: int, outcomes: list[Outcome], *, preserve_finished: bool
 ) -> list[Outcome]:
     """Store ``outcomes`` of jobs ``process_id`` claimed, in one transaction; return the ones
-    stored (the others had lost their claim). Then run the controls' FINISH hooks."""
+    stored (the others had lost their claim). Then run the controls' FINISH hooks and send
+    the stored outcomes' signals (after the commit of the caller's :func:`db.transaction`,
+    when one is open)."""
     now = utcnow()
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
@@ -62,10 +70,35 @@ def finalize_all(
             held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
             _store(connection, held, now, preserve_finished=preserve_finished)
     stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
-    controls.finish(
-        engine, [job_ref(outcome) for outcome in stored if not keeps_its_slot(outcome, now)]
-    )
+    try:
+        controls.finish(
+            engine, [job_ref(outcome) for outcome in stored if not keeps_its_slot(outcome, now)]
+        )
+    finally:
+        # Stored either way: a FINISH hook that failed doesn't undo the outcomes.
+        db.after_commit(engine, functools.partial(announce_all, stored))
     return stored
+
+
+def announce_all(outcomes: t.Iterable[Outcome]) -> None:
+    """Send the signal of each stored outcome: ``retry``, ``discard`` or ``fail`` (a finished
+    job's ``perform`` was sent when its run returned). A receiver that raises is logged."""
+    for outcome in outcomes:
+        job = outcome.job
+        sender = type(job) if job is not None else None
+        if outcome.kind is OutcomeKind.FAILED:
+            signals.send_safely(
+                signals.fail,
+                sender,
+                job=job,
+                error=outcome.exception,
+                provider_job_id=outcome.claimed.id,
+            )
+        elif outcome.kind is OutcomeKind.RETRIED:
+            wait = outcome.retry.wait if outcome.retry is not None else 0.0
+            signals.send_safely(signals.retry, sender, job=job, error=outcome.exception, wait=wait)
+        elif outcome.kind is OutcomeKind.DISCARDED:
+            signals.send_safely(signals.discard, sender, job=job, error=outcome.exception)
 
 
 def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:

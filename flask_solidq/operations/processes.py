@@ -1,9 +1,14 @@
 """The process registry's maintenance: pruning silent processes, and removing the rows (and
-handling the claims) of processes known to be gone."""
+handling the claims) of processes known to be gone.
+
+Once a removal committed, claims put back to ready send ``signals.release`` (reason
+``"process_gone"``), and a pruning that removed any process sends ``signals.prune``.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import typing as t
 
 import sqlalchemy as sa
@@ -11,6 +16,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import signals
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.rows import JobRef
@@ -42,7 +48,7 @@ def prune_dead(
     pruned: list[ProcessRow] = []
     while True:
         cutoff = utcnow() - dt.timedelta(seconds=threshold)
-        finished: list[JobRef] = []
+        removals: list[Removal] = []
         with db.write(engine) as connection:
             query = sa.select(*_COLUMNS).where(PROCESSES.c.last_heartbeat_at <= cutoff)
             if exclude is not None:
@@ -55,19 +61,19 @@ def prune_dead(
                     )
                 )
             ]
-            for row in rows:
-                finished += _remove(connection, row, policy, pruned_error(row))
-        controls.finish(engine, finished)
+            removals = [_remove(connection, row, policy, pruned_error(row)) for row in rows]
+        _after_removals(engine, removals)
         pruned += rows
         if len(rows) < PRUNE_BATCH_SIZE:
+            _announce_pruned(engine, pruned)
             return pruned
 
 
 def remove(engine: sa.Engine, row: ProcessRow, *, policy: str, error: str) -> None:
     """Remove a process known to be gone (its pid exited), handling its claims."""
     with db.write(engine) as connection:
-        finished = _remove(connection, row, policy, error)
-    controls.finish(engine, finished)
+        removal = _remove(connection, row, policy, error)
+    _after_removals(engine, [removal])
 
 
 def supervisees(engine: sa.Engine, supervisor_id: int) -> list[ProcessRow]:
@@ -77,16 +83,49 @@ def supervisees(engine: sa.Engine, supervisor_id: int) -> list[ProcessRow]:
         return [ProcessRow(*row) for row in connection.execute(query)]
 
 
-def _remove(connection: sa.Connection, row: ProcessRow, policy: str, error: str) -> list[JobRef]:
-    """Handle a gone process's claims and delete its row; return the failed jobs, whose
-    FINISH hooks the caller runs after committing."""
+class Removal(t.NamedTuple):
+    """What removing a gone process did with its claims."""
+
+    process_id: int
+    failed: list[JobRef]
+    released: list[JobRef]
+
+
+def _remove(connection: sa.Connection, row: ProcessRow, policy: str, error: str) -> Removal:
+    """Handle a gone process's claims and delete its row; say which jobs failed (their FINISH
+    hooks are the caller's to run, after committing) and which went back to ready."""
     failed: list[JobRef] = []
+    released: list[JobRef] = []
     if policy == release.RELEASE:
-        release.release_claims(connection, [row.id])
+        released = release.release_claims(connection, [row.id])
     else:
         failed = release.fail_claims(connection, [row.id], error)
     connection.execute(PROCESSES.delete().where(PROCESSES.c.id == row.id))
-    return failed
+    return Removal(row.id, failed, released)
+
+
+def _after_removals(engine: sa.Engine, removals: list[Removal]) -> None:
+    """Once removals committed: the failed jobs' FINISH hooks, the releases' signals."""
+    controls.finish(engine, [job for removal in removals for job in removal.failed])
+    for removal in removals:
+        release.announce_released(
+            engine, removal.process_id, removal.released, release.ReleaseReason.PROCESS_GONE
+        )
+
+
+def _announce_pruned(engine: sa.Engine, pruned: list[ProcessRow]) -> None:
+    """Send ``signals.prune`` for the processes a pruning removed, if any."""
+    if not pruned or not signals.prune.receivers:
+        return
+    announce = functools.partial(
+        signals.send_safely,
+        signals.prune,
+        None,
+        process_ids=[row.id for row in pruned],
+        names=[row.name for row in pruned],
+        size=len(pruned),
+    )
+    db.after_commit(engine, announce)
 
 
 def pruned_error(row: ProcessRow) -> str:

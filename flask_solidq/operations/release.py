@@ -9,10 +9,15 @@ The claims of a worker that died (killed, pruned for silence, or gone without a 
 A live worker also releases its own *stray* claims (:func:`release_strays`): claims of its
 process that none of its threads holds, left by a claim that committed on the server while
 the worker saw an error (its reply was lost).
+
+Claims put back to ready send ``signals.release`` once that committed, one per process, with
+the :class:`ReleaseReason`.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import typing as t
 
 import sqlalchemy as sa
@@ -20,6 +25,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import signals
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.operations.rows import JobRef
@@ -33,13 +39,56 @@ RELEASE = "release"
 FAIL = "fail"
 
 
-def release_all(engine: sa.Engine, process_ids: t.Collection[int | None]) -> int:
+class ReleaseReason(str, enum.Enum):
+    """Why claims went back to ready: ``reason`` in ``signals.release``."""
+
+    #: The worker stopped before these jobs finished (its shutdown timeout ran out).
+    SHUTDOWN = "shutdown"
+    #: Claims of a live worker that none of its threads held (a claim's reply was lost).
+    STRAY = "stray"
+    #: Their process is gone (died, pruned for silence, no longer registered) and
+    #: ``SOLIDQ_ON_WORKER_DEATH`` is ``"release"``; or a supervisor cleared up after a child
+    #: that quit while stopping.
+    PROCESS_GONE = "process_gone"
+
+
+def release_all(
+    engine: sa.Engine,
+    process_ids: t.Collection[int | None],
+    *,
+    reason: ReleaseReason = ReleaseReason.SHUTDOWN,
+) -> int:
     """Put every job claimed by ``process_ids`` back to ready; return how many.
 
     ``None`` in ``process_ids`` stands for claims without a process.
     """
     with db.write(engine) as connection:
-        return len(release_claims(connection, process_ids))
+        released = {
+            process_id: release_claims(connection, [process_id]) for process_id in process_ids
+        }
+    for process_id, jobs in released.items():
+        announce_released(engine, process_id, jobs, reason)
+    return sum(len(jobs) for jobs in released.values())
+
+
+def announce_released(
+    engine: sa.Engine, process_id: int | None, jobs: t.Sequence[JobRef], reason: ReleaseReason
+) -> None:
+    """Send ``signals.release`` for ``jobs``, released from ``process_id``'s claims, once the
+    release committed (the caller's transaction, or the open :func:`db.transaction`)."""
+    if not jobs or not signals.release.receivers:
+        return
+    job_ids = [job.id for job in jobs]
+    announce = functools.partial(
+        signals.send_safely,
+        signals.release,
+        None,
+        process_id=process_id,
+        reason=reason,
+        job_ids=job_ids,
+        size=len(job_ids),
+    )
+    db.after_commit(engine, announce)
 
 
 def fail_all(engine: sa.Engine, process_ids: t.Collection[int | None], error: str) -> int:
@@ -56,7 +105,7 @@ def handle_lost_claims(
 ) -> int:
     """Release or fail (``policy``) the claims of processes that are gone."""
     if policy == RELEASE:
-        return release_all(engine, process_ids)
+        return release_all(engine, process_ids, reason=ReleaseReason.PROCESS_GONE)
     return fail_all(engine, process_ids, error)
 
 
@@ -89,6 +138,7 @@ def release_strays(engine: sa.Engine, process_id: int, held_ids: t.Collection[in
             connection, sa.and_(CLAIMED.c.process_id == process_id, CLAIMED.c.job_id.in_(strays))
         )
         dispatch.insert_ready(connection, jobs, utcnow())
+    announce_released(engine, process_id, jobs, ReleaseReason.STRAY)
     return len(jobs)
 
 
@@ -101,6 +151,21 @@ def fail_claims(
     if jobs:
         finalize.store_failures(connection, [(job.id, error) for job in jobs], utcnow())
     return jobs
+
+
+def claimed_jobs(engine: sa.Engine, process_ids: t.Collection[int]) -> list[JobRef]:
+    """The jobs ``process_ids`` have claimed, in id order. A read that locks nothing: what a
+    stopping process says it waits for, or names as it puts them back to ready."""
+    query = (
+        sa.select(
+            JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
+        )
+        .join(CLAIMED, CLAIMED.c.job_id == JOBS.c.id)
+        .where(CLAIMED.c.process_id.in_(list(process_ids)))
+        .order_by(JOBS.c.id)
+    )
+    with db.read(engine) as connection:
+        return [JobRef(*row, None) for row in connection.execute(query)]
 
 
 def orphaned_process_ids(engine: sa.Engine) -> list[int | None]:

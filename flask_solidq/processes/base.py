@@ -5,10 +5,19 @@ A process (a runner: worker, dispatcher or scheduler) runs in the thread that ca
 :meth:`Runnable.run` (the main thread of a forked child, or a thread of the supervisor in thread
 mode). Its row says it is alive: it heartbeats every ``SOLIDQ_PROCESS_HEARTBEAT_INTERVAL``; a
 heartbeat that finds the row gone means another supervisor pruned it, and the process stops.
+
+Its life runs the app's lifecycle hooks (``@solidq.on_process_start``, ``on_worker_start``,
+``on_worker_stop``, see :class:`LifecycleHooks`), in the app context, in the process's own
+thread: right after the fork, before anything else; once a worker booted, before its first
+claim; when it stops, once its jobs are done. A hook that raises stops the process with an
+error, which its supervisor reports and replaces as it does any runner that dies. The errors
+its threads carry on through go to :meth:`Runnable.report_thread_error`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import logging
 import os
@@ -22,6 +31,7 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq import signals
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.waker import Waker
 from flask_solidq.processes.waker import Watched
@@ -35,6 +45,125 @@ if t.TYPE_CHECKING:
 logger = logging.getLogger("flask_solidq")
 
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
+
+
+class ThreadActivity(str, enum.Enum):
+    """What a queue's thread was doing when it hit an error: ``where`` in
+    ``signals.thread_error``."""
+
+    #: A poll: a worker's claim, a dispatcher's dispatch (and concurrency maintenance), the
+    #: scheduler's enqueue of due tasks.
+    POLL = "poll"
+    #: A worker's finisher storing its jobs' outcomes.
+    FINISH = "finish"
+    #: A process's heartbeat.
+    HEARTBEAT = "heartbeat"
+    #: A supervisor's pruning of silent processes.
+    MAINTENANCE = "maintenance"
+    #: A process deregistering as it stops.
+    SHUTDOWN = "shutdown"
+
+
+class Lifecycle(str, enum.Enum):
+    """The moments a lifecycle hook runs at, named as the ``SolidQ`` decorators are."""
+
+    PROCESS_START = "on_process_start"
+    WORKER_START = "on_worker_start"
+    WORKER_STOP = "on_worker_stop"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    """What a lifecycle hook is told of the process it runs in."""
+
+    #: ``"Worker"``, ``"Dispatcher"`` or ``"Scheduler"``, as ``solidq_processes.kind``.
+    kind: str
+    #: The process's name, as ``solidq_processes.name`` (unique; in thread mode, the only
+    #: thing telling the process threads of one OS process apart).
+    name: str
+    pid: int
+    #: What it registers about itself: a worker's ``queues``, ``threads``...
+    metadata: t.Mapping[str, t.Any]
+
+
+#: A lifecycle hook: called with the process it runs in; what it returns is ignored.
+Hook = t.Callable[[ProcessInfo], object]
+H = t.TypeVar("H", bound=Hook)
+
+#: The hooks run after boot and at shutdown, by process kind.
+_START_HOOKS = {"Worker": Lifecycle.WORKER_START}
+_STOP_HOOKS = {"Worker": Lifecycle.WORKER_STOP}
+
+
+class HookFailed(RuntimeError):
+    """A lifecycle hook raised (the error is chained): the process it ran in stops."""
+
+
+class LifecycleHooks:
+    """The lifecycle hooks registered on one ``SolidQ`` object, in registration order.
+
+    They belong to the object, not to an app, as job definitions do: registered at import
+    (``@solidq.on_worker_start``), usually before any app exists, they run in the processes of
+    every app the object serves.
+    """
+
+    def __init__(self) -> None:
+        self._hooks: dict[Lifecycle, list[Hook]] = {moment: [] for moment in Lifecycle}
+
+    def add(self, moment: Lifecycle, hook: H) -> H:
+        """Register ``hook`` to run at ``moment``; return it, so this works as a decorator.
+
+        :raises TypeError: ``hook`` is not callable.
+        """
+        if not callable(hook):
+            raise TypeError(
+                f"@solidq.{moment.value} registers a function called with the process,"
+                f" not {hook!r}."
+            )
+        self._hooks[moment].append(hook)
+        return hook
+
+    def run(self, moment: Lifecycle, process: ProcessInfo) -> None:
+        """Call the hooks of ``moment`` with ``process``, in order.
+
+        :raises HookFailed: a hook raised; the later ones didn't run.
+        """
+        for hook in list(self._hooks[moment]):
+            try:
+                hook(process)
+            except Exception as error:
+                raise HookFailed(
+                    f"The {moment.value} hook {_hook_name(hook)} raised"
+                    f" {type(error).__name__}: {error}; {process.kind} {process.name} stops."
+                ) from error
+
+
+def _hook_name(hook: Hook) -> str:
+    module = getattr(hook, "__module__", None)
+    name = getattr(hook, "__qualname__", None) or repr(hook)
+    return f"{module}.{name}" if module else name
+
+
+def report_thread_error(
+    app: Flask, error: BaseException, *, where: ThreadActivity, process: str
+) -> None:
+    """Hand an error a queue's thread carries on through to ``signals.thread_error`` and
+    ``SOLIDQ_ON_THREAD_ERROR``, in an app context. Neither can raise into the thread: a
+    receiver's or the hook's own error is logged."""
+    with app.app_context():
+        signals.send_safely(signals.thread_error, None, error=error, where=where, process=process)
+        hook = app.extensions["solidq"].settings.on_thread_error
+        if hook is None:
+            return
+        try:
+            hook(error)
+        # The hook is the app's error reporting: when it fails too, the log is what's left.
+        except Exception:
+            logger.exception(
+                "SolidQ: SOLIDQ_ON_THREAD_ERROR raised on an error of %s (%s); carrying on",
+                process,
+                where.value,
+            )
 
 
 class Runnable:
@@ -58,8 +187,11 @@ class Runnable:
         self._waker = Waker()
         self._heartbeat_stopped = threading.Event()
         self._heartbeat: threading.Thread | None = None
-        #: The database outage this process is living through, logged once (outage.py).
-        self.outage = Outage(f"{self.kind} {self.name}")
+        #: The database outage this process is living through, logged once (outage.py); it
+        #: hands the other errors of the process's threads to :meth:`report_thread_error`.
+        self.outage = Outage(f"{self.kind} {self.name}", report=self.report_thread_error)
+        #: Whether the start hooks ran, so the stop hooks are due.
+        self._started_hooks = False
 
     @property
     def engine(self) -> sa.Engine:
@@ -78,14 +210,60 @@ class Runnable:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def info(self) -> ProcessInfo:
+        """The process, as lifecycle hooks see it."""
+        return ProcessInfo(self.kind, self.name, os.getpid(), dict(self.metadata))
+
     def run(self) -> None:
-        """Boot, run the loop until stopped, shut down; in the calling thread."""
+        """Run the start hooks, boot, run the loop until stopped, shut down; in the calling
+        thread.
+
+        :raises HookFailed: a lifecycle hook raised.
+        """
         with self.app.app_context():
+            try:
+                self.run_hooks(Lifecycle.PROCESS_START)
+            except HookFailed:
+                self._waker.close()  # shutdown, which would close it, won't run
+                raise
             self.boot()
             try:
+                self._run_start_hooks()
                 self.loop()
             finally:
                 self.shutdown()
+
+    def run_hooks(self, moment: Lifecycle) -> None:
+        """Run the app's lifecycle hooks of ``moment`` for this process (app context).
+
+        :raises HookFailed: a hook raised.
+        """
+        self.state.hooks.run(moment, self.info)
+
+    def _run_start_hooks(self) -> None:
+        moment = _START_HOOKS.get(self.kind)
+        if moment is not None:
+            self.run_hooks(moment)
+        self._started_hooks = True
+
+    def _run_stop_hooks(self) -> HookFailed | None:
+        """Run the stop hooks (once the start hooks ran); return their failure, if any, so
+        the process deregisters before it stops with the error."""
+        moment = _STOP_HOOKS.get(self.kind)
+        if moment is None or not self._started_hooks:
+            return None
+        self._started_hooks = False
+        try:
+            self.run_hooks(moment)
+        except HookFailed as failure:
+            return failure
+        return None
+
+    def report_thread_error(self, error: BaseException, where: ThreadActivity) -> None:
+        """Hand an error one of this process's threads carries on through to
+        ``signals.thread_error`` and ``SOLIDQ_ON_THREAD_ERROR`` (any thread)."""
+        report_thread_error(self.app, error, where=where, process=self.name)
 
     def stop(self) -> None:
         """Ask the process to stop after its current step (any thread, or a signal handler)."""
@@ -126,14 +304,22 @@ class Runnable:
 
     def shutdown(self) -> None:
         """Stop heartbeating and deregister: the process heartbeats until then, so a worker
-        draining its jobs for the whole shutdown timeout isn't pruned as dead meanwhile."""
+        draining its jobs for the whole shutdown timeout isn't pruned as dead meanwhile.
+
+        A worker's ``on_worker_stop`` hooks run first (its jobs are done by then).
+
+        :raises HookFailed: a stop hook raised; the process deregistered all the same.
+        """
         self._stopping = True
+        failure = self._run_stop_hooks()
         self._heartbeat_stopped.set()
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
         self.deregister()
         self._waker.close()
         logger.info("SolidQ stopped %s %s (pid %s)", self.kind, self.name, self.pid)
+        if failure is not None:
+            raise failure
 
     def register(self) -> None:
         """Insert the process's row."""
@@ -158,8 +344,9 @@ class Runnable:
         try:
             with db.write(self.engine) as connection:
                 connection.execute(PROCESSES.delete().where(PROCESSES.c.id == self.process_id))
-        except sa.exc.SQLAlchemyError:
+        except sa.exc.SQLAlchemyError as error:
             logger.warning("SolidQ couldn't deregister %s %s", self.kind, self.name, exc_info=True)
+            self.report_thread_error(error, ThreadActivity.SHUTDOWN)
 
     def heartbeat(self) -> bool:
         """Touch the process's row; return False when it's gone (pruned by someone else)."""
@@ -178,7 +365,9 @@ class Runnable:
             try:
                 alive = self.heartbeat()
             except sa.exc.SQLAlchemyError as error:
-                if not self.outage.failed(error, started=started, retry_every=interval):
+                if not self.outage.failed(
+                    error, started=started, retry_every=interval, where=ThreadActivity.HEARTBEAT
+                ):
                     logger.warning(
                         "SolidQ heartbeat of %s failed; trying again", self.name, exc_info=True
                     )

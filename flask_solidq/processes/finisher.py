@@ -4,20 +4,29 @@ Worker threads hand their outcomes over and go back to work at once; the finishe
 whatever arrived while its previous transaction committed, in one transaction (a group
 commit). Finishing is what caps a database queue's throughput, and this turns one commit per
 job into one per batch.
+
+Once a batch committed, the outcomes' signals (``retry``, ``discard``, ``fail``) are sent from
+here, in an app context of the worker's app: a receiver sees what was stored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import typing as t
 
 import sqlalchemy as sa
+from flask import current_app
+from flask import has_app_context
 
 from flask_solidq.operations import finalize
+from flask_solidq.processes.base import ThreadActivity
 
 if t.TYPE_CHECKING:
+    from flask import Flask
+
     from flask_solidq.operations.execute import Outcome
     from flask_solidq.processes.outage import Outage
 
@@ -50,6 +59,13 @@ class Finisher:
         #: Called with each batch once its transaction committed (the worker forgets the
         #: jobs its threads held).
         self.on_stored = on_stored
+        #: The app whose context the batches are stored (and their signals sent) in: the
+        #: one current where the finisher is made (a worker's boot), if any.
+        self.app: Flask | None = (
+            current_app._get_current_object()  # type: ignore[attr-defined]
+            if has_app_context()
+            else None
+        )
         self._pending: list[Outcome] = []
         self._condition = threading.Condition()
         self._stopping = False
@@ -91,7 +107,7 @@ class Finisher:
             except Exception as error:  # the database failed: keep the outcomes, try again
                 failures += 1
                 if self.outage is None or not self.outage.failed(
-                    error, started=started, retry_every=MAX_BACKOFF
+                    error, started=started, retry_every=MAX_BACKOFF, where=ThreadActivity.FINISH
                 ):
                     logger.exception(
                         "SolidQ couldn't store %s job outcomes; trying again", len(batch)
@@ -106,8 +122,14 @@ class Finisher:
         process_id = self.process_id()
         if process_id is None:  # pruned: our claims were failed or released by someone else
             return
-        finalize.finalize_all(
-            self.engine, process_id, batch, preserve_finished=self.preserve_finished
-        )
+        with self._app_context():
+            finalize.finalize_all(
+                self.engine, process_id, batch, preserve_finished=self.preserve_finished
+            )
         if self.on_stored is not None:
             self.on_stored(batch)
+
+    def _app_context(self) -> t.ContextManager[object]:
+        """A fresh app context per batch, so a receiver using the app's session gets one
+        that is torn down after it."""
+        return self.app.app_context() if self.app is not None else contextlib.nullcontext()

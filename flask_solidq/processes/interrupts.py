@@ -1,6 +1,11 @@
 """OS signals (here "interrupts", to keep "signal" for blinker's), turned into a queue the
 main loop reads, so that handlers do nothing but record what arrived and ring a pipe (no
-lock: see :mod:`flask_solidq.processes.waker`)."""
+lock: see :mod:`flask_solidq.processes.waker`).
+
+TERM and INT ask for a graceful stop; a second one, or QUIT, for an immediate one (what
+people expect of a second Ctrl-C). Who counts is the supervisor: a terminal's Ctrl-C reaches
+every process of the group, and a child also gets TERM from its supervisor, so a child can't
+tell a second Ctrl-C from the first."""
 
 from __future__ import annotations
 
@@ -56,3 +61,15 @@ class Interrupts:
     def _record(self, signum: int, _frame: t.Any) -> None:
         self._pending.append(signum)
         self._waker.ring()
+
+
+def name(signum: int) -> str:
+    """``SIGINT``, ``SIGTERM``..."""
+    return signal.Signals(signum).name
+
+
+def stop_now_hint(signum: int) -> str:
+    """How to turn the graceful stop ``signum`` asked for into an immediate one."""
+    if signum == signal.SIGINT:
+        return "press Ctrl-C again to stop now"
+    return f"send {name(signum)} again (or SIGQUIT) to stop now"

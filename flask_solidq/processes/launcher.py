@@ -1,14 +1,22 @@
 """Build the processes ``flask solidq work`` runs, from the app's settings and the command's
-options, and run them under a supervisor."""
+options, and run them under a supervisor.
+
+Logging is set up here, before the supervisor forks (the command's handler and level, and the
+log subscriber), so that every process it starts logs the same way.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import typing as t
 
 from flask_solidq import log_subscriber
 from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
+from flask_solidq.definitions import failures
+from flask_solidq.definitions import registry
 from flask_solidq.processes.dispatcher import Dispatcher
 from flask_solidq.processes.scheduler import Scheduler
 from flask_solidq.processes.supervisor import ForkSupervisor
@@ -23,6 +31,8 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.config import DispatcherSettings
     from flask_solidq.config import Settings
+
+logger = logging.getLogger("flask_solidq")
 
 MODES = ("fork", "thread")
 KINDS = ("worker", "dispatcher", "scheduler")
@@ -75,6 +85,8 @@ def supervisor(
             "Nothing to run: no workers, dispatchers or recurring tasks are configured."
         )
     log_subscriber.connect()
+    if only in (None, "worker"):
+        hint_unused_queues(overrides.apply(settings.workers), known_queues(settings))
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
     return supervisor_class(app, specs)
 
@@ -109,3 +121,38 @@ def _dispatcher(dispatcher: DispatcherSettings) -> t.Callable[[Flask, int | None
 
 def _worker(worker: WorkerSettings) -> t.Callable[[Flask, int | None], Worker]:
     return lambda app, supervisor_id: Worker(app, worker, supervisor_id=supervisor_id)
+
+
+def known_queues(settings: Settings) -> set[str]:
+    """The queues this process knows jobs go to: each registered job definition's, its
+    ``retry_on`` rules', and the recurring tasks'. Definitions the app hasn't imported yet
+    are not known."""
+    queues = {task.queue for task in settings.recurring if task.queue}
+    for definition in registry.definitions():
+        queues.add(definition.queue_name)
+        for rule in getattr(definition, "_failure_rules", ()):
+            if isinstance(rule, failures.RetryRule) and rule.queue:
+                queues.add(rule.queue)
+    return queues
+
+
+def hint_unused_queues(workers: t.Iterable[WorkerSettings], known: set[str]) -> None:
+    """Warn, once per name, of a worker's queue no known job uses: a typo there would leave
+    the queue's jobs waiting, silently. ``*`` and ``prefix*`` never warn."""
+    names = dict.fromkeys(name for worker in workers for name in worker.queues)
+    for name in names:
+        if name.endswith("*") or name in known:
+            continue
+        logger.warning(
+            "SolidQ no job definition uses the queue %s (%s): is it a typo? Jobs sent there"
+            " with .set(queue=...) still run",
+            json.dumps(name),
+            "known: " + ", ".join(json.dumps(queue) for queue in sorted(known))
+            if known
+            else "no job definition is imported",
+            extra={
+                "event": log_subscriber.LogEvent.UNUSED_QUEUE.value,
+                "queue": name,
+                "known_queues": sorted(known),
+            },
+        )

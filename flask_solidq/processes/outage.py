@@ -8,6 +8,10 @@ attempt that began before the outage ended and fails after (a heartbeat stuck on
 that died with the outage) belongs to the old outage and starts no new one. Failures that
 aren't about reaching the database (a bug, a constraint, a deadlock, a statement timeout) are
 not outages: :meth:`Outage.failed` returns False and the caller logs them as before.
+
+Every failure it is told of, but the repeats of an ongoing outage, also goes to the process's
+report of thread errors (``SOLIDQ_ON_THREAD_ERROR`` and ``signals.thread_error``), so an error
+tracker hears of each error the log shows, and of an outage once.
 """
 
 from __future__ import annotations
@@ -15,10 +19,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import db
+
+if t.TYPE_CHECKING:
+    from flask_solidq.processes.base import ThreadActivity
+
+#: Hears a thread's error and where it happened (see :meth:`Runnable.report_thread_error`).
+Report = t.Callable[[BaseException, "ThreadActivity"], None]
 
 logger = logging.getLogger("flask_solidq")
 
@@ -57,9 +68,11 @@ def describe(error: BaseException) -> str:
 class Outage:
     """The database outage, if any, that one process is living through (thread-safe)."""
 
-    def __init__(self, who: str) -> None:
+    def __init__(self, who: str, report: Report | None = None) -> None:
         #: The process, as log lines name it ("Worker worker-1a2b...").
         self.who = who
+        #: Where the errors go besides the log (the process's thread-error report).
+        self.report = report
         self._lock = threading.Lock()
         self._since: float | None = None
         self._ended = float("-inf")
@@ -69,15 +82,24 @@ class Outage:
         """Whether the database is unreachable as far as this process knows."""
         return self._since is not None
 
-    def failed(self, error: BaseException, *, started: float, retry_every: float) -> bool:
+    def failed(
+        self,
+        error: BaseException,
+        *,
+        started: float,
+        retry_every: float,
+        where: ThreadActivity | None = None,
+    ) -> bool:
         """Report that an attempt begun at ``started`` (``time.monotonic()``) failed with
-        ``error``.
+        ``error``, in the thread doing ``where``.
 
         Returns whether it was an outage, taken care of here: the first failure of an outage
         logs one warning naming the cause, later ones log nothing. Returns False for any
-        other error, which the caller logs itself.
+        other error, which the caller logs itself. Either way, unless it repeats an ongoing
+        outage, the error goes to :attr:`report` (when there is one, and ``where`` is given).
         """
         if not is_unreachable(error):
+            self._report(error, where)
             return False
         with self._lock:
             if self._since is not None or started < self._ended:
@@ -89,6 +111,7 @@ class Outage:
             describe(error),
             round(retry_every, 1),
         )
+        self._report(error, where)
         return True
 
     def succeeded(self) -> None:
@@ -101,3 +124,7 @@ class Outage:
             now = time.monotonic()
             elapsed, self._since, self._ended = now - self._since, None, now
         logger.info("SolidQ %s: database reachable again after %.1fs", self.who, elapsed)
+
+    def _report(self, error: BaseException, where: ThreadActivity | None) -> None:
+        if self.report is not None and where is not None:
+            self.report(error, where)

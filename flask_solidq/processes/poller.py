@@ -11,6 +11,7 @@ import os
 import time
 
 from flask_solidq.processes.base import Runnable
+from flask_solidq.processes.base import ThreadActivity
 
 logger = logging.getLogger("flask_solidq")
 
@@ -43,11 +44,17 @@ class Poller(Runnable):
                 self.outage.succeeded()
             # The poll loop: a database that's down, or a bug in one poll, is logged and the
             # process carries on after a growing pause instead of dying. An unreachable
-            # database is logged once per outage (see outage.py), anything else every time.
+            # database is logged once per outage (see outage.py), anything else every time;
+            # the outage reports the error to SOLIDQ_ON_THREAD_ERROR the same way.
             except Exception as error:
                 failures += 1
                 delay = min(MAX_ERROR_BACKOFF, 0.1 * 2**failures)
-                if not self.outage.failed(error, started=started, retry_every=MAX_ERROR_BACKOFF):
+                if not self.outage.failed(
+                    error,
+                    started=started,
+                    retry_every=MAX_ERROR_BACKOFF,
+                    where=ThreadActivity.POLL,
+                ):
                     logger.exception(
                         "SolidQ %s %s: poll failed; next in %.1fs", self.kind, self.name, delay
                     )

@@ -6,9 +6,11 @@ as an OS process of its own; thread mode runs them all as threads of this proces
 development and tests. The supervisor keeps no threads of its own in fork mode (it heartbeats
 and prunes from its loop), so forking never copies a lock held by another thread.
 
-* TERM / INT: stop gracefully. Workers stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT``
-  for running jobs and release the rest back to ready; then everyone deregisters.
-* QUIT: stop at once. The claims of processes that had no time to clean up are released.
+* TERM / INT: stop gracefully, saying how many jobs are running and how long they get. Workers
+  stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT`` for running jobs and release the rest
+  back to ready (and say which); then everyone deregisters.
+* QUIT, or a second TERM / INT while stopping (a second Ctrl-C): stop at once. The claims of
+  processes that had no time to clean up are released, and the jobs named.
 * A child that exits unexpectedly is replaced, after its claims follow
   ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released).
 """
@@ -26,14 +28,19 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import log_subscriber
 from flask_solidq.operations import processes as registry
 from flask_solidq.operations import release
+from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes.base import Runnable
+from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
 
 if t.TYPE_CHECKING:
     from flask import Flask
+
+    from flask_solidq.operations.rows import JobRef
 
 logger = logging.getLogger("flask_solidq")
 
@@ -100,13 +107,83 @@ class Supervisor(Runnable):
 
     def loop(self) -> None:
         while not self.stopping:
-            for signum in self.interrupts.wait(SUPERVISE_INTERVAL):
-                self._stop_now = signum not in GRACEFUL
-                logger.info("SolidQ %s received %s", self.name, signal.Signals(signum).name)
-                self.stop()
+            self.handle_interrupts(self.interrupts.wait(SUPERVISE_INTERVAL))
             if not self.stopping:
                 self.check_runners()
                 self.maintain()
+
+    def handle_interrupts(self, arrived: t.Iterable[int]) -> None:
+        """The first TERM or INT stops gracefully; QUIT, or a TERM or INT while stopping,
+        stops at once. Each says so in the log."""
+        for signum in arrived:
+            if self._stop_now:
+                continue
+            if signum in GRACEFUL and not self.stopping:
+                self.announce_graceful_stop(signum)
+            else:
+                self._stop_now = True
+                self.announce_immediate_stop(signum)
+            self.stop()
+
+    def announce_graceful_stop(self, signum: int) -> None:
+        """Say what the stop waits for: the running jobs (how many, which) and the shutdown
+        timeout, and how to stop at once instead."""
+        running = self.running_jobs()
+        timeout = self.settings.shutdown_timeout
+        if running == []:
+            waits = "no jobs are running"
+        else:
+            jobs = "running jobs" if running is None else log_subscriber.describe_jobs(running)
+            waits = (
+                f"waiting up to {timeout:g} s (SOLIDQ_SHUTDOWN_TIMEOUT) for {jobs};"
+                f" {interrupts_module.stop_now_hint(signum)}"
+            )
+        logger.info(
+            "SolidQ %s %s received %s: stopping, %s",
+            self.kind,
+            self.name,
+            interrupts_module.name(signum),
+            waits,
+            extra={
+                "event": log_subscriber.LogEvent.STOPPING.value,
+                "signal": interrupts_module.name(signum),
+                "shutdown_timeout": timeout,
+                "job_ids": None if running is None else [job.id for job in running],
+            },
+        )
+
+    def announce_immediate_stop(self, signum: int) -> None:
+        """Say the stop no longer waits (the jobs put back to ready are named once they are:
+        :meth:`release_supervisees`)."""
+        again = " again" if self.stopping and signum in GRACEFUL else ""
+        logger.warning(
+            "SolidQ %s %s received %s%s: stopping now; running jobs go back to ready",
+            self.kind,
+            self.name,
+            interrupts_module.name(signum),
+            again,
+            extra={
+                "event": log_subscriber.LogEvent.STOPPING_NOW.value,
+                "signal": interrupts_module.name(signum),
+            },
+        )
+
+    def running_jobs(self) -> list[JobRef] | None:
+        """The jobs this supervisor's processes have claimed; None when it can't tell (the
+        database can't be reached)."""
+        if self.process_id is None:
+            return None
+        try:
+            process_ids = [row.id for row in registry.supervisees(self.engine, self.process_id)]
+            return release.claimed_jobs(self.engine, process_ids) if process_ids else []
+        except sa.exc.SQLAlchemyError:
+            return None
+
+    def wait_for_interrupts(self, timeout: float) -> bool:
+        """While stopping: wait up to ``timeout`` seconds for an interrupt, and handle what
+        arrives; return whether the stop is now immediate."""
+        self.handle_interrupts(self.interrupts.wait(timeout))
+        return self._stop_now
 
     def stop(self) -> None:
         super().stop()
@@ -138,7 +215,9 @@ class Supervisor(Runnable):
                     row.hostname,
                 )
         except sa.exc.SQLAlchemyError as error:
-            if not self.outage.failed(error, started=started, retry_every=interval):
+            if not self.outage.failed(
+                error, started=started, retry_every=interval, where=ThreadActivity.MAINTENANCE
+            ):
                 logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
         else:
             self.outage.succeeded()
@@ -154,7 +233,9 @@ class Supervisor(Runnable):
         try:
             self.heartbeat()
         except sa.exc.SQLAlchemyError as error:
-            if not self.outage.failed(error, started=now, retry_every=interval):
+            if not self.outage.failed(
+                error, started=now, retry_every=interval, where=ThreadActivity.HEARTBEAT
+            ):
                 logger.warning("SolidQ supervisor heartbeat failed; trying again", exc_info=True)
         else:
             self.outage.succeeded()
@@ -173,14 +254,22 @@ class Supervisor(Runnable):
 
     def release_supervisees(self) -> None:
         """Release the claims of this supervisor's processes that didn't deregister (quit or
-        killed while stopping) and delete their rows: their jobs run again."""
+        killed while stopping) and delete their rows: their jobs run again, and the log names
+        them."""
         if self.process_id is None:
             return
         try:
-            for row in registry.supervisees(self.engine, self.process_id):
+            rows = registry.supervisees(self.engine, self.process_id)
+            claimed = release.claimed_jobs(self.engine, [row.id for row in rows]) if rows else []
+            for row in rows:
                 registry.remove(self.engine, row, policy=release.RELEASE, error="")
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
+            return
+        if claimed:
+            reason = "stopped at once" if self._stop_now else "their process didn't stop in time"
+            who = f"{self.kind} {self.name}"
+            log_subscriber.log_released(logger, who, reason, claimed, len(claimed))
 
     def handle_unexpected_exit(
         self, is_runner: t.Callable[[registry.ProcessRow], bool], label: str, description: str
@@ -265,15 +354,16 @@ class ForkSupervisor(Supervisor):
             self.start_runner(spec)
 
     def stop_runners(self, *, immediately: bool) -> None:
-        if immediately:
+        """TERM the children and wait for them (a second TERM or INT cuts the wait short),
+        then QUIT those left; KILL any that even QUIT left."""
+        if not immediately:
+            self._signal_children(signal.SIGTERM)
+            timeout = self.settings.shutdown_timeout + CLEANUP_GRACE
+            if not self._wait_for_children(timeout, interruptible=True) and not self._stop_now:
+                logger.warning("SolidQ shutdown timeout exceeded; quitting the remaining processes")
+        if self.children:
             self._signal_children(signal.SIGQUIT)
             self._wait_for_children(2.0)
-        else:
-            self._signal_children(signal.SIGTERM)
-            if not self._wait_for_children(self.settings.shutdown_timeout + CLEANUP_GRACE):
-                logger.warning("SolidQ shutdown timeout exceeded; quitting the remaining processes")
-                self._signal_children(signal.SIGQUIT)
-                self._wait_for_children(2.0)
         self._signal_children(signal.SIGKILL)
         self._wait_for_children(2.0)
 
@@ -284,13 +374,16 @@ class ForkSupervisor(Supervisor):
             except ProcessLookupError:
                 self.children.pop(pid, None)
 
-    def _wait_for_children(self, timeout: float) -> bool:
+    def _wait_for_children(self, timeout: float, *, interruptible: bool = False) -> bool:
+        """Wait up to ``timeout`` seconds for the children to exit; return whether they all
+        did. ``interruptible``: give up as soon as an interrupt asks to stop at once."""
         deadline = time.monotonic() + timeout
         while self.children and time.monotonic() < deadline:
             for pid, _status in self._reap():
                 self.children.pop(pid, None)
             self.heartbeat_if_due()
-            time.sleep(0.05)
+            if self.wait_for_interrupts(0.05) and interruptible:
+                return False
         return not self.children
 
     def _reap(self) -> list[tuple[int, int]]:
@@ -338,14 +431,18 @@ class ThreadSupervisor(Supervisor):
                 self.start_runner(spec)
 
     def stop_runners(self, *, immediately: bool) -> None:
+        """Stop the runners and wait for their threads; a second TERM or INT ends the wait
+        (the threads are daemons: they end with the process)."""
         for _spec, runner in self.runners.values():
             runner.stop()
         timeout = 0.0 if immediately else self.settings.shutdown_timeout + CLEANUP_GRACE
         deadline = time.monotonic() + timeout
         for thread in self.runners:
             while thread.is_alive() and time.monotonic() < deadline:
-                thread.join(min(0.5, max(0.0, deadline - time.monotonic())))
+                thread.join(min(0.1, max(0.0, deadline - time.monotonic())))
                 self.heartbeat_if_due()
+                if self.wait_for_interrupts(0.0):
+                    deadline = 0.0
         self.runners.clear()
 
 

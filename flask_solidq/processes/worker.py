@@ -24,6 +24,7 @@ import time
 import typing as t
 
 from flask_solidq import db
+from flask_solidq import log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
@@ -192,15 +193,18 @@ class Worker(Poller):
         wakeups.announce_scheduled(engine, earliest, notified=db.supports_listen_notify(engine))
 
     def _perform(self, job: ClaimedJob) -> None:
-        """Perform one claimed job on a pool thread; hand its outcome to the finisher."""
+        """Perform one claimed job on a pool thread; hand its outcome to the finisher, then
+        log how it ended and how long it took."""
+        started = time.monotonic()
         try:
             with self.app.app_context():
                 outcome = execute.perform(job)
         except BaseException as error:  # SystemExit or the like from a job: keep it as failed
             outcome = execute.Outcome(
-                job, execute.OutcomeKind.FAILED, error=execute.error_json(error)
+                job, execute.OutcomeKind.FAILED, error=execute.error_json(error), exception=error
             )
         t.cast(Finisher, self.finisher).add(outcome)
+        log_subscriber.log_performed(outcome, time.monotonic() - started)
 
     def shutdown(self) -> None:
         """Stop claiming, give running jobs ``SOLIDQ_SHUTDOWN_TIMEOUT`` to finish, store their
@@ -215,5 +219,20 @@ class Worker(Poller):
         if self.finisher is not None:
             self.finisher.stop(timeout=max(timeout, 5.0))
         if self.process_id is not None:
-            release.release_all(self.engine, [self.process_id])
+            self._release_unfinished()
         super().shutdown()
+
+    def _release_unfinished(self) -> None:
+        """Put the jobs still claimed (running past the shutdown timeout, or whose outcome
+        couldn't be stored) back to ready, and say which."""
+        process_id = t.cast(int, self.process_id)
+        unfinished = release.claimed_jobs(self.engine, [process_id])
+        count = release.release_all(self.engine, [process_id])
+        if count:
+            log_subscriber.log_released(
+                logger,
+                f"{self.kind} {self.name}",
+                f"unfinished after SOLIDQ_SHUTDOWN_TIMEOUT, {self.settings.shutdown_timeout:g} s",
+                unfinished,
+                count,
+            )

@@ -1,5 +1,6 @@
-"""The log subscriber: one line per signal, at the right level, never with arguments, and
-nothing built when the level is off."""
+"""The log subscriber: one line per signal, at the right level, never with arguments, with
+its fields as ``extra=`` too, and nothing built when the level is off. (The lines of the jobs
+a worker performs: tests/test_worker_logging.py.)"""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
 def test_connect_subscribes_to_every_signal():
     named = [value for value in vars(signals).values() if isinstance(value, blinker.NamedSignal)]
 
-    assert len(named) == 10
+    assert len(named) >= 14
     assert all(signal.receivers for signal in named)
 
 
@@ -56,10 +57,34 @@ def test_an_enqueue_logs_the_job_name_ids_and_queue_at_debug(caplog):
     assert messages(caplog) == [
         (
             logging.DEBUG,
-            f'SolidQ Enqueue job: "store_result", job_id: "{job.job_id}", provider_job_id: 41,'
-            ' queue: "default"',
+            f'SolidQ Enqueue job_name: "store_result", job_id: 41, active_job_id: "{job.job_id}",'
+            ' queue: "default", attempt: 0',
         )
     ]
+    (record,) = caplog.records
+    assert (record.event, record.job_name, record.job_id, record.active_job_id) == (
+        "enqueue",
+        "store_result",
+        41,
+        job.job_id,
+    )
+    assert "secret" not in caplog.text
+
+
+def test_a_perform_start_logs_the_attempt_at_info(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    job = jobs.store_result.new("secret argument")
+    job.provider_job_id = 8
+    job.executions = 2
+
+    signals.perform_start.send(type(job), job=job)
+
+    ((level, message),) = messages(caplog)
+    assert level == logging.INFO
+    assert message.startswith('SolidQ Job started job_name: "store_result", job_id: 8,')
+    assert message.endswith('queue: "default", attempt: 2')
+    assert caplog.records[0].event == "job_started"
+    assert caplog.records[0].attempt == 2
     assert "secret" not in caplog.text
 
 
@@ -71,19 +96,18 @@ def test_a_retry_names_the_error_class_and_the_wait(caplog):
 
     ((level, message),) = messages(caplog)
     assert level == logging.DEBUG
-    assert message.startswith('SolidQ Retry job: "StoreResultJob"')
-    assert message.endswith(f'queue: "results", error: "{__name__}.Boom", wait: 3.0')
+    assert message.startswith('SolidQ Retry job_name: "StoreResultJob"')
+    assert message.endswith(f'attempt: 0, error_class: "{__name__}.Boom", wait: 3.0')
     assert "private detail" not in message
 
 
-def test_a_failure_logs_at_warning_even_without_a_loaded_job(caplog):
-    caplog.set_level(logging.INFO, logger=LOGGER)
+def test_a_failure_signal_logs_at_debug_even_without_a_loaded_job(caplog):
+    # DEBUG: the worker's "Job failed" line is the WARNING, with the error's message.
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
 
     signals.fail.send(None, job=None, error=ValueError("x"), provider_job_id=9)
 
-    assert messages(caplog) == [
-        (logging.WARNING, 'SolidQ Fail provider_job_id: 9, error: "ValueError"')
-    ]
+    assert messages(caplog) == [(logging.DEBUG, 'SolidQ Fail job_id: 9, error_class: "ValueError"')]
 
 
 def test_a_dropped_collected_call_logs_at_warning(caplog):
@@ -164,7 +188,7 @@ def test_with_debug_off_receivers_build_nothing(caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     job = Untouchable()
 
-    for signal in (signals.enqueue, signals.perform_start, signals.perform):
+    for signal in (signals.enqueue, signals.perform):
         signal.send(None, job=job)
     signals.retry.send(None, job=job, error=Boom(), wait=1)
     signals.release_blocked.send(None, job_id=1, concurrency_key="k", released=False)

@@ -1,0 +1,293 @@
+"""``flask solidq jobs``, ``job``, ``retry``, ``discard`` and ``run-now``: reading jobs and
+acting on them from a terminal, over :mod:`flask_solidq.operations.browse` and
+:mod:`flask_solidq.operations.actions` (the same operations the Python API and the dashboard
+use). :func:`register` adds them to the ``flask solidq`` group."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+import typing as t
+
+import click
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import status
+from flask_solidq.operations import actions
+from flask_solidq.operations import browse
+from flask_solidq.timing import utcnow
+
+#: The longest error message a list line shows; `flask solidq job ID` shows it whole.
+MESSAGE_WIDTH = 60
+
+EngineFactory = t.Callable[[], sa.Engine]
+
+#: The times the --failed-before/--failed-after options take (UTC).
+TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"]
+
+_FILTER_OPTIONS = [
+    click.option("--queue", default=None, help="Only jobs of this queue."),
+    click.option("--job", default=None, help="Only jobs of this job name."),
+    click.option(
+        "--error-class",
+        default=None,
+        help="Failed jobs whose error is of this class (ValueError or builtins.ValueError).",
+    ),
+    click.option(
+        "--failed-before",
+        type=click.DateTime(TIME_FORMATS),
+        default=None,
+        help="Failed before (UTC).",
+    ),
+    click.option(
+        "--failed-after",
+        type=click.DateTime(TIME_FORMATS),
+        default=None,
+        help="Failed after (UTC).",
+    ),
+]
+
+
+def _filter_options(command: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
+    for option in reversed(_FILTER_OPTIONS):
+        command = option(command)
+    return command
+
+
+def register(group: click.Group, engine: EngineFactory) -> None:
+    """Add the job commands to ``group``; ``engine`` gives the queue's engine (or raises a
+    one-line click error)."""
+
+    @group.command("jobs")
+    @click.option(
+        "--state",
+        type=click.Choice([state.value for state in browse.State]),
+        default="failed",
+        show_default=True,
+    )
+    @click.option("--queue", default=None, help="Only jobs of this queue.")
+    @click.option("--job", default=None, help="Only jobs of this job name.")
+    @click.option("--limit", type=click.IntRange(1, browse.MAX_PAGE), default=50, show_default=True)
+    @click.option(
+        "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."
+    )
+    def jobs_command(
+        state: str, queue: str | None, job: str | None, limit: int, before: int | None
+    ) -> None:
+        """List jobs in one state, newest first, a page at a time."""
+        chosen = browse.State(state)
+        with db.read(engine()) as connection:
+            page = browse.list_jobs(
+                connection, chosen, queue=queue, job=job, before=before, limit=limit
+            )
+        click.echo(render_jobs(page, chosen, utcnow()))
+        if len(page) == limit:
+            again = _command_line(
+                state=state, queue=queue, job=job, limit=limit, before=page[-1].id
+            )
+            click.echo(f"\nMore: {again}")
+
+    @group.command("job")
+    @click.argument("reference")
+    def job_command(reference: str) -> None:
+        """Show one job whole: REFERENCE is its provider_job_id or its job_id."""
+        with db.read(engine()) as connection:
+            detail = browse.find_job(connection, reference)
+        if detail is None:
+            raise click.ClickException(f"No job {reference}.")
+        click.echo(render_job(detail, utcnow()))
+
+    @group.command("retry")
+    @click.argument("references", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help="Every failed job the filters match.")
+    @_filter_options
+    @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
+    def retry_command(references: tuple[str, ...], all_: bool, yes: bool, **options: t.Any) -> None:
+        """Retry failed jobs: the ones named (provider_job_id or job_id), or --all."""
+        queue_engine = engine()
+        if all_:
+            filters = _filters(options, references)
+            _confirm(yes, "Retry", _count(queue_engine, actions.Waiting.FAILED, filters))
+            done = actions.retry_all(queue_engine, filters)
+        else:
+            ids = _ids(queue_engine, references, options)
+            _confirm(yes, "Retry", len(ids))
+            done = actions.retry(queue_engine, ids)
+        click.echo(f"Retried {_jobs(done)}.{_none_left(done, references, 'failed')}")
+
+    @group.command("discard")
+    @click.argument("references", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help="Every job in --state the filters match.")
+    @click.option(
+        "--state",
+        type=click.Choice([state.value for state in actions.Waiting]),
+        default="failed",
+        show_default=True,
+        help="With --all: the state to discard from.",
+    )
+    @_filter_options
+    @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
+    def discard_command(
+        references: tuple[str, ...], all_: bool, state: str, yes: bool, **options: t.Any
+    ) -> None:
+        """Discard jobs with their executions and calls: the ones named (failed, scheduled,
+        ready or blocked; never running), or --all in --state."""
+        queue_engine = engine()
+        if all_:
+            filters, chosen = _filters(options, references), actions.Waiting(state)
+            _confirm(yes, "Discard", _count(queue_engine, chosen, filters), chosen.value)
+            done = actions.discard_all(queue_engine, chosen, filters)
+        else:
+            ids = _ids(queue_engine, references, options)
+            _confirm(yes, "Discard", len(ids))
+            done = actions.discard(queue_engine, ids)
+        waiting = "failed, scheduled, ready or blocked"
+        click.echo(f"Discarded {_jobs(done)}.{_none_left(done, references, waiting)}")
+
+    @group.command("run-now")
+    @click.argument("references", nargs=-1, required=True)
+    def run_now_command(references: tuple[str, ...]) -> None:
+        """Make scheduled jobs (rate-limited ones waiting included) due now."""
+        queue_engine = engine()
+        done = actions.run_now(queue_engine, actions.resolve(queue_engine, references))
+        click.echo(f"Made {_jobs(done)} due now.{_none_left(done, references, 'scheduled')}")
+
+
+def render_jobs(page: t.Sequence[browse.JobSummary], state: browse.State, now: dt.datetime) -> str:
+    """A page of jobs as a table; its last column depends on the state."""
+    if not page:
+        return f"No {state.value} jobs."
+    last, value = _LAST_COLUMN.get(state, ("ENQUEUED", _enqueued))
+    rows = [
+        [str(job.id), job.class_name, job.queue_name, str(job.priority), value(job, now)]
+        for job in page
+    ]
+    return status.format_table(["ID", "JOB", "QUEUE", "PRIORITY", last], rows, right={0, 3})
+
+
+def _enqueued(job: browse.JobSummary, now: dt.datetime) -> str:
+    return status.format_age(job.created_at, now)
+
+
+def _due(job: browse.JobSummary, now: dt.datetime) -> str:
+    return status.format_when(job.scheduled_at, now) if job.scheduled_at else "-"
+
+
+def _finished(job: browse.JobSummary, now: dt.datetime) -> str:
+    return status.format_age(job.finished_at, now) if job.finished_at else "-"
+
+
+def _error(job: browse.JobSummary, now: dt.datetime) -> str:
+    message = (job.error_message or "").splitlines()[0] if job.error_message else ""
+    if len(message) > MESSAGE_WIDTH:
+        message = message[: MESSAGE_WIDTH - 1] + "…"
+    return f"{job.error_class or '?'}: {message}" if message else (job.error_class or "?")
+
+
+_LAST_COLUMN: dict[browse.State, tuple[str, t.Callable[[browse.JobSummary, dt.datetime], str]]] = {
+    browse.State.SCHEDULED: ("DUE", _due),
+    browse.State.FINISHED: ("FINISHED", _finished),
+    browse.State.FAILED: ("ERROR", _error),
+}
+
+
+def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
+    """One job whole, for a terminal."""
+    job = detail.summary
+    fields = [
+        ("job", job.class_name),
+        ("job_id", job.active_job_id or "-"),
+        ("state", job.state.value),
+        ("queue", f"{job.queue_name} (priority {job.priority})"),
+        ("enqueued", _moment(job.created_at, now)),
+        ("scheduled", _moment(job.scheduled_at, now) if job.scheduled_at else "-"),
+        ("finished", _moment(job.finished_at, now) if job.finished_at else "-"),
+        ("executions", str(detail.executions)),
+        ("concurrency key", detail.concurrency_key or "-"),
+        ("rate-limit key", detail.rate_limit_key or "-"),
+        ("coalesce key", f"{detail.coalesce_key} (open)" if detail.coalesce_key else "-"),
+        ("collected calls", str(detail.calls)),
+    ]
+    if detail.claimed_by:
+        fields.append(("claimed by", detail.claimed_by))
+    if detail.blocked_until:
+        fields.append(("blocked until", _moment(detail.blocked_until, now)))
+    width = max(len(name) for name, _ in fields)
+    lines = [f"Job {job.id}"]
+    lines += [f"  {name.ljust(width)}  {value}" for name, value in fields]
+    lines += ["", "Payload:", _indent(json.dumps(detail.payload, indent=2, ensure_ascii=False))]
+    if detail.error is not None:
+        error = detail.error
+        lines += ["", f"Error ({_moment(error.failed_at, now)}): {error.exception_class}"]
+        lines += [_indent(error.message)] if error.message else []
+        lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
+    return "\n".join(lines)
+
+
+def _moment(moment: dt.datetime, now: dt.datetime) -> str:
+    relative = status.format_when(moment, now) if moment > now else status.format_age(moment, now)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({relative})"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def _filters(options: dict[str, t.Any], references: tuple[str, ...]) -> actions.Filters:
+    if references:
+        raise click.UsageError("Name the jobs or pass --all, not both.")
+    return actions.Filters(
+        queue=options.get("queue"),
+        job=options.get("job"),
+        error_class=options.get("error_class"),
+        failed_before=_utc(options.get("failed_before")),
+        failed_after=_utc(options.get("failed_after")),
+    )
+
+
+def _count(engine: sa.Engine, state: actions.Waiting, filters: actions.Filters) -> int:
+    try:
+        return actions.count(engine, state, filters)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
+
+
+def _utc(moment: dt.datetime | None) -> dt.datetime | None:
+    """A time typed at the prompt, read as UTC (as every time the queue stores is)."""
+    return moment.replace(tzinfo=dt.timezone.utc) if moment and moment.tzinfo is None else moment
+
+
+def _ids(engine: sa.Engine, references: tuple[str, ...], options: dict[str, t.Any]) -> list[int]:
+    if not references:
+        raise click.UsageError("Name the jobs (provider_job_id or job_id), or pass --all.")
+    if any(value is not None for value in options.values()):
+        raise click.UsageError("The filters go with --all; named jobs are acted on as named.")
+    return actions.resolve(engine, references)
+
+
+def _confirm(yes: bool, verb: str, count: int, state: str = "") -> None:
+    if yes or count == 0:
+        return
+    what = f"{count} {state} job{'s' if count != 1 else ''}".replace("  ", " ")
+    click.confirm(f"{verb} {what}?", abort=True)
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job{'s' if count != 1 else ''}"
+
+
+def _none_left(done: int, references: tuple[str, ...], wanted: str) -> str:
+    """Why nothing was done, when jobs were named."""
+    if done or not references:
+        return ""
+    return f" None of the named jobs is {wanted} now."
+
+
+def _command_line(**options: t.Any) -> str:
+    parts = ["flask solidq jobs"]
+    for name, value in options.items():
+        if value is not None:
+            parts.append(f"--{name} {shlex.quote(str(value))}")
+    return " ".join(parts)

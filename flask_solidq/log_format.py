@@ -1,0 +1,124 @@
+"""How ``flask solidq work`` writes its log: the level its ``--log-level`` chooses, and the
+format its ``--log-format`` does: text lines, or one JSON object per line.
+
+A JSON line has the record's ``time``, ``level``, ``logger`` and ``message``, then every field
+the record carries as ``extra=`` (flask-solidq's records carry ``event``, ``job_name``,
+``job_id``, ``active_job_id``, ``queue``, ``attempt``, ``duration``... see
+:mod:`flask_solidq.log_subscriber`), so a log pipeline can filter on them without parsing the
+message. flask-solidq never puts a job's arguments or keys in a record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import logging
+import typing as t
+
+#: The text format: what ``flask solidq work`` has always written.
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+class LogFormat(str, enum.Enum):
+    """The formats ``flask solidq work --log-format`` writes."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class LogLevel(str, enum.Enum):
+    """The levels ``flask solidq work --log-level`` takes."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+    @property
+    def number(self) -> int:
+        return t.cast(int, logging.getLevelName(self.value))
+
+
+#: The attributes every log record has: anything else on a record came from ``extra=``.
+_RECORD_ATTRIBUTES = frozenset(
+    {*vars(logging.LogRecord("", logging.INFO, "", 0, "", (), None)), "message", "asctime"}
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (newlines in values are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, t.Any] = {
+            "time": _utc_time(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        data.update(extra_fields(record))
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            data["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, t.Any]:
+    """The fields ``record`` was given as ``extra=``, in the order they were given."""
+    return {
+        key: value
+        for key, value in vars(record).items()
+        if key not in _RECORD_ATTRIBUTES and not key.startswith("_")
+    }
+
+
+def _utc_time(created: float) -> str:
+    moment = dt.datetime.fromtimestamp(created, dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def formatter(log_format: LogFormat) -> logging.Formatter:
+    """The formatter of ``log_format``."""
+    if log_format is LogFormat.JSON:
+        return JsonFormatter()
+    return logging.Formatter(TEXT_FORMAT)
+
+
+def configure(
+    logger: logging.Logger, *, level: LogLevel | None, log_format: LogFormat | None
+) -> None:
+    """Set up ``logger`` (``flask_solidq``'s) for ``flask solidq work``.
+
+    Without a format, lines go to stderr as text only when the app set up no handler that
+    would write them, as before these options existed. With one, the command writes the
+    logger's lines to stderr itself, in that format, and stops them propagating to the app's
+    handlers, so each line is written once, in the format asked for. Without a level, the
+    logger logs INFO and above unless the app set its level.
+
+    Set up before the supervisor forks: each forked process inherits it.
+    """
+    if log_format is not None:
+        _write_to_stderr(logger, log_format)
+        logger.propagate = False
+    elif not logger.hasHandlers():
+        _write_to_stderr(logger, LogFormat.TEXT)
+    if level is not None:
+        logger.setLevel(level.number)
+    elif logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler :func:`configure` adds (a class of its own, so configuring again replaces
+    it instead of adding a second one)."""
+
+
+def _write_to_stderr(logger: logging.Logger, log_format: LogFormat) -> None:
+    for handler in list(logger.handlers):
+        if isinstance(handler, _StderrHandler):
+            logger.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(formatter(log_format))
+    logger.addHandler(handler)

@@ -1,0 +1,332 @@
+"""What a person does to jobs: retry or discard failed ones, discard waiting ones, run a
+scheduled one now. The one implementation behind ``solidq.retry()`` and friends, the
+``flask solidq retry``/``discard``/``run-now`` commands and the dashboard's buttons.
+
+Every action works in batches of at most :data:`BATCH_SIZE` jobs, one transaction each, and
+locks the execution rows it acts on with ``FOR UPDATE SKIP LOCKED``: two people (or a person
+and a worker) acting on the same jobs at once never act twice on one job, and a job that
+left the state an action wants (it ran, it was retried already) is simply not counted. Each
+action returns how many jobs it changed.
+
+* **retry** (failed jobs): the failed execution is deleted and the job becomes ready again
+  (or blocked, by its concurrency limit), keeping its row, its id, its ``executions`` count
+  and its collected calls; its ``retry_on`` rules get their attempts back. The error goes
+  with the failed execution, as on Solid Queue: a job that fails again records its new one.
+  A retried job doesn't coalesce.
+* **discard** (failed, scheduled, ready or blocked jobs; never a running one): the job row
+  is deleted with its executions and collected calls (foreign keys cascade), which frees its
+  coalesce key if it held it; a ready job gives its concurrency slot back.
+* **run now** (scheduled jobs, including rate-limited jobs waiting for their slot): the job
+  becomes due now, ready or blocked; a rate-limited job is checked again when claimed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import db
+from flask_solidq import models
+from flask_solidq import postgres
+from flask_solidq.operations import dispatch
+from flask_solidq.operations import job_rows
+from flask_solidq.operations import queues
+from flask_solidq.operations.rows import JobRef
+from flask_solidq.timing import as_utc
+from flask_solidq.timing import utcnow
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+
+#: The most jobs one transaction of an action changes.
+BATCH_SIZE = 500
+
+
+class Waiting(str, enum.Enum):
+    """The states a job can be discarded from: every state but running and finished. In the
+    order :func:`discard` goes through them: blocked before ready, because discarding a ready
+    job gives its slot back, which may make a blocked job of the same key ready."""
+
+    FAILED = "failed"
+    SCHEDULED = "scheduled"
+    BLOCKED = "blocked"
+    READY = "ready"
+
+
+_EXECUTIONS = {
+    Waiting.FAILED: FAILED,
+    Waiting.SCHEDULED: SCHEDULED,
+    Waiting.READY: READY,
+    Waiting.BLOCKED: BLOCKED,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Filters:
+    """Which jobs a ``*_all`` action takes: every field given must match.
+
+    ``error_class`` (the failed execution's exception class, e.g. ``"builtins.ValueError"``,
+    or its last part, ``"ValueError"``), ``failed_before`` and ``failed_after`` apply to failed
+    jobs only.
+    """
+
+    queue: str | None = None
+    job: str | None = None
+    error_class: str | None = None
+    failed_before: dt.datetime | None = None
+    failed_after: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("failed_before", "failed_after"):
+            value = getattr(self, name)
+            if value is not None:
+                if not isinstance(value, dt.datetime):
+                    raise TypeError(f"{name}= must be a datetime, not {value!r}.")
+                object.__setattr__(self, name, as_utc(value))
+
+    def check_state(self, state: Waiting) -> None:
+        """Refuse failure filters for jobs that haven't failed, rather than ignore them
+        (``discard_all("scheduled", error_class=...)`` would discard every scheduled job).
+
+        :raises ValueError: a failure filter is given for another state.
+        """
+        given = [name for name in _FAILURE_FILTERS if getattr(self, name) is not None]
+        if state is not Waiting.FAILED and given:
+            raise ValueError(
+                f"{', '.join(given)} filter(s) failed jobs only; {state.value} jobs have no error."
+            )
+
+    def where(self, execution: sa.Table) -> list[sa.ColumnElement[bool]]:
+        """The SQL conditions on ``execution`` joined with ``solidq_jobs``."""
+        conditions: list[sa.ColumnElement[bool]] = []
+        if self.queue is not None:
+            conditions.append(JOBS.c.queue_name == self.queue)
+        if self.job is not None:
+            conditions.append(JOBS.c.class_name == self.job)
+        if execution is FAILED:
+            if self.failed_before is not None:
+                conditions.append(FAILED.c.created_at < self.failed_before)
+            if self.failed_after is not None:
+                conditions.append(FAILED.c.created_at > self.failed_after)
+        return conditions
+
+    def matches_error(self, error: str | None) -> bool:
+        """Whether a failed execution's ``error`` has the wanted exception class."""
+        if self.error_class is None:
+            return True
+        error_class, _message = queues.parse_error(error)
+        return self.error_class in (error_class, error_class.rpartition(".")[2])
+
+
+_FAILURE_FILTERS = ("error_class", "failed_before", "failed_after")
+
+
+# Retry.
+
+
+def retry(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
+    """Retry the failed jobs among ``job_ids``; return how many were retried."""
+    return sum(_retry_batch(engine, batch) for batch in db.batched(list(job_ids), BATCH_SIZE))
+
+
+def retry_all(engine: sa.Engine, filters: Filters = Filters()) -> int:
+    """Retry every failed job matching ``filters``; return how many were retried."""
+    return sum(_retry_batch(engine, batch) for batch in _batches(engine, FAILED, filters))
+
+
+def _retry_batch(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
+    now = utcnow()
+    with db.write(engine) as connection:
+        ids = _lock(connection, FAILED, job_ids)
+        if not ids:
+            return 0
+        connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
+        _reset_rule_counters(connection, ids, now)
+        dispatch.make_ready(connection, _refs(connection, ids), now)
+        db.notify(connection, postgres.READY_CHANNEL)
+    return len(ids)
+
+
+def _reset_rule_counters(connection: sa.Connection, ids: list[int], now: dt.datetime) -> None:
+    """Give the retried jobs' ``retry_on`` rules their attempts back, as Solid Queue's retry
+    does: a job whose attempts ran out would otherwise fail again at its first error. The
+    total ``executions`` stays, as the job's history."""
+    rows = connection.execute(sa.select(JOBS.c.id, JOBS.c.arguments).where(JOBS.c.id.in_(ids)))
+    updates = [
+        {"job": row.id, "arguments": _without_rule_counters(row.arguments), "now": now}
+        for row in rows
+    ]
+    connection.execute(_RESET, updates)
+
+
+def _without_rule_counters(arguments: str | None) -> str | None:
+    try:
+        payload = json.loads(arguments or "")
+    except (ValueError, RecursionError):
+        return arguments  # not a payload a worker could load anyway: it will fail again
+    if not isinstance(payload, dict) or "exception_executions" not in payload:
+        return arguments
+    payload.pop("exception_executions")
+    return job_rows.dumps(payload)
+
+
+_RESET = (
+    JOBS.update()
+    .where(JOBS.c.id == sa.bindparam("job"))
+    .values(
+        arguments=sa.bindparam("arguments"),
+        scheduled_at=sa.bindparam("now"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+# Discard.
+
+
+def discard(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
+    """Discard the jobs among ``job_ids`` that are failed, scheduled, ready or blocked;
+    return how many were discarded. Running and finished jobs are left alone."""
+    ids = list(job_ids)
+    return sum(
+        _discard_batch(engine, state, batch)
+        for state in Waiting
+        for batch in db.batched(ids, BATCH_SIZE)
+    )
+
+
+def discard_all(
+    engine: sa.Engine, state: Waiting = Waiting.FAILED, filters: Filters = Filters()
+) -> int:
+    """Discard every job in ``state`` matching ``filters``; return how many.
+
+    :raises ValueError: a failure filter is given for jobs that haven't failed.
+    """
+    filters.check_state(state)
+    execution = _EXECUTIONS[state]
+    return sum(
+        _discard_batch(engine, state, batch) for batch in _batches(engine, execution, filters)
+    )
+
+
+def _discard_batch(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
+    with db.write(engine) as connection:
+        ids = _lock(connection, _EXECUTIONS[state], job_ids)
+        if not ids:
+            return 0
+        refs = _refs(connection, ids) if state is Waiting.READY else []
+        connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
+    controls.finish(engine, refs)  # a ready job held its concurrency slot: give it back
+    return len(ids)
+
+
+# Run now.
+
+
+def run_now(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
+    """Make the scheduled jobs among ``job_ids`` due now; return how many."""
+    return sum(_run_now_batch(engine, batch) for batch in db.batched(list(job_ids), BATCH_SIZE))
+
+
+def _run_now_batch(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
+    now = utcnow()
+    with db.write(engine) as connection:
+        ids = _lock(connection, SCHEDULED, job_ids)
+        if not ids:
+            return 0
+        connection.execute(SCHEDULED.delete().where(SCHEDULED.c.job_id.in_(ids)))
+        connection.execute(
+            JOBS.update().where(JOBS.c.id.in_(ids)).values(scheduled_at=now, updated_at=now)
+        )
+        dispatch.make_ready(connection, _refs(connection, ids), now)
+        db.notify(connection, postgres.READY_CHANNEL)
+    return len(ids)
+
+
+# Shared.
+
+
+def _lock(connection: sa.Connection, execution: sa.Table, job_ids: t.Sequence[int]) -> list[int]:
+    """Lock the rows of ``execution`` of ``job_ids``; return the ids of the jobs that have
+    one (rows another transaction holds are skipped: it is acting on them)."""
+    query = sa.select(execution.c.job_id).where(execution.c.job_id.in_(job_ids))
+    return sorted(connection.scalars(db.for_update(query, skip_locked=True)))
+
+
+def _refs(connection: sa.Connection, ids: list[int]) -> list[JobRef]:
+    rows = connection.execute(
+        sa.select(
+            JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
+        )
+        .where(JOBS.c.id.in_(ids))
+        .order_by(JOBS.c.id)
+    )
+    return [
+        JobRef(row.id, row.queue_name, row.priority, row.class_name, row.concurrency_key, None)
+        for row in rows
+    ]
+
+
+def _batches(engine: sa.Engine, execution: sa.Table, filters: Filters) -> t.Iterator[list[int]]:
+    """The ids of the jobs in ``execution`` matching ``filters``, in batches, by job id
+    (keyset: each batch starts after the last id of the one before, so jobs acted on don't
+    shift the next batch, and jobs that arrive meanwhile with higher ids are included)."""
+    after = 0
+    while True:
+        columns = [execution.c.job_id]
+        if execution is FAILED:
+            columns.append(FAILED.c.error)
+        query = (
+            sa.select(*columns)
+            .select_from(execution.join(JOBS, JOBS.c.id == execution.c.job_id))
+            .where(execution.c.job_id > after, *filters.where(execution))
+            .order_by(execution.c.job_id)
+            .limit(BATCH_SIZE)
+        )
+        with db.read(engine) as connection:
+            rows = connection.execute(query).all()
+        if not rows:
+            return
+        after = rows[-1].job_id
+        batch = [
+            row.job_id
+            for row in rows
+            if execution is not FAILED or filters.matches_error(row.error)
+        ]
+        if batch:
+            yield batch
+
+
+def resolve(engine: sa.Engine, references: t.Iterable[int | str]) -> list[int]:
+    """The row ids (``provider_job_id``) of ``references``: row ids as they are (an int, or a
+    string of digits), and ``job_id`` UUIDs looked up; unknown ones drop out."""
+    ids: list[int] = []
+    uuids: list[str] = []
+    for reference in references:
+        if isinstance(reference, bool) or not isinstance(reference, (int, str)):
+            raise TypeError(f"A job is named by its provider_job_id or job_id, not {reference!r}.")
+        if isinstance(reference, int) or reference.isdigit():
+            ids.append(int(reference))
+        else:
+            uuids.append(reference)
+    if uuids:
+        with db.read(engine) as connection:
+            query = sa.select(JOBS.c.id).where(JOBS.c.active_job_id.in_(uuids))
+            ids.extend(connection.scalars(query))
+    return sorted(set(ids))
+
+
+def count(engine: sa.Engine, state: Waiting, filters: Filters = Filters()) -> int:
+    """How many jobs in ``state`` match ``filters`` now (what a ``*_all`` action would take,
+    barring jobs that change meanwhile): for a confirmation prompt."""
+    filters.check_state(state)
+    return sum(len(batch) for batch in _batches(engine, _EXECUTIONS[state], filters))

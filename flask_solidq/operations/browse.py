@@ -1,0 +1,272 @@
+"""Reading jobs for people: a page of jobs in one state, and one job whole. Read-only; behind
+``flask solidq jobs`` / ``flask solidq job`` and the dashboard.
+
+Pages are keyset-paginated on the job id, newest first (``before``: the last id of the
+previous page), so a page costs the same at the millionth job as at the first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import models
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
+COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
+CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
+
+#: The most jobs one page lists.
+MAX_PAGE = 500
+
+
+class State(str, enum.Enum):
+    """A job's state: which execution row points at it (none, and finished: finished)."""
+
+    SCHEDULED = "scheduled"
+    READY = "ready"
+    CLAIMED = "claimed"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+    FINISHED = "finished"
+
+
+_EXECUTIONS: dict[State, sa.Table] = {
+    State.SCHEDULED: SCHEDULED,
+    State.READY: READY,
+    State.CLAIMED: CLAIMED,
+    State.BLOCKED: BLOCKED,
+    State.FAILED: FAILED,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSummary:
+    """A job as a list shows it."""
+
+    id: int
+    active_job_id: str | None
+    class_name: str
+    queue_name: str
+    priority: int
+    state: State
+    scheduled_at: dt.datetime | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    #: Failed jobs: the exception class and message of their error.
+    error_class: str | None = None
+    error_message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Error:
+    """A failed execution's error, parsed: what the worker stored."""
+
+    exception_class: str
+    message: str
+    backtrace: list[str]
+    failed_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class JobDetail:
+    """One job whole: its row, its state and what its state row says, its keys and calls."""
+
+    summary: JobSummary
+    #: The stored payload, parsed (arguments in their stored JSON form), or the raw text when
+    #: it isn't JSON.
+    payload: t.Any
+    #: How many times the job ran (the payload's attempt counter).
+    executions: int
+    concurrency_key: str | None
+    rate_limit_key: str | None
+    #: The coalesce key whose open job this is, if any.
+    coalesce_key: str | None
+    #: Collected calls the job holds.
+    calls: int
+    #: Claimed: the process that holds it (its name, host and pid).
+    claimed_by: str | None = None
+    #: Blocked: when its concurrency key's semaphore lease runs out.
+    blocked_until: dt.datetime | None = None
+    error: Error | None = None
+
+
+def list_jobs(
+    connection: sa.Connection,
+    state: State,
+    *,
+    queue: str | None = None,
+    job: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[JobSummary]:
+    """Up to ``limit`` jobs in ``state`` (of ``queue``, of the job named ``job``), newest
+    first, with ids below ``before``."""
+    limit = max(1, min(limit, MAX_PAGE))
+    columns = [*_SUMMARY_COLUMNS]
+    if state is State.FINISHED:
+        query = sa.select(*columns).where(JOBS.c.finished_at.is_not(None))
+    else:
+        execution = _EXECUTIONS[state]
+        if state is State.FAILED:
+            columns.append(FAILED.c.error)
+        query = sa.select(*columns).select_from(
+            JOBS.join(execution, execution.c.job_id == JOBS.c.id)
+        )
+    if queue is not None:
+        query = query.where(JOBS.c.queue_name == queue)
+    if job is not None:
+        query = query.where(JOBS.c.class_name == job)
+    if before is not None:
+        query = query.where(JOBS.c.id < before)
+    rows = connection.execute(query.order_by(JOBS.c.id.desc()).limit(limit)).mappings()
+    return [_summary(row, state) for row in rows]
+
+
+def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | None:
+    """The job whose ``provider_job_id`` (row id) or ``job_id`` (UUID) is ``reference``."""
+    row = (
+        connection.execute(
+            sa.select(
+                *_SUMMARY_COLUMNS, JOBS.c.arguments, JOBS.c.concurrency_key, JOBS.c.rate_limit_key
+            )
+            .where(_reference(reference))
+            .order_by(JOBS.c.id.desc())
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return None
+    state = job_state(connection, row["id"], row["finished_at"])
+    payload = _parse(row["arguments"])
+    executions = payload.get("executions", 0) if isinstance(payload, dict) else 0
+    error = _error(connection, row["id"]) if state is State.FAILED else None
+    summary = _summary(row, state)
+    if error is not None:
+        summary = dataclasses.replace(
+            summary, error_class=error.exception_class, error_message=error.message
+        )
+    return JobDetail(
+        summary=summary,
+        payload=payload,
+        executions=executions if isinstance(executions, int) else 0,
+        concurrency_key=row["concurrency_key"],
+        rate_limit_key=row["rate_limit_key"],
+        coalesce_key=connection.scalar(
+            sa.select(COALESCE_KEYS.c.key).where(COALESCE_KEYS.c.job_id == row["id"])
+        ),
+        calls=int(
+            connection.scalar(
+                sa.select(sa.func.count()).select_from(CALLS).where(CALLS.c.job_id == row["id"])
+            )
+            or 0
+        ),
+        claimed_by=_claimed_by(connection, row["id"]) if state is State.CLAIMED else None,
+        blocked_until=(
+            connection.scalar(sa.select(BLOCKED.c.expires_at).where(BLOCKED.c.job_id == row["id"]))
+            if state is State.BLOCKED
+            else None
+        ),
+        error=error,
+    )
+
+
+def job_state(connection: sa.Connection, job_id: int, finished_at: dt.datetime | None) -> State:
+    """Which state the job is in (a job with no execution row and no ``finished_at``, which
+    only a moment between two transactions can show, reads as ready)."""
+    for state, execution in _EXECUTIONS.items():
+        if connection.scalar(sa.select(execution.c.id).where(execution.c.job_id == job_id)):
+            return state
+    return State.FINISHED if finished_at is not None else State.READY
+
+
+_SUMMARY_COLUMNS = (
+    JOBS.c.id,
+    JOBS.c.active_job_id,
+    JOBS.c.class_name,
+    JOBS.c.queue_name,
+    JOBS.c.priority,
+    JOBS.c.scheduled_at,
+    JOBS.c.created_at,
+    JOBS.c.finished_at,
+)
+
+
+def _reference(reference: str | int) -> sa.ColumnElement[bool]:
+    if isinstance(reference, int) or str(reference).isdigit():
+        return JOBS.c.id == int(reference)
+    return JOBS.c.active_job_id == str(reference)
+
+
+def _summary(row: sa.RowMapping, state: State) -> JobSummary:
+    error_class = message = None
+    if "error" in row:
+        parsed = _parse(row["error"])
+        if isinstance(parsed, dict):
+            error_class = str(parsed.get("exception_class") or "")
+            message = str(parsed.get("message") or "")
+        else:
+            error_class, message = "", str(parsed)
+    return JobSummary(
+        id=row["id"],
+        active_job_id=row["active_job_id"],
+        class_name=row["class_name"],
+        queue_name=row["queue_name"],
+        priority=row["priority"],
+        state=state,
+        scheduled_at=row["scheduled_at"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        error_class=error_class,
+        error_message=message,
+    )
+
+
+def _parse(text: str | None) -> t.Any:
+    """JSON text parsed, or the text itself when it isn't JSON (a row written by hand)."""
+    try:
+        return json.loads(text or "null")
+    except (ValueError, RecursionError):
+        return text
+
+
+def _claimed_by(connection: sa.Connection, job_id: int) -> str | None:
+    row = connection.execute(
+        sa.select(PROCESSES.c.name, PROCESSES.c.hostname, PROCESSES.c.pid)
+        .select_from(CLAIMED.outerjoin(PROCESSES, PROCESSES.c.id == CLAIMED.c.process_id))
+        .where(CLAIMED.c.job_id == job_id)
+    ).first()
+    if row is None or row.name is None:
+        return None
+    return f"{row.name} (pid {row.pid} on {row.hostname})"
+
+
+def _error(connection: sa.Connection, job_id: int) -> Error | None:
+    row = connection.execute(
+        sa.select(FAILED.c.error, FAILED.c.created_at).where(FAILED.c.job_id == job_id)
+    ).first()
+    if row is None:
+        return None
+    parsed = _parse(row.error)
+    if not isinstance(parsed, dict):
+        return Error("", str(parsed), [], row.created_at)
+    backtrace = parsed.get("backtrace")
+    return Error(
+        exception_class=str(parsed.get("exception_class") or ""),
+        message=str(parsed.get("message") or ""),
+        backtrace=[str(line) for line in backtrace] if isinstance(backtrace, list) else [],
+        failed_at=row.created_at,
+    )

@@ -1,0 +1,205 @@
+"""``make demo``: the example app's server and worker, as real processes on a real port."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import typing as t
+import urllib.error
+import urllib.request
+
+import pytest
+
+from example_app.app import HTMX_SCRIPT
+from tests.support import wait_until
+
+pytestmark = pytest.mark.processes
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+class Demo(t.NamedTuple):
+    """A demo process, and the environment entry only it and its children carry."""
+
+    process: subprocess.Popen[str]
+    marker: bytes
+    port: int
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return t.cast(int, probe.getsockname()[1])
+
+
+def demo_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "example_app.demo", "--port", str(port)]
+
+
+def demo_environment(tmp_path: pathlib.Path) -> tuple[dict[str, str], bytes]:
+    """The demo's environment: its own SQLite database, whose URL also marks its processes."""
+    url = f"sqlite:///{tmp_path}/demo.db"
+    return {**os.environ, "DATABASE_URL": url}, f"DATABASE_URL={url}".encode()
+
+
+def processes_with(marker: bytes) -> list[int]:
+    """The running processes whose environment holds ``marker``: the demo, its migration, its
+    worker's supervisor and the supervisor's children all inherit it."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if marker in environment.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def children_of(pid: int, marker: bytes) -> list[int]:
+    children = []
+    for child in processes_with(marker):
+        try:
+            stat = pathlib.Path(f"/proc/{child}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == pid:
+            children.append(child)
+    return children
+
+
+def get(port: int, path: str = "/", headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return response.status, response.read().decode()
+
+
+def page_or_none(port: int) -> str | None:
+    try:
+        return get(port)[1]
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+@pytest.fixture
+def demo(tmp_path: pathlib.Path) -> t.Iterator[Demo]:
+    """The demo serving on a free port, once its page answers; killed with its processes if a
+    test leaves it running."""
+    port = free_port()
+    environment, marker = demo_environment(tmp_path)
+    process = subprocess.Popen(
+        demo_command(port),
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: page_or_none(port) or process.poll() is not None, timeout=60, interval=0.2
+        )
+        assert process.poll() is None, process.communicate()[0]
+        yield Demo(process, marker, port)
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        process.communicate()
+
+
+def test_a_port_in_use_says_so_in_one_line_and_exits_non_zero_with_nothing_left_running(
+    tmp_path,
+):
+    environment, marker = demo_environment(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = subprocess.run(
+            demo_command(port),
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"Port {port} is in use on 127.0.0.1: stop what uses it, or pick another port"
+        f" (make demo PORT={port + 1})."
+    ]
+    assert processes_with(marker) == []
+    assert not (tmp_path / "demo.db").exists()  # the port is taken before anything starts
+
+
+def test_the_demo_serves_on_its_port_runs_jobs_and_ctrl_c_stops_its_worker(demo):
+    page = get(demo.port)[1]
+    assert 'hx-trigger="every 2s"' in page
+    assert get(demo.port, f"/solidq-static/{HTMX_SCRIPT}")[0] == 200
+    wait_until(lambda: len(children_of(demo.process.pid, demo.marker)) == 1, timeout=30)
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{demo.port}/products", data=b"name=Teapot", method="POST"
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+    # The worker reindexes the product; the page's poll shows it.
+    wait_until(
+        lambda: "<strong>1</strong> finished" in get(demo.port, "/", {"HX-Request": "true"})[1],
+        timeout=30,
+        interval=0.2,
+    )
+
+    demo.process.send_signal(signal.SIGINT)
+    output = demo.process.communicate(timeout=60)[0]
+
+    assert demo.process.returncode == 0, output
+    assert processes_with(demo.marker) == []
+    # The fixture's first look, this test's and the POST's redirect; the polls aren't logged.
+    assert output.count('"GET / HTTP/1.1" 200') == 3, output
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_kill_or_a_closed_terminal_stops_the_demo_and_its_worker(demo, signum):
+    wait_until(lambda: len(children_of(demo.process.pid, demo.marker)) == 1, timeout=30)
+
+    demo.process.send_signal(signum)
+    output = demo.process.communicate(timeout=60)[0]
+
+    assert demo.process.returncode == 0, output
+    assert processes_with(demo.marker) == []
+
+
+def test_a_worker_that_stops_by_itself_stops_the_demo_with_a_non_zero_exit(demo):
+    (worker,) = wait_until(lambda: children_of(demo.process.pid, demo.marker), timeout=30)
+
+    os.kill(worker, signal.SIGTERM)  # a worker stopped from outside, or one that crashed
+    output = demo.process.communicate(timeout=60)[0]
+
+    assert demo.process.returncode == 1
+    assert "The worker stopped, so the demo stops too." in output
+    assert processes_with(demo.marker) == []
+    assert page_or_none(demo.port) is None
+
+
+def test_make_demo_installs_only_the_package_and_passes_the_port():
+    dry_run = subprocess.run(
+        ["make", "--dry-run", "--always-make", "demo", "PORT=5001"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+
+    installs = [line for line in dry_run if "pip install" in line and "--upgrade pip" not in line]
+    assert installs == [".venv/bin/pip install --quiet -e ."]
+    assert dry_run[-1] == ".venv/bin/python -m example_app.demo --port 5001"
