@@ -38,8 +38,10 @@ test: install
 bench: install
 	$(BIN)/python bench/enqueue.py
 
+# Ruff, and mypy in strict mode on flask_solidq (its settings: [tool.mypy] in pyproject.toml).
 lint: install
 	$(BIN)/ruff check flask_solidq tests bench example_app
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

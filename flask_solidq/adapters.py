@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from flask_solidq import app_transaction
 from flask_solidq import db
 from flask_solidq import signals
+from flask_solidq.config import Adapter
 from flask_solidq.operations import enqueue as enqueue_operation
 from flask_solidq.processes import wakeups
 from flask_solidq.state import get_state
@@ -41,7 +42,7 @@ def enqueue(job: Job) -> None:
     state = get_state()
     if state.settings.check_arguments:
         type(job)._check_arguments(job.arguments, job.kwargs)
-    if state.adapter == "solidq":
+    if state.adapter is Adapter.SOLIDQ:
         state.check_tables()
         with app_transaction.joining(state):
             enqueue_operation.enqueue(state.engine, job)
@@ -49,11 +50,11 @@ def enqueue(job: Job) -> None:
                 _wake_local_processes(state.engine, [job])
     else:
         _round_trip_arguments(job)
-        if state.adapter == "test":
+        if state.adapter is Adapter.TEST:
             state.test_jobs.append(job)
     if job.successfully_enqueued:
         signals.enqueue.send(type(job), job=job)
-    if state.adapter == "inline":
+    if state.adapter is Adapter.INLINE:
         job.perform_now()
 
 
@@ -77,7 +78,7 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
             )
     state = get_state()
     check_arguments_all(jobs)
-    if state.adapter != "solidq":
+    if state.adapter is not Adapter.SOLIDQ:
         for job in jobs:
             enqueue(job)
         return

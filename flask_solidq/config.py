@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import typing as t
 
 from flask_solidq.timing import to_seconds
 
-ADAPTERS = ("solidq", "inline", "test")
-ON_WORKER_DEATH = ("fail", "release")
+
+class Adapter(str, enum.Enum):
+    """``SOLIDQ_ADAPTER``: where ``perform_later`` sends a job (:mod:`flask_solidq.adapters`)."""
+
+    #: The database queue.
+    SOLIDQ = "solidq"
+    #: Performed at once, in the caller's thread.
+    INLINE = "inline"
+    #: Recorded only, for :mod:`flask_solidq.testing`.
+    TEST = "test"
+
+
+class OnWorkerDeath(str, enum.Enum):
+    """``SOLIDQ_ON_WORKER_DEATH``: what becomes of the jobs a dead worker had claimed."""
+
+    #: Kept as failed executions naming the process (Solid Queue's behaviour).
+    FAIL = "fail"
+    #: Put back to ready, to run again.
+    RELEASE = "release"
+
 
 DEFAULT_WORKER: dict[str, t.Any] = {
     "queues": "*",
@@ -94,14 +113,14 @@ class Settings:
     """The parsed ``SOLIDQ_*`` keys of one app; durations in seconds."""
 
     bind: str | None
-    adapter: str
+    adapter: Adapter
     workers: tuple[WorkerSettings, ...]
     dispatchers: tuple[DispatcherSettings, ...]
     recurring: tuple[RecurringSettings, ...]
     process_heartbeat_interval: float
     process_alive_threshold: float
     shutdown_timeout: float
-    on_worker_death: str
+    on_worker_death: OnWorkerDeath
     use_skip_locked: bool
     preserve_finished_jobs: bool
     clear_finished_jobs_after: float
@@ -167,7 +186,7 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
 
     return Settings(
         bind=_optional_str(config, "SOLIDQ_BIND"),
-        adapter=_choice(config, "SOLIDQ_ADAPTER", ADAPTERS),
+        adapter=_choice(config, "SOLIDQ_ADAPTER", Adapter),
         workers=tuple(
             worker_settings(entry, f"SOLIDQ_WORKERS[{index}]")
             for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_WORKERS"))
@@ -180,7 +199,7 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         process_heartbeat_interval=_seconds(config, "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL"),
         process_alive_threshold=_seconds(config, "SOLIDQ_PROCESS_ALIVE_THRESHOLD"),
         shutdown_timeout=_seconds(config, "SOLIDQ_SHUTDOWN_TIMEOUT", allow_zero=True),
-        on_worker_death=_choice(config, "SOLIDQ_ON_WORKER_DEATH", ON_WORKER_DEATH),
+        on_worker_death=_choice(config, "SOLIDQ_ON_WORKER_DEATH", OnWorkerDeath),
         use_skip_locked=_bool(config, "SOLIDQ_USE_SKIP_LOCKED"),
         preserve_finished_jobs=_bool(config, "SOLIDQ_PRESERVE_FINISHED_JOBS"),
         clear_finished_jobs_after=_seconds(config, "SOLIDQ_CLEAR_FINISHED_JOBS_AFTER"),
@@ -348,19 +367,24 @@ def _optional_callable(
     return t.cast("t.Callable[[BaseException], object] | None", value)
 
 
-def _choice(config: t.Mapping[str, t.Any], key: str, choices: tuple[str, ...]) -> str:
+E = t.TypeVar("E", bound=enum.Enum)
+
+
+def _choice(config: t.Mapping[str, t.Any], key: str, choices: type[E]) -> E:
+    """The member of ``choices`` whose value the key holds (a member itself is taken too)."""
     value = config[key]
-    if value not in choices:
-        options = ", ".join(repr(choice) for choice in choices)
-        raise ValueError(f"{key} must be one of {options}, not {value!r}.")
-    return t.cast(str, value)
+    try:
+        return choices(value)
+    except ValueError:
+        options = ", ".join(repr(choice.value) for choice in choices)
+        raise ValueError(f"{key} must be one of {options}, not {value!r}.") from None
 
 
 def _optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
     value = config[key]
     if value is not None and (not isinstance(value, str) or not value):
         raise TypeError(f"{key} must be None or the name of a bind, not {value!r}.")
-    return t.cast("str | None", value)
+    return value
 
 
 def _url_prefix(config: t.Mapping[str, t.Any], key: str) -> str:

@@ -14,13 +14,15 @@ from flask_solidq import cli
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.config import load_settings
-from flask_solidq.definitions.function_job import make_job
+from flask_solidq.definitions.calls import Call
+from flask_solidq.definitions.function_job import FunctionJob
+from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
-from flask_solidq.processes.base import H as _Hook
-from flask_solidq.processes.base import Lifecycle
-from flask_solidq.processes.base import LifecycleHooks
+from flask_solidq.processes.hooks import H as _Hook
+from flask_solidq.processes.hooks import Lifecycle
+from flask_solidq.processes.hooks import LifecycleHooks
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
@@ -29,7 +31,8 @@ if t.TYPE_CHECKING:
     from flask import Flask
     from flask_sqlalchemy import SQLAlchemy
 
-F = t.TypeVar("F", bound=t.Callable[..., t.Any])
+P = t.ParamSpec("P")
+R = t.TypeVar("R")
 
 
 class SolidQ:
@@ -50,7 +53,10 @@ class SolidQ:
     ``app.extensions["solidq"]``. Job definitions are global to the process.
     """
 
-    #: The base class of class-form jobs: ``class SyncJob(solidq.Job): ...``.
+    #: The base class of class-form jobs: ``class SyncJob(solidq.Job): ...``, the same class as
+    #: ``flask_solidq.Job``. Type checkers want that spelling: mypy resolves a base class by
+    #: name before it knows any variable's type, so it can't take ``solidq.Job`` (an attribute
+    #: of an instance) as a base.
     Job = _Job
 
     def __init__(self, app: Flask | None = None) -> None:
@@ -94,25 +100,33 @@ class SolidQ:
         app.extensions["solidq"] = SolidQState(app, settings, sqlalchemy, self._hooks)
         app.cli.add_command(cli.solidq_group)
 
+    @t.overload
+    def job(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
+    @t.overload
+    def job(self, function: t.Callable[P, R]) -> type[FunctionJob[P, R]]: ...
+    @t.overload
+    def job(
+        self, *, queue: str = "default", priority: int = 0, name: str | None = None
+    ) -> JobDecorator: ...
     def job(
         self,
-        function: F | None = None,
+        function: t.Callable[..., t.Any] | None = None,
         *,
         queue: str = "default",
         priority: int = 0,
         name: str | None = None,
-    ) -> t.Any:
+    ) -> type[FunctionJob[..., t.Any]] | JobDecorator:
         """Make a job definition of a function; bare (``@solidq.job``) or with options
         (``@solidq.job(queue="low", priority=5, name="reindex")``).
 
         The result is a :class:`Job` subclass: calling it calls the function; it has
-        ``perform_later``, ``perform_now``, ``set`` and ``new``.
+        ``perform_later``, ``perform_now``, ``set`` and ``new``. Type checkers see the
+        function's parameters and return type on each (``FunctionJob[P, R]``).
 
         :raises ValueError: another job already has this name.
         """
-        if function is not None:
-            return make_job(function, name=name, queue=queue, priority=priority)
-        return lambda fn: make_job(fn, name=name, queue=queue, priority=priority)
+        decorator = JobDecorator(queue=queue, priority=priority, name=name)
+        return decorator if function is None else decorator(function)
 
     @property
     def rate_limiter(self) -> RateLimiter:
@@ -168,7 +182,7 @@ class SolidQ:
         queues.resume(state.engine, queue_name)
 
     # Lifecycle hooks: they belong to this object, like job definitions, and run in the
-    # processes of every app it serves (flask_solidq.processes.base.LifecycleHooks).
+    # processes of every app it serves (flask_solidq.processes.hooks.LifecycleHooks).
 
     def on_process_start(self, hook: _Hook) -> _Hook:
         """Register ``hook(process)`` to run in each queue process (worker, dispatcher,
@@ -176,7 +190,7 @@ class SolidQ:
         place to re-create what must not cross a fork (clients, connection pools, SDKs).
 
         Runs inside the app context, in the process's own thread; ``process`` is a
-        :class:`~flask_solidq.processes.base.ProcessInfo` (``kind``, ``name``, ``pid``,
+        :class:`~flask_solidq.processes.hooks.ProcessInfo` (``kind``, ``name``, ``pid``,
         ``metadata``). In thread mode (``--mode thread``) it runs once per process thread.
         A hook that raises stops the process with the error; the supervisor logs it and
         starts the process again, as for any crash. Usable as a decorator.

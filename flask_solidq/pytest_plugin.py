@@ -16,6 +16,7 @@ import typing as t
 import pytest
 
 from flask_solidq import testing
+from flask_solidq.config import Adapter
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -47,7 +48,7 @@ class JobRecorder:
 def solidq_jobs(app: Flask) -> t.Iterator[JobRecorder]:
     """Record the jobs the test enqueues instead of storing them (the test adapter)."""
     state = app.extensions["solidq"]
-    adapter, state.adapter = state.adapter, "test"
+    adapter, state.adapter = state.adapter, Adapter.TEST
     state.test_jobs.clear()
     with app.app_context():
         try:

@@ -16,7 +16,7 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import models
 from flask_solidq.config import Settings
-from flask_solidq.processes.base import LifecycleHooks
+from flask_solidq.processes.hooks import LifecycleHooks
 
 if t.TYPE_CHECKING:
     from flask import Flask

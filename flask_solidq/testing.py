@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import typing as t
 
+from flask_solidq.config import Adapter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 
@@ -122,7 +123,7 @@ def _describe(job: Job) -> str:
 
 def _test_state() -> SolidQState:
     state = get_state()
-    if state.adapter != "test":
+    if state.adapter is not Adapter.TEST:
         raise RuntimeError(
             "flask_solidq.testing needs the test adapter: set SOLIDQ_ADAPTER = 'test' in the"
             " test config, or use the `solidq_jobs` pytest fixture."

@@ -193,7 +193,9 @@ def test_a_worker_that_stops_by_itself_stops_the_demo_with_a_non_zero_exit(demo)
 
 def test_make_demo_installs_only_the_package_and_passes_the_port():
     dry_run = subprocess.run(
-        ["make", "--dry-run", "--always-make", "demo", "PORT=5001"],
+        # --no-print-directory: under `make test` (CI) this make is nested and would print
+        # its "Entering/Leaving directory" lines.
+        ["make", "--no-print-directory", "--dry-run", "--always-make", "demo", "PORT=5001"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -23,12 +23,13 @@ from flask import has_app_context
 
 from flask_solidq import SolidQ
 from flask_solidq import signals
+from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import claim
 from flask_solidq.operations import processes as registry
 from flask_solidq.operations import release
-from flask_solidq.processes.base import HookFailed
-from flask_solidq.processes.base import ProcessInfo
 from flask_solidq.processes.base import ThreadActivity
+from flask_solidq.processes.hooks import HookFailed
+from flask_solidq.processes.hooks import ProcessInfo
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.poller import Poller
 from flask_solidq.timing import utcnow
@@ -558,7 +559,7 @@ def test_releases_send_release_with_the_process_the_reason_and_the_jobs(app, eng
         assert release.release_strays(engine, process_id, {first}) == 2  # the others
         assert release.release_all(engine, [process_id + 1]) == 0  # none: no signal
         lost = release.handle_lost_claims(
-            engine, [process_id], policy=release.RELEASE, error="unused"
+            engine, [process_id], policy=OnWorkerDeath.RELEASE, error="unused"
         )
         assert lost == 1
 
@@ -594,8 +595,11 @@ def test_pruning_sends_prune_and_release_for_a_dead_workers_claims(app, engine):
     job_ids = claim_all(app, engine, dead, "a", "b")
 
     with sent(signals.prune) as pruned, sent(signals.release) as released:
-        rows = registry.prune_dead(engine, threshold=60, exclude=None, policy=release.RELEASE)
-        assert registry.prune_dead(engine, threshold=60, exclude=None, policy="release") == []
+        rows = registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE)
+        assert (
+            registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE)
+            == []
+        )
 
     assert [row.id for row in rows] == [dead]
     assert pruned == [{"process_ids": [dead], "names": ["worker-dead"], "size": 1}]
@@ -610,7 +614,7 @@ def test_pruning_with_the_fail_policy_sends_prune_and_no_release(app, engine):
     dead = register_process(engine, "worker-failed", heartbeat_at=utcnow() - dt.timedelta(hours=1))
     claim_all(app, engine, dead, "a")
     with sent(signals.prune) as pruned, sent(signals.release) as released:
-        registry.prune_dead(engine, threshold=60, exclude=None, policy=release.FAIL)
+        registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.FAIL)
     assert [payload["names"] for payload in pruned] == [["worker-failed"]]
     assert released == []
     assert support.count(engine, FAILED) == 1

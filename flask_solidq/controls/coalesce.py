@@ -22,6 +22,7 @@ from flask_solidq import keys
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import options
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions.declarations import Target
 
 if t.TYPE_CHECKING:
     pass
@@ -77,7 +78,7 @@ def coalesce(
     on_full: str | None = None,
     debounce: dt.timedelta | float | None = None,
     max_wait: dt.timedelta | float | None = None,
-) -> t.Callable[[t.Any], t.Any]:
+) -> t.Callable[[Target], Target]:
     """Merge enqueues with the same key into one pending job.
 
     :param key: which calls belong together: a ``str`` literal, a callable over the job's

@@ -29,6 +29,7 @@ from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
+from flask_solidq.definitions.declarations import Target
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import utcnow
 
@@ -70,7 +71,7 @@ def limits_concurrency(
     duration: dt.timedelta | float = DEFAULT_DURATION,
     group: keys.KeyDeclaration = None,
     on_conflict: str = "block",
-) -> t.Callable[[t.Any], t.Any]:
+) -> t.Callable[[Target], Target]:
     """Let at most ``to`` jobs with the same key run at once.
 
     :param key: a ``str`` literal, a callable receiving the job's arguments, or ``None``/``False``

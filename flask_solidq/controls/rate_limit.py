@@ -28,6 +28,7 @@ from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
+from flask_solidq.definitions.declarations import Target
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -72,7 +73,7 @@ def limits_rate(
     key: keys.KeyDeclaration,
     burst: int = 1,
     group: keys.KeyDeclaration = None,
-) -> t.Callable[[t.Any], t.Any]:
+) -> t.Callable[[Target], Target]:
     """Admit at most ``to`` claims of the jobs sharing a budget in any window of ``per``.
 
     A quiet budget admits ``burst`` jobs at once, then one every ``per / (to - burst + 1)``.

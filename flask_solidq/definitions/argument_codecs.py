@@ -256,13 +256,13 @@ def load_enum(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) ->
     if "n" in value:
         name = field(value, "n", str)
         try:
-            return cls[name]  # type: ignore[no-any-return]
+            return cls[name]
         except KeyError:
             raise DeserializationError(
                 f"Can't load the stored enum member {path}.{name}: {path} has no such member."
             ) from None
     try:
-        return cls(load_part(value.get("v")))  # type: ignore[no-any-return]
+        return cls(load_part(value.get("v")))
     except ValueError as exc:
         raise DeserializationError(f"Can't load a stored {path} member: {exc}") from None
 

@@ -13,10 +13,14 @@ import typing as t
 #: Applies one declaration to a job class; raises ValueError when it conflicts with another.
 Apply = t.Callable[[type], None]
 
+#: What a control decorator decorates (a function or a job class), which it returns as it was:
+#: its return type is ``Callable[[Target], Target]``, so type checkers keep the signature.
+Target = t.TypeVar("Target")
+
 PENDING_ATTRIBUTE = "__solidq_declarations__"
 
 
-def declare(target: t.Any, apply: Apply, *, decorator: str) -> t.Any:
+def declare(target: Target, apply: Apply, *, decorator: str) -> Target:
     """Apply ``apply`` to ``target`` now if it is a job class, or record it on a function.
 
     :param decorator: the decorator's name, for the error message.

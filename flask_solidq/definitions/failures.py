@@ -15,6 +15,7 @@ import typing as t
 
 from flask_solidq.controls import options
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions.declarations import Target
 from flask_solidq.timing import to_seconds
 
 if t.TYPE_CHECKING:
@@ -74,7 +75,7 @@ def retry_on(
     queue: str | None = None,
     priority: int | None = None,
     fallback: t.Callable[[Job, BaseException], t.Any] | None = None,
-) -> t.Callable[[t.Any], t.Any]:
+) -> t.Callable[[Target], Target]:
     """Retry the job when ``perform`` raises one of ``exceptions``.
 
     :param wait: seconds or a timedelta before the next attempt; ``"polynomially_longer"``
@@ -113,7 +114,7 @@ def retry_on(
 def discard_on(
     *exceptions: type[BaseException],
     callback: t.Callable[[Job, BaseException], t.Any] | None = None,
-) -> t.Callable[[t.Any], t.Any]:
+) -> t.Callable[[Target], Target]:
     """Finish the job without failing it when ``perform`` raises one of ``exceptions``.
 
     :param callback: called with ``(job, error)`` before the job is discarded.
@@ -171,13 +172,13 @@ def _jitter(value: object) -> float:
 def _optional_queue(value: object) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise TypeError(f"retry_on(queue=) must be a queue name, not {value!r}.")
-    return t.cast("str | None", value)
+    return value
 
 
 def _optional_priority(value: object) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"retry_on(priority=) must be an int, not {value!r}.")
-    return t.cast("int | None", value)
+    return value
 
 
 def _optional_callable(value: object, *, option: str, decorator: str) -> t.Any:

@@ -13,12 +13,16 @@ and signals have one kind of sender. Calling it calls the function, as if undeco
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing as t
 
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.job import Job
+
+P = t.ParamSpec("P")
+R = t.TypeVar("R")
 
 
 class _FunctionJobType(type):
@@ -28,10 +32,26 @@ class _FunctionJobType(type):
         return cls.function(*args, **kwargs)  # type: ignore[attr-defined]
 
 
-class FunctionJob(Job, metaclass=_FunctionJobType, abstract=True):
-    """The base of the job definitions ``@solidq.job`` makes; ``function`` does the work."""
+class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=True):
+    """The base of the job definitions ``@solidq.job`` makes; ``function`` does the work.
+
+    For type checkers a definition is ``type[FunctionJob[P, R]]``: the function's parameters
+    ``P`` and return type ``R``, which calling it, ``new``, ``perform_later``, ``perform_now``
+    and ``set(...)`` carry (see the descriptors in :mod:`flask_solidq.definitions.job`).
+    """
 
     function: t.ClassVar[t.Callable[..., t.Any]]
+
+    if t.TYPE_CHECKING:
+        # Calling the class calls the function (_FunctionJobType.__call__), but mypy reads what
+        # calling a class does from its __new__, never from its metaclass's __call__; so this
+        # __new__, declared for type checkers only, states the function's signature. mypy
+        # wants a __new__ to return an instance: here it returns what the function does.
+        def __new__(cls, *args: P.args, **kwargs: P.kwargs) -> R:  # type: ignore[misc]
+            ...
+
+        @classmethod
+        def new(cls, *args: P.args, **kwargs: P.kwargs) -> FunctionJob[P, R]: ...
 
     def perform(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
         return type(self).function(*args, **kwargs)
@@ -53,13 +73,35 @@ class FunctionJob(Job, metaclass=_FunctionJobType, abstract=True):
             return None
 
 
+@dataclasses.dataclass(frozen=True)
+class JobDecorator:
+    """``@solidq.job`` with its options: makes the job definition of the function it decorates.
+
+    For type checkers the definition keeps the function's parameters and return type. A
+    function that takes one list of calls is typed as a collecting job's
+    (``coalesce(on_conflict="collect")``): its ``perform_later`` takes each call's own
+    arguments, which the function's signature doesn't say, so any are let through.
+    """
+
+    queue: str = "default"
+    priority: int = 0
+    name: str | None = None
+
+    @t.overload
+    def __call__(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
+    @t.overload
+    def __call__(self, function: t.Callable[P, R]) -> type[FunctionJob[P, R]]: ...
+    def __call__(self, function: t.Callable[..., t.Any]) -> type[FunctionJob[..., t.Any]]:
+        return make_job(function, name=self.name, queue=self.queue, priority=self.priority)
+
+
 def make_job(
     function: t.Callable[..., t.Any],
     *,
     name: str | None = None,
     queue: str = "default",
     priority: int = 0,
-) -> type[FunctionJob]:
+) -> type[FunctionJob[..., t.Any]]:
     """Make the job definition for ``function``, with the controls decorated on it.
 
     :raises ValueError: another job already has this name, or the controls conflict.
@@ -83,4 +125,4 @@ def make_job(
         name=function.__qualname__ if name is None else name,
     )
     declarations.apply_pending(function, job_class)
-    return t.cast("type[FunctionJob]", job_class)
+    return t.cast("type[FunctionJob[..., t.Any]]", job_class)

@@ -46,8 +46,14 @@ if t.TYPE_CHECKING:
     from flask_solidq.controls.rate_limit import RateLimit
     from flask_solidq.definitions.failures import DiscardRule
     from flask_solidq.definitions.failures import RetryRule
+    from flask_solidq.definitions.function_job import FunctionJob
 
 JobT = t.TypeVar("JobT", bound="Job")
+#: A function job's parameters and return type (``FunctionJob[P, R]``), which ``perform_later``,
+#: ``perform_now``, ``new`` and ``set`` carry for type checkers.
+P = t.ParamSpec("P")
+R = t.TypeVar("R")
+T_co = t.TypeVar("T_co", covariant=True)
 
 #: The longest queue name the tables take.
 MAX_NAME_LENGTH = 255
@@ -82,6 +88,76 @@ class _ClassOrInstanceMethod:
         if instance is None:
             return types.MethodType(self.on_class, owner)
         return types.MethodType(self.on_instance, instance)
+
+
+# The three methods that work on the class and on a job, as type checkers see them: on a
+# function job's class they take the function's parameters (``FunctionJob[P, R]``); on a class
+# job's, any arguments (a class job's are checked at the enqueue, against ``perform``); on a
+# job, none. The overloads are declared for type checkers only: at run time
+# ``_ClassOrInstanceMethod.__get__`` does the work, so an enqueue pays no extra call.
+
+
+class _PerformLater(_ClassOrInstanceMethod):
+    """``perform_later``: returns the job."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> t.Callable[P, FunctionJob[P, R]]: ...
+        @t.overload
+        def __get__(self, instance: None, owner: type[JobT]) -> t.Callable[..., JobT]: ...
+        @t.overload
+        def __get__(self, instance: JobT, owner: type) -> t.Callable[[], JobT]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+
+
+class _PerformNow(_ClassOrInstanceMethod):
+    """``perform_now``: returns what the job's work returns."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
+        @t.overload
+        def __get__(self, instance: None, owner: type[Job]) -> t.Callable[..., t.Any]: ...
+        @t.overload
+        def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
+        @t.overload
+        def __get__(self, instance: Job, owner: type) -> t.Callable[[], t.Any]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+
+
+class SetOptions(t.Protocol[T_co]):
+    """``set``'s signature: the enqueue options, returning ``T_co``."""
+
+    def __call__(
+        self,
+        *,
+        wait: dt.timedelta | float | None = None,
+        wait_until: dt.datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> T_co: ...
+
+
+class _Set(_ClassOrInstanceMethod):
+    """``set``: on the class, a :class:`ConfiguredJob`; on a job, the job."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[JobT]
+        ) -> SetOptions[ConfiguredJob[..., JobT, t.Any]]: ...
+        @t.overload
+        def __get__(self, instance: JobT, owner: type) -> SetOptions[JobT]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
 
 
 class Job:
@@ -208,7 +284,7 @@ class Job:
         job._setup(args, kwargs)
         return job
 
-    def _set_on_class(cls: type[JobT], **options: t.Any) -> ConfiguredJob[JobT]:  # type: ignore[misc]
+    def _set_on_class(cls: type[JobT], **options: t.Any) -> ConfiguredJob[..., JobT, t.Any]:  # type: ignore[misc]
         """Enqueue options: ``wait=`` (seconds or a timedelta) or ``wait_until=`` (a datetime;
         naive means UTC), ``queue=``, ``priority=``. On the class it returns an object with
         ``perform_later``, ``perform_now`` and ``new``; on a job it sets them and returns the
@@ -240,7 +316,7 @@ class Job:
             self.priority = priority
         return self
 
-    set = _ClassOrInstanceMethod(_set_on_class, _set_on_instance)
+    set = _Set(_set_on_class, _set_on_instance)
 
     # Enqueuing and performing.
 
@@ -261,9 +337,9 @@ class Job:
         adapters.enqueue(self)
         return self
 
-    perform_later = _ClassOrInstanceMethod(_perform_later_on_class, _perform_later_on_instance)
+    perform_later = _PerformLater(_perform_later_on_class, _perform_later_on_instance)
 
-    def _perform_now_on_class(cls, *args: t.Any, **kwargs: t.Any) -> t.Any:  # type: ignore[misc]
+    def _perform_now_on_class(cls: type[Job], *args: t.Any, **kwargs: t.Any) -> t.Any:  # type: ignore[misc]
         """Perform the job in this thread, now, and return what it returns. No table is
         touched and no control applies; exceptions propagate. A collecting job's
         ``perform_calls`` receives one call whose ``id`` is None."""
@@ -284,7 +360,7 @@ class Job:
         signals.perform.send(definition, job=self)
         return result
 
-    perform_now = _ClassOrInstanceMethod(_perform_now_on_class, _perform_now_on_instance)
+    perform_now = _PerformNow(_perform_now_on_class, _perform_now_on_instance)
 
     # Checking arguments at enqueue.
 
@@ -439,24 +515,27 @@ class Job:
         self.enqueued_at = now
 
 
-class ConfiguredJob(t.Generic[JobT]):
-    """A job definition with enqueue options, from ``Definition.set(...)``."""
+class ConfiguredJob(t.Generic[P, JobT, R]):
+    """A job definition with enqueue options, from ``Definition.set(...)``: it takes the
+    definition's arguments (``P``), makes its jobs (``JobT``) and returns what it returns
+    (``R``)."""
 
     def __init__(self, job_class: type[JobT], options: dict[str, t.Any]) -> None:
         self.job_class = job_class
         self.options = options
 
-    def new(self, *args: t.Any, **kwargs: t.Any) -> JobT:
+    def new(self, *args: P.args, **kwargs: P.kwargs) -> JobT:
         """A job with these arguments and the options."""
         return self.job_class.new(*args, **kwargs).set(**self.options)
 
-    def perform_later(self, *args: t.Any, **kwargs: t.Any) -> JobT:
+    def perform_later(self, *args: P.args, **kwargs: P.kwargs) -> JobT:
         """Enqueue a job with these arguments and the options; see ``Job.perform_later``."""
         return self.new(*args, **kwargs).perform_later()
 
-    def perform_now(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+    def perform_now(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Perform a job with these arguments now; see ``Job.perform_now``."""
-        return self.new(*args, **kwargs).perform_now()
+        # R is what the definition's work returns; a job of JobT only knows it as Any.
+        return t.cast(R, self.new(*args, **kwargs).perform_now())
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -222,7 +222,7 @@ def _takes_over(connection: sa.Connection, open_job: t.Any, declaration: Coalesc
     one: the open job was opened another way (a deploy switched ``on_conflict``), or it is a
     collecting job already full (``max_calls`` was lowered)."""
     mode = declaration.on_conflict
-    collecting = open_job.calls_count > 0
+    collecting: bool = open_job.calls_count > 0
     if mode is OnConflict.COLLECT:
         return not collecting or open_job.calls_count >= t.cast(int, declaration.max_calls)
     if mode is OnConflict.DISCARD:

@@ -122,14 +122,14 @@ def calls_for(job: Job, stored: list[StoredCall] | None) -> list[Call] | None:
             calls.append(load_call(call))
         except MissingRecord as error:
             dropped.append((call.id, error))
-    for call_id, error in dropped:
+    for call_id, missing in dropped:
         signals.drop_coalesced_call.send(
             definition,
             call_id=call_id,
             job_id=job.provider_job_id,
             active_job_id=job.job_id,
             class_name=definition.job_name,
-            exception_class=f"{type(error).__module__}.{type(error).__qualname__}",
+            exception_class=f"{type(missing).__module__}.{type(missing).__qualname__}",
         )
     return calls
 

@@ -66,7 +66,7 @@ def finalize_all(
             kept = set(connection.scalars(postgres.FINISH[preserve_finished], params))
     else:
         with db.write(engine) as connection:
-            kept = set(release_claims(connection, process_id, job_ids))
+            kept = set(delete_held_claims(connection, process_id, job_ids))
             held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
             _store(connection, held, now, preserve_finished=preserve_finished)
     stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
@@ -111,7 +111,7 @@ def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
     )
 
 
-def release_claims(connection: sa.Connection, process_id: int, job_ids: list[int]) -> list[int]:
+def delete_held_claims(connection: sa.Connection, process_id: int, job_ids: list[int]) -> list[int]:
     """Delete the claims ``process_id`` still holds on ``job_ids``; return their job ids."""
     if not job_ids:
         return []

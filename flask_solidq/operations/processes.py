@@ -1,5 +1,6 @@
-"""The process registry's maintenance: pruning silent processes, and removing the rows (and
-handling the claims) of processes known to be gone.
+"""The process registry, ``solidq_processes``: a process registering, heartbeating and
+deregistering, pruning silent processes, and removing the rows (and handling the claims) of
+processes known to be gone.
 
 Once a removal committed, claims put back to ready send ``signals.release`` (reason
 ``"process_gone"``), and a pruning that removed any process sends ``signals.prune``.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
+import socket
 import typing as t
 
 import sqlalchemy as sa
@@ -17,6 +20,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.rows import JobRef
@@ -26,6 +30,48 @@ PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 #: Silent processes pruned per transaction.
 PRUNE_BATCH_SIZE = 50
+
+
+def register(
+    engine: sa.Engine,
+    *,
+    kind: str,
+    name: str,
+    pid: int,
+    supervisor_id: int | None,
+    metadata: t.Mapping[str, t.Any],
+) -> int:
+    """Insert a starting process's row (on this host, heartbeat now); return its id."""
+    now = utcnow()
+    row = {
+        "kind": kind,
+        "last_heartbeat_at": now,
+        "supervisor_id": supervisor_id,
+        "pid": pid,
+        "hostname": socket.gethostname(),
+        "metadata": json.dumps(metadata),
+        "name": name,
+        "created_at": now,
+    }
+    with db.write(engine) as connection:
+        return db.insert_returning_id(connection, PROCESSES.insert(), row)
+
+
+def heartbeat(engine: sa.Engine, process_id: int) -> bool:
+    """Touch the process's row; False when it's gone (someone pruned it)."""
+    with db.write(engine) as connection:
+        result = connection.execute(
+            PROCESSES.update()
+            .where(PROCESSES.c.id == process_id)
+            .values(last_heartbeat_at=utcnow())
+        )
+    return bool(result.rowcount)
+
+
+def deregister(engine: sa.Engine, process_id: int) -> None:
+    """Delete the process's row, if it still exists."""
+    with db.write(engine) as connection:
+        connection.execute(PROCESSES.delete().where(PROCESSES.c.id == process_id))
 
 
 class ProcessRow(t.NamedTuple):
@@ -38,7 +84,7 @@ class ProcessRow(t.NamedTuple):
 
 
 def prune_dead(
-    engine: sa.Engine, *, threshold: float, exclude: int | None, policy: str
+    engine: sa.Engine, *, threshold: float, exclude: int | None, policy: OnWorkerDeath
 ) -> list[ProcessRow]:
     """Remove the processes silent for more than ``threshold`` seconds (but ``exclude``), and
     release or fail (``policy``) the jobs they had claimed; return them.
@@ -69,7 +115,7 @@ def prune_dead(
             return pruned
 
 
-def remove(engine: sa.Engine, row: ProcessRow, *, policy: str, error: str) -> None:
+def remove(engine: sa.Engine, row: ProcessRow, *, policy: OnWorkerDeath, error: str) -> None:
     """Remove a process known to be gone (its pid exited), handling its claims."""
     with db.write(engine) as connection:
         removal = _remove(connection, row, policy, error)
@@ -91,13 +137,15 @@ class Removal(t.NamedTuple):
     released: list[JobRef]
 
 
-def _remove(connection: sa.Connection, row: ProcessRow, policy: str, error: str) -> Removal:
+def _remove(
+    connection: sa.Connection, row: ProcessRow, policy: OnWorkerDeath, error: str
+) -> Removal:
     """Handle a gone process's claims and delete its row; say which jobs failed (their FINISH
     hooks are the caller's to run, after committing) and which went back to ready."""
     failed: list[JobRef] = []
     released: list[JobRef] = []
-    if policy == release.RELEASE:
-        released = release.release_claims(connection, [row.id])
+    if policy is OnWorkerDeath.RELEASE:
+        released = release.requeue_claims(connection, [row.id])
     else:
         failed = release.fail_claims(connection, [row.id], error)
     connection.execute(PROCESSES.delete().where(PROCESSES.c.id == row.id))

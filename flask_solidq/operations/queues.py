@@ -255,7 +255,7 @@ class CoalesceSummary(t.NamedTuple):
 def coalesce_summary(connection: sa.Connection) -> list[CoalesceSummary]:
     """Per job name: its open coalesce keys, and its waiting collected calls with the oldest
     one's time (``CoalescedCall.waiting()``), by name. Two grouped queries."""
-    open_keys = dict(
+    open_keys: dict[str, int] = dict(
         connection.execute(
             sa.select(JOBS.c.class_name, sa.func.count())
             .select_from(COALESCE_KEYS.join(JOBS, JOBS.c.id == COALESCE_KEYS.c.job_id))

@@ -26,6 +26,7 @@ from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.operations.rows import JobRef
@@ -34,9 +35,6 @@ from flask_solidq.timing import utcnow
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-
-RELEASE = "release"
-FAIL = "fail"
 
 
 class ReleaseReason(str, enum.Enum):
@@ -64,7 +62,7 @@ def release_all(
     """
     with db.write(engine) as connection:
         released = {
-            process_id: release_claims(connection, [process_id]) for process_id in process_ids
+            process_id: requeue_claims(connection, [process_id]) for process_id in process_ids
         }
     for process_id, jobs in released.items():
         announce_released(engine, process_id, jobs, reason)
@@ -101,15 +99,19 @@ def fail_all(engine: sa.Engine, process_ids: t.Collection[int | None], error: st
 
 
 def handle_lost_claims(
-    engine: sa.Engine, process_ids: t.Collection[int | None], *, policy: str, error: str
+    engine: sa.Engine,
+    process_ids: t.Collection[int | None],
+    *,
+    policy: OnWorkerDeath,
+    error: str,
 ) -> int:
     """Release or fail (``policy``) the claims of processes that are gone."""
-    if policy == RELEASE:
+    if policy is OnWorkerDeath.RELEASE:
         return release_all(engine, process_ids, reason=ReleaseReason.PROCESS_GONE)
     return fail_all(engine, process_ids, error)
 
 
-def release_claims(
+def requeue_claims(
     connection: sa.Connection, process_ids: t.Collection[int | None]
 ) -> list[JobRef]:
     """In the caller's transaction: move the claims of ``process_ids`` back to ready,

@@ -16,26 +16,25 @@ its threads carry on through go to :meth:`Runnable.report_thread_error`.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import json
 import logging
 import os
 import secrets
-import socket
 import threading
 import time
 import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.operations import processes as registry
+from flask_solidq.processes.hooks import HookFailed
+from flask_solidq.processes.hooks import Lifecycle
+from flask_solidq.processes.hooks import ProcessInfo
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.waker import Waker
 from flask_solidq.processes.waker import Watched
-from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -64,84 +63,9 @@ class ThreadActivity(str, enum.Enum):
     SHUTDOWN = "shutdown"
 
 
-class Lifecycle(str, enum.Enum):
-    """The moments a lifecycle hook runs at, named as the ``SolidQ`` decorators are."""
-
-    PROCESS_START = "on_process_start"
-    WORKER_START = "on_worker_start"
-    WORKER_STOP = "on_worker_stop"
-
-
-@dataclasses.dataclass(frozen=True)
-class ProcessInfo:
-    """What a lifecycle hook is told of the process it runs in."""
-
-    #: ``"Worker"``, ``"Dispatcher"`` or ``"Scheduler"``, as ``solidq_processes.kind``.
-    kind: str
-    #: The process's name, as ``solidq_processes.name`` (unique; in thread mode, the only
-    #: thing telling the process threads of one OS process apart).
-    name: str
-    pid: int
-    #: What it registers about itself: a worker's ``queues``, ``threads``...
-    metadata: t.Mapping[str, t.Any]
-
-
-#: A lifecycle hook: called with the process it runs in; what it returns is ignored.
-Hook = t.Callable[[ProcessInfo], object]
-H = t.TypeVar("H", bound=Hook)
-
 #: The hooks run after boot and at shutdown, by process kind.
 _START_HOOKS = {"Worker": Lifecycle.WORKER_START}
 _STOP_HOOKS = {"Worker": Lifecycle.WORKER_STOP}
-
-
-class HookFailed(RuntimeError):
-    """A lifecycle hook raised (the error is chained): the process it ran in stops."""
-
-
-class LifecycleHooks:
-    """The lifecycle hooks registered on one ``SolidQ`` object, in registration order.
-
-    They belong to the object, not to an app, as job definitions do: registered at import
-    (``@solidq.on_worker_start``), usually before any app exists, they run in the processes of
-    every app the object serves.
-    """
-
-    def __init__(self) -> None:
-        self._hooks: dict[Lifecycle, list[Hook]] = {moment: [] for moment in Lifecycle}
-
-    def add(self, moment: Lifecycle, hook: H) -> H:
-        """Register ``hook`` to run at ``moment``; return it, so this works as a decorator.
-
-        :raises TypeError: ``hook`` is not callable.
-        """
-        if not callable(hook):
-            raise TypeError(
-                f"@solidq.{moment.value} registers a function called with the process,"
-                f" not {hook!r}."
-            )
-        self._hooks[moment].append(hook)
-        return hook
-
-    def run(self, moment: Lifecycle, process: ProcessInfo) -> None:
-        """Call the hooks of ``moment`` with ``process``, in order.
-
-        :raises HookFailed: a hook raised; the later ones didn't run.
-        """
-        for hook in list(self._hooks[moment]):
-            try:
-                hook(process)
-            except Exception as error:
-                raise HookFailed(
-                    f"The {moment.value} hook {_hook_name(hook)} raised"
-                    f" {type(error).__name__}: {error}; {process.kind} {process.name} stops."
-                ) from error
-
-
-def _hook_name(hook: Hook) -> str:
-    module = getattr(hook, "__module__", None)
-    name = getattr(hook, "__qualname__", None) or repr(hook)
-    return f"{module}.{name}" if module else name
 
 
 def report_thread_error(
@@ -323,40 +247,28 @@ class Runnable:
 
     def register(self) -> None:
         """Insert the process's row."""
-        now = utcnow()
-        row = {
-            "kind": self.kind,
-            "last_heartbeat_at": now,
-            "supervisor_id": self.supervisor_id,
-            "pid": self.pid,
-            "hostname": socket.gethostname(),
-            "metadata": json.dumps(self.metadata),
-            "name": self.name,
-            "created_at": now,
-        }
-        with db.write(self.engine) as connection:
-            self.process_id = db.insert_returning_id(connection, PROCESSES.insert(), row)
+        self.process_id = registry.register(
+            self.engine,
+            kind=self.kind,
+            name=self.name,
+            pid=self.pid,
+            supervisor_id=self.supervisor_id,
+            metadata=self.metadata,
+        )
 
     def deregister(self) -> None:
         """Delete the process's row, if it still exists."""
         if self.process_id is None:
             return
         try:
-            with db.write(self.engine) as connection:
-                connection.execute(PROCESSES.delete().where(PROCESSES.c.id == self.process_id))
+            registry.deregister(self.engine, self.process_id)
         except sa.exc.SQLAlchemyError as error:
             logger.warning("SolidQ couldn't deregister %s %s", self.kind, self.name, exc_info=True)
             self.report_thread_error(error, ThreadActivity.SHUTDOWN)
 
     def heartbeat(self) -> bool:
         """Touch the process's row; return False when it's gone (pruned by someone else)."""
-        with db.write(self.engine) as connection:
-            result = connection.execute(
-                PROCESSES.update()
-                .where(PROCESSES.c.id == self.process_id)
-                .values(last_heartbeat_at=utcnow())
-            )
-        return bool(result.rowcount)
+        return registry.heartbeat(self.engine, t.cast(int, self.process_id))
 
     def _heartbeat_loop(self) -> None:
         interval = self.settings.process_heartbeat_interval

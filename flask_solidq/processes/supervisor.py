@@ -29,6 +29,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import log_subscriber
+from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import processes as registry
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
@@ -262,7 +263,7 @@ class Supervisor(Runnable):
             rows = registry.supervisees(self.engine, self.process_id)
             claimed = release.claimed_jobs(self.engine, [row.id for row in rows]) if rows else []
             for row in rows:
-                registry.remove(self.engine, row, policy=release.RELEASE, error="")
+                registry.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
             return

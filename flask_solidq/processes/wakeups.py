@@ -59,7 +59,7 @@ def forget(callback: t.Callable[..., None]) -> None:
     with _lock:
         for callbacks in (_on_ready, _on_scheduled):
             if callback in callbacks:
-                callbacks.remove(callback)  # type: ignore[arg-type]
+                callbacks.remove(callback)
 
 
 def ready() -> None:

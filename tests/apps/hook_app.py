@@ -26,7 +26,7 @@ from flask import current_app
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import finalize
-from flask_solidq.processes.base import ProcessInfo
+from flask_solidq.processes.hooks import ProcessInfo
 from tests import support
 from tests import worker_jobs  # noqa: F401 - the jobs the tests enqueue
 from tests.support import solidq
