@@ -26,7 +26,7 @@ from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.config import Adapter
 from flask_solidq.operations import enqueue as enqueue_operation
-from flask_solidq.processes import wakeups
+from flask_solidq.processes import job_notices
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -116,11 +116,11 @@ def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     ]
     scheduled_at = [job.scheduled_at for job in jobs if job not in due and job.scheduled_at]
     if due:
-        db.after_commit(engine, lambda: wakeups.announce_ready(engine, notified=False))
+        db.after_commit(engine, lambda: job_notices.announce_ready(engine, notified=False))
     if scheduled_at:
         earliest = min(scheduled_at)
         db.after_commit(
-            engine, lambda: wakeups.announce_scheduled(engine, earliest, notified=False)
+            engine, lambda: job_notices.announce_scheduled(engine, earliest, notified=False)
         )
 
 

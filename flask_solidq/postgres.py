@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 #: The channels ``LISTEN``/``NOTIFY`` wake-ups travel on (see
-#: :mod:`flask_solidq.processes.wakeups`): jobs became ready (workers listen), a job was
+#: :mod:`flask_solidq.processes.job_notices`): jobs became ready (workers listen), a job was
 #: scheduled for the time in the payload (dispatchers listen).
 READY_CHANNEL = "solidq_ready"
 SCHEDULED_CHANNEL = "solidq_scheduled"

@@ -78,9 +78,7 @@ class RateLimiter:
             last_slot_at=budget.last_slot_at,
         )
 
-    def clear_idle_in_batches(
-        self, batch_size: int = 500, sleep_between_batches: float = 0
-    ) -> int:
+    def clear_idle_in_batches(self, batch_size: int = 500, sleep_between_batches: float = 0) -> int:
         """Delete the budgets that admit exactly as a missing one would (full, no slot
         handed out ahead), ``batch_size`` at a time, sleeping ``sleep_between_batches``
         seconds between batches; return how many. It never changes what is admitted."""

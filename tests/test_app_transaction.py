@@ -144,9 +144,9 @@ def test_an_explicit_queue_transaction_stays_its_own(app, engine, orders):
 
 def test_the_enqueue_signal_and_wake_ups_follow_the_commit(app, engine, orders):
     woken = threading.Event()
-    from flask_solidq.processes import wakeups
+    from flask_solidq.processes import job_notices
 
-    wakeups.listen_ready(woken.set)
+    job_notices.listen_ready(woken.set)
     try:
         with app.app_context():
             support.db.session.add(Order(number="F-1"))
@@ -156,7 +156,7 @@ def test_the_enqueue_signal_and_wake_ups_follow_the_commit(app, engine, orders):
             support.db.session.commit()
         assert woken.is_set()
     finally:
-        wakeups.forget(woken.set)
+        job_notices.forget(woken.set)
 
 
 def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):

@@ -109,4 +109,3 @@ class Budget:
 def retry_time(budget: Budget, rate: Rate, now: dt.datetime) -> dt.datetime:
     """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now."""
     return budget.next_slot(rate, now) or now + MAX_AHEAD
-

@@ -33,8 +33,8 @@ from flask_solidq.processes.hooks import HookFailed
 from flask_solidq.processes.hooks import Lifecycle
 from flask_solidq.processes.hooks import ProcessInfo
 from flask_solidq.processes.outage import Outage
-from flask_solidq.processes.waker import Waker
-from flask_solidq.processes.waker import Watched
+from flask_solidq.processes.signal_safe_waker import Waker
+from flask_solidq.processes.signal_safe_waker import Watched
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -106,7 +106,8 @@ class Runnable:
         self.name = f"{self.kind.split('(')[0].lower()}-{secrets.token_hex(10)}"
         self.process_id: int | None = None
         self.pid = os.getpid()
-        # A plain flag and a pipe, not Events: stop() runs in signal handlers (see waker.py).
+        # A plain flag and a pipe, not Events: stop() runs in signal handlers (see
+        # signal_safe_waker.py).
         self._stopping = False
         self._waker = Waker()
         self._heartbeat_stopped = threading.Event()

@@ -17,7 +17,7 @@ import typing as t
 from flask_solidq import db
 from flask_solidq.controls import concurrency
 from flask_solidq.operations import dispatch
-from flask_solidq.processes import wakeups
+from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.timing import utcnow
@@ -26,7 +26,7 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
     from flask_solidq.config import DispatcherSettings
-    from flask_solidq.processes.waker import Watched
+    from flask_solidq.processes.signal_safe_waker import Watched
 
 
 class Dispatcher(Poller):
@@ -40,7 +40,7 @@ class Dispatcher(Poller):
         self._wake_at: dt.datetime | None = None
         self._next_maintenance = 0.0
         self._lock = threading.Lock()
-        self._subscription: wakeups.Subscription | None = None
+        self._subscription: job_notices.Subscription | None = None
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -52,11 +52,11 @@ class Dispatcher(Poller):
 
     def boot(self) -> None:
         super().boot()
-        wakeups.listen_scheduled(self._scheduled)
-        self._subscription = wakeups.Subscription(self.engine, DISPATCHER, self._heard)
+        job_notices.listen_scheduled(self._scheduled)
+        self._subscription = job_notices.Subscription(self.engine, DISPATCHER, self._heard)
 
     def shutdown(self) -> None:
-        wakeups.forget(self._scheduled)
+        job_notices.forget(self._scheduled)
         if self._subscription is not None:
             self._subscription.close()
         super().shutdown()
@@ -71,7 +71,7 @@ class Dispatcher(Poller):
             self.engine, batch_size, skip_locked=self.settings.use_skip_locked
         )
         if count:
-            wakeups.announce_ready(self.engine, notified=db.supports_listen_notify(self.engine))
+            job_notices.announce_ready(self.engine, notified=db.supports_listen_notify(self.engine))
         if count >= batch_size:
             return 0.0
         return self._delay_until(dispatch.next_due_at(self.engine))
@@ -95,7 +95,7 @@ class Dispatcher(Poller):
 
     def _heard(self, payload: bytes | str) -> None:
         """Another process scheduled a job (or deferred one) for the time in ``payload``."""
-        at = wakeups.decode_time(payload)
+        at = job_notices.decode_time(payload)
         if at is not None:
             self._scheduled(at)
 

@@ -1,6 +1,6 @@
 """OS signals (here "interrupts", to keep "signal" for blinker's), turned into a queue the
 main loop reads, so that handlers do nothing but record what arrived and ring a pipe (no
-lock: see :mod:`flask_solidq.processes.waker`).
+lock: see :mod:`flask_solidq.processes.signal_safe_waker`).
 
 TERM and INT ask for a graceful stop; a second one, or QUIT, for an immediate one (what
 people expect of a second Ctrl-C). Who counts is the supervisor: a terminal's Ctrl-C reaches
@@ -14,7 +14,7 @@ import signal
 import threading
 import typing as t
 
-from flask_solidq.processes.waker import Waker
+from flask_solidq.processes.signal_safe_waker import Waker
 
 GRACEFUL = (signal.SIGTERM, signal.SIGINT)
 IMMEDIATE = (signal.SIGQUIT,)

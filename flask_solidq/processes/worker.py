@@ -3,7 +3,7 @@
 Each poll claims at most as many jobs as it has idle threads, in one transaction per queue,
 and hands them to the pool; the outcomes go to the finisher. A thread that frees wakes the
 worker at once, so a busy worker claims again as soon as it can; jobs made ready by another
-process wake it too (see :mod:`~flask_solidq.processes.wakeups`), and an idle one polls every
+process wake it too (see :mod:`~flask_solidq.processes.job_notices`), and an idle one polls every
 ``polling_interval`` as the fallback.
 
 A claim can commit on the server while the worker sees an error (the reply was lost, e.g. a
@@ -28,7 +28,7 @@ from flask_solidq import log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
-from flask_solidq.processes import wakeups
+from flask_solidq.processes import job_notices
 from flask_solidq.processes.finisher import Finisher
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.poller import Poller
@@ -39,7 +39,7 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.config import WorkerSettings
     from flask_solidq.operations.claim import ClaimedJob
-    from flask_solidq.processes.waker import Watched
+    from flask_solidq.processes.signal_safe_waker import Watched
 
 logger = logging.getLogger("flask_solidq")
 
@@ -91,7 +91,7 @@ class Worker(Poller):
         self.pool: Pool | None = None
         self._backlog = False
         self.finisher: Finisher | None = None
-        self._subscription: wakeups.Subscription | None = None
+        self._subscription: job_notices.Subscription | None = None
         self.held = HeldJobs()
         #: A claim failed: its jobs may be claimed on the server all the same.
         self._strays_suspected = False
@@ -117,8 +117,8 @@ class Worker(Poller):
         )
         self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
         self.finisher.start()
-        wakeups.listen_ready(self.wake_up)
-        self._subscription = wakeups.Subscription(
+        job_notices.listen_ready(self.wake_up)
+        self._subscription = job_notices.Subscription(
             self.state.claim_engine, WORKER, lambda _payload: self.wake_up()
         )
 
@@ -190,7 +190,7 @@ class Worker(Poller):
         PostgreSQL the claim's transaction notified them already)."""
         engine = self.state.claim_engine
         earliest = min(deferral.until for deferral in batch.deferrals)
-        wakeups.announce_scheduled(engine, earliest, notified=db.supports_listen_notify(engine))
+        job_notices.announce_scheduled(engine, earliest, notified=db.supports_listen_notify(engine))
 
     def _perform(self, job: ClaimedJob) -> None:
         """Perform one claimed job on a pool thread; hand its outcome to the finisher, then
@@ -210,7 +210,7 @@ class Worker(Poller):
         """Stop claiming, give running jobs ``SOLIDQ_SHUTDOWN_TIMEOUT`` to finish, store their
         outcomes, release the claims of jobs still running, then deregister."""
         self._stopping = True
-        wakeups.forget(self.wake_up)
+        job_notices.forget(self.wake_up)
         if self._subscription is not None:
             self._subscription.close()
         timeout = self.settings.shutdown_timeout

@@ -14,12 +14,12 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import postgres
-from flask_solidq.processes import wakeups
+from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell
 from flask_solidq.processes.pg_listener import PostgresListener
-from flask_solidq.processes.waker import Waker
+from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.timing import utcnow
 from tests import support
 
@@ -124,15 +124,17 @@ def test_a_subscription_hands_on_the_time_a_dispatcher_was_rung_with(app):
     with app.app_context():
         engine = app.extensions["solidq"].engine
     heard: list[dt.datetime | None] = []
-    subscription = wakeups.Subscription(
-        engine, DISPATCHER, lambda payload: heard.append(wakeups.decode_time(payload))
+    subscription = job_notices.Subscription(
+        engine, DISPATCHER, lambda payload: heard.append(job_notices.decode_time(payload))
     )
     at = utcnow() + dt.timedelta(seconds=3)
     try:
-        wakeups.announce_scheduled(engine, at, notified=False)
+        job_notices.announce_scheduled(engine, at, notified=False)
         if db.supports_listen_notify(engine):
             with db.write(engine) as connection:
-                db.notify(connection, postgres.SCHEDULED_CHANNEL, wakeups.encode_time(at).decode())
+                db.notify(
+                    connection, postgres.SCHEDULED_CHANNEL, job_notices.encode_time(at).decode()
+                )
         waker = Waker()
         support.wait_until(lambda: waker.sleep(0.05, subscription.watched()) or heard)
         waker.close()

@@ -1,4 +1,5 @@
-"""A wake-up that is safe to ring from a signal handler.
+"""A wake-up that is safe to ring from a signal handler: a pipe (unlike the notices between
+processes about jobs, :mod:`~flask_solidq.processes.job_notices`).
 
 ``threading.Event.set()`` takes a lock; a signal handler that runs while the main thread holds
 that same lock (inside ``Event.wait`` or ``set``) would wait for itself forever. Writing a byte

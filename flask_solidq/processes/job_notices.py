@@ -1,4 +1,4 @@
-"""Wake-ups: a process that makes jobs ready wakes the idle workers, and one that schedules a
+"""Job notices: a process that makes jobs ready wakes the idle workers, and one that schedules a
 job wakes the dispatchers if it's due before their next poll, instead of leaving them to their
 polling intervals.
 
@@ -35,7 +35,7 @@ if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
     from flask_solidq.processes.host_bell import Listener
-    from flask_solidq.processes.waker import Watched
+    from flask_solidq.processes.signal_safe_waker import Watched
 
 _lock = threading.Lock()
 _on_ready: list[t.Callable[[], None]] = []
