@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from flask_solidq import adapters
 from flask_solidq import app_transaction
 from flask_solidq import cli
+from flask_solidq import dashboard
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.config import load_settings
@@ -63,6 +64,7 @@ class SolidQ:
         # The lifecycle hooks, shared by every app this object serves (see
         # on_process_start); each app's state refers to them.
         self._hooks = LifecycleHooks()
+        self._dashboard_rules: list[t.Callable[[], bool]] = []
         if app is not None:
             self.init_app(app)
 
@@ -97,8 +99,12 @@ class SolidQ:
             )
         _add_tables(sqlalchemy, settings.bind)
         app_transaction.listen()
-        app.extensions["solidq"] = SolidQState(app, settings, sqlalchemy, self._hooks)
+        app.extensions["solidq"] = SolidQState(
+            app, settings, sqlalchemy, self._hooks, self._dashboard_rules
+        )
         app.cli.add_command(cli.solidq_group)
+        if settings.dashboard:
+            dashboard.register(app, settings.dashboard_url_prefix)
 
     @t.overload
     def job(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
@@ -183,6 +189,20 @@ class SolidQ:
 
     # Lifecycle hooks: they belong to this object, like job definitions, and run in the
     # processes of every app it serves (flask_solidq.processes.hooks.LifecycleHooks).
+
+    def dashboard_auth(self, rule: t.Callable[[], bool]) -> t.Callable[[], bool]:
+        """Register the dashboard's access check: ``rule()`` is called for every dashboard
+        request, inside its request context, and the request is refused with 403 unless it
+        returns True (``return current_user.is_authenticated and current_user.is_admin``).
+        It takes precedence over ``SOLIDQ_DASHBOARD_BASIC_AUTH`` and the debug/testing
+        opening. Usable as a decorator; the last check registered decides.
+
+        :raises TypeError: ``rule`` isn't callable.
+        """
+        if not callable(rule):
+            raise TypeError(f"@solidq.dashboard_auth registers a function, not {rule!r}.")
+        self._dashboard_rules.append(rule)
+        return rule
 
     def on_process_start(self, hook: _Hook) -> _Hook:
         """Register ``hook(process)`` to run in each queue process (worker, dispatcher,

@@ -35,12 +35,17 @@ class SolidQState:
         settings: Settings,
         sqlalchemy: SQLAlchemy,
         hooks: LifecycleHooks | None = None,
+        dashboard_rules: list[t.Callable[[], bool]] | None = None,
     ) -> None:
         self.settings = settings
         self.sqlalchemy = sqlalchemy
         #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
         #: every app that object serves), which its processes run.
         self.hooks = hooks if hooks is not None else LifecycleHooks()
+        #: The dashboard's access check registered with ``@solidq.dashboard_auth`` (a list
+        #: shared with the ``SolidQ`` object, so a check registered after ``init_app``
+        #: applies too; the last one registered decides).
+        self.dashboard_rules = dashboard_rules if dashboard_rules is not None else []
         self.adapter = settings.adapter
         #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
         self.test_jobs: list[Job] = []

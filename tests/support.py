@@ -31,10 +31,12 @@ def create_app(database_url: str, **config: t.Any) -> Flask:
     """A small app with Flask-SQLAlchemy and flask-solidq on ``database_url``."""
     app = Flask("solidq_test_app")
     app.config.update(
-        TESTING=True,
-        SQLALCHEMY_DATABASE_URI=database_url,
-        SOLIDQ_DASHBOARD=False,
-        **config,
+        {
+            "TESTING": True,
+            "SQLALCHEMY_DATABASE_URI": database_url,
+            "SOLIDQ_DASHBOARD": False,
+            **config,
+        }
     )
     db.init_app(app)
     solidq.init_app(app)

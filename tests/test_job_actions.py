@@ -221,7 +221,7 @@ def test_a_retried_job_is_ready_again_with_its_ids_and_history_and_its_rules_att
     before = row(engine, job_id)
     failed = detail(engine, job_id)
     assert failed.summary.state is browse.State.FAILED
-    assert failed.executions == 1  # the payload counts the attempt its retry_on retry stored
+    assert failed.executions == 2  # its two runs: the retry_on retry's and the failing one
 
     assert retry(app, job_id) == 1
 
@@ -232,10 +232,12 @@ def test_a_retried_job_is_ready_again_with_its_ids_and_history_and_its_rules_att
     # Solid Queue's retry resets the per-rule counters.
     assert json.loads(before.arguments)["exception_executions"] == {"[Flaky]": 1}
     assert "exception_executions" not in json.loads(after.arguments)
+    # Its history counts the failed run too: the next run is its third.
     assert json.loads(after.arguments) == {
-        k: v for k, v in json.loads(before.arguments).items() if k != "exception_executions"
+        **{k: v for k, v in json.loads(before.arguments).items() if k != "exception_executions"},
+        "executions": 2,
     }
-    assert detail(engine, job_id).executions == 1
+    assert detail(engine, job_id).executions == 2
     assert support.rows(engine, FAILED) == []
     assert executions_of(engine, job_id) == 1
 
@@ -417,7 +419,8 @@ def test_two_processes_retrying_the_same_jobs_retry_each_once(
 
     counts = race_retries(database_url, how)
 
-    assert sum(counts) == MANY, counts
+    left = [row.job_id for row in support.rows(engine, FAILED)]
+    assert sum(counts) == MANY, (counts, left, support.count(engine, READY))
     assert support.count(engine, FAILED) == 0
     with engine.connect() as connection:
         query = sa.select(READY.c.job_id, sa.func.count()).group_by(READY.c.job_id)
@@ -745,7 +748,7 @@ def test_a_failed_job_shows_its_error_with_its_backtrace(app, engine):
     assert error.backtrace == stored["backtrace"]
     assert error.backtrace[0].startswith("Traceback")
     assert any("job_action_jobs.py" in line for line in error.backtrace)
-    assert found.executions == 0
+    assert found.executions == 1  # the failing run, as its error recorded it
     assert found.claimed_by is None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import json
 import typing as t
 
@@ -140,42 +141,70 @@ def retry(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
 
 def retry_all(engine: sa.Engine, filters: Filters = Filters()) -> int:
     """Retry every failed job matching ``filters``; return how many were retried."""
-    return sum(_retry_batch(engine, batch) for batch in _batches(engine, FAILED, filters))
+    return _until_done(
+        lambda: sum(_retry_batch(engine, b) for b in _batches(engine, FAILED, filters))
+    )
 
 
 def _retry_batch(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
+    return _deadlock_safe(_retry_in_transaction, engine, job_ids)
+
+
+def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
     now = utcnow()
     with db.write(engine) as connection:
         ids = _lock(connection, FAILED, job_ids)
         if not ids:
             return 0
+        runs = _runs_of_failures(connection, ids)
         connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
-        _reset_rule_counters(connection, ids, now)
+        _reset_rule_counters(connection, ids, runs, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
         db.notify(connection, postgres.READY_CHANNEL)
     return len(ids)
 
 
-def _reset_rule_counters(connection: sa.Connection, ids: list[int], now: dt.datetime) -> None:
+def _runs_of_failures(connection: sa.Connection, ids: list[int]) -> dict[int, int]:
+    """How many times each failed job ran, its failing run included, as its error recorded
+    it (the payload only counts the runs a retry recorded)."""
+    rows = connection.execute(
+        sa.select(FAILED.c.job_id, FAILED.c.error).where(FAILED.c.job_id.in_(ids))
+    )
+    runs: dict[int, int] = {}
+    for job_id, error in rows:
+        try:
+            executions = json.loads(error or "").get("executions")
+        except (ValueError, AttributeError, RecursionError):
+            continue
+        if type(executions) is int:
+            runs[job_id] = executions
+    return runs
+
+
+def _reset_rule_counters(
+    connection: sa.Connection, ids: list[int], runs: dict[int, int], now: dt.datetime
+) -> None:
     """Give the retried jobs' ``retry_on`` rules their attempts back, as Solid Queue's retry
     does: a job whose attempts ran out would otherwise fail again at its first error. The
-    total ``executions`` stays, as the job's history."""
+    total ``executions`` stays, as the job's history, counting the failed run too."""
     rows = connection.execute(sa.select(JOBS.c.id, JOBS.c.arguments).where(JOBS.c.id.in_(ids)))
     updates = [
-        {"job": row.id, "arguments": _without_rule_counters(row.arguments), "now": now}
+        {"job": row.id, "arguments": _for_retry(row.arguments, runs.get(row.id)), "now": now}
         for row in rows
     ]
     connection.execute(_RESET, updates)
 
 
-def _without_rule_counters(arguments: str | None) -> str | None:
+def _for_retry(arguments: str | None, runs: int | None) -> str | None:
     try:
         payload = json.loads(arguments or "")
     except (ValueError, RecursionError):
         return arguments  # not a payload a worker could load anyway: it will fail again
-    if not isinstance(payload, dict) or "exception_executions" not in payload:
+    if not isinstance(payload, dict):
         return arguments
-    payload.pop("exception_executions")
+    payload.pop("exception_executions", None)
+    if runs is not None and runs > payload.get("executions", 0):
+        payload["executions"] = runs
     return job_rows.dumps(payload)
 
 
@@ -213,12 +242,18 @@ def discard_all(
     """
     filters.check_state(state)
     execution = _EXECUTIONS[state]
-    return sum(
-        _discard_batch(engine, state, batch) for batch in _batches(engine, execution, filters)
+    return _until_done(
+        lambda: sum(
+            _discard_batch(engine, state, batch) for batch in _batches(engine, execution, filters)
+        )
     )
 
 
 def _discard_batch(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
+    return _deadlock_safe(_discard_in_transaction, engine, state, job_ids)
+
+
+def _discard_in_transaction(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
     with db.write(engine) as connection:
         ids = _lock(connection, _EXECUTIONS[state], job_ids)
         if not ids:
@@ -238,6 +273,10 @@ def run_now(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
 
 
 def _run_now_batch(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
+    return _deadlock_safe(_run_now_in_transaction, engine, job_ids)
+
+
+def _run_now_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
     now = utcnow()
     with db.write(engine) as connection:
         ids = _lock(connection, SCHEDULED, job_ids)
@@ -253,6 +292,29 @@ def _run_now_batch(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
 
 
 # Shared.
+
+#: The most passes a ``*_all`` action makes over its jobs.
+MAX_PASSES = 3
+
+
+def _until_done(one_pass: t.Callable[[], int]) -> int:
+    """Run ``one_pass`` again while it still changed jobs (up to :data:`MAX_PASSES`): a pass
+    skips the rows another transaction holds, and when that transaction rolls back (a
+    deadlock's victim, a failed action) the rows are still to do."""
+    total = 0
+    for _pass in range(MAX_PASSES):
+        done = one_pass()
+        total += done
+        if not done:
+            break
+    return total
+
+
+def _deadlock_safe(batch: t.Callable[..., int], *args: t.Any) -> int:
+    """Run one batch's transaction, again if MySQL/MariaDB picks it as a deadlock's victim
+    (two people acting at once, or an action beside workers): nothing of it was committed, and
+    the next try acts only on the jobs still in the wanted state."""
+    return db.retrying_deadlocks(functools.partial(batch, *args), attempts=10)
 
 
 def _lock(connection: sa.Connection, execution: sa.Table, job_ids: t.Sequence[int]) -> list[int]:

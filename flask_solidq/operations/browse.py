@@ -77,6 +77,8 @@ class Error:
     message: str
     backtrace: list[str]
     failed_at: dt.datetime
+    #: How many times the job ran, the failing run included (None: not recorded).
+    executions: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +156,8 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
     payload = _parse(row["arguments"])
     executions = payload.get("executions", 0) if isinstance(payload, dict) else 0
     error = _error(connection, row["id"]) if state is State.FAILED else None
+    if error is not None and error.executions is not None:
+        executions = error.executions  # the failing run counted: the payload doesn't
     summary = _summary(row, state)
     if error is not None:
         summary = dataclasses.replace(
@@ -264,9 +268,11 @@ def _error(connection: sa.Connection, job_id: int) -> Error | None:
     if not isinstance(parsed, dict):
         return Error("", str(parsed), [], row.created_at)
     backtrace = parsed.get("backtrace")
+    executions = parsed.get("executions")
     return Error(
         exception_class=str(parsed.get("exception_class") or ""),
         message=str(parsed.get("message") or ""),
         backtrace=[str(line) for line in backtrace] if isinstance(backtrace, list) else [],
         failed_at=row.created_at,
+        executions=executions if type(executions) is int else None,
     )

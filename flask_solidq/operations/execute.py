@@ -222,19 +222,23 @@ def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
 
 
 def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:
-    return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), job=job, exception=error)
+    error_text = error_json(error, executions=job.executions)
+    return Outcome(claimed, OutcomeKind.FAILED, error=error_text, job=job, exception=error)
 
 
-def error_json(error: BaseException) -> str:
-    """A failed execution's ``error``: the exception's class, message and backtrace."""
+def error_json(error: BaseException, *, executions: int | None = None) -> str:
+    """A failed execution's ``error``: the exception's class, message and backtrace, and how
+    many times the job ran, this run included (``executions``; the stored payload only counts
+    the runs a retry recorded)."""
     lines = traceback.format_exception(type(error), error, error.__traceback__)
-    return _dumps(
-        {
-            "exception_class": f"{type(error).__module__}.{type(error).__qualname__}",
-            "message": str(error),
-            "backtrace": "".join(lines).splitlines()[-BACKTRACE_LINES:],
-        }
-    )
+    data: dict[str, t.Any] = {
+        "exception_class": f"{type(error).__module__}.{type(error).__qualname__}",
+        "message": str(error),
+        "backtrace": "".join(lines).splitlines()[-BACKTRACE_LINES:],
+    }
+    if executions is not None:
+        data["executions"] = executions
+    return _dumps(data)
 
 
 def failure_json(exception_class: str, message: str) -> str:

@@ -1,0 +1,43 @@
+"""The dashboard: a blueprint at ``SOLIDQ_DASHBOARD_URL_PREFIX`` (``/solidq``), Jinja2 pages
+with htmx, over the same read operations (:mod:`flask_solidq.operations.browse`,
+:mod:`~flask_solidq.operations.queues`) and actions (:mod:`~flask_solidq.operations.actions`)
+the CLI and the Python API use: no SQL of its own.
+
+Closed by default (:mod:`.access`), every action a POST with a CSRF token (:mod:`.csrf`).
+Templates are under ``templates/solidq/`` (an app overrides one by putting a file of the same
+name in its own templates folder), static files under ``static/solidq/``.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from flask import Blueprint
+
+from flask_solidq.dashboard import access
+from flask_solidq.dashboard import csrf
+from flask_solidq.dashboard import views
+from flask_solidq.resources import resource_dir
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+
+#: The blueprint's name: ``url_for("solidq_dashboard.overview")``.
+NAME = "solidq_dashboard"
+
+
+def register(app: Flask, url_prefix: str) -> None:
+    """Add the dashboard to ``app`` at ``url_prefix``."""
+    blueprint = Blueprint(
+        NAME,
+        __name__,
+        template_folder=str(resource_dir("templates")),
+        static_folder=str(resource_dir("static") / "solidq"),
+        static_url_path="/static",
+    )
+    blueprint.before_request(access.check)
+    blueprint.before_request(csrf.check)
+    blueprint.after_request(csrf.set_cookie)
+    blueprint.context_processor(csrf.template_context)
+    views.add_routes(blueprint)
+    app.register_blueprint(blueprint, url_prefix=url_prefix)

@@ -1,0 +1,200 @@
+"""The dashboard's pages for what the controls store: rate-limit budgets, coalesce keys,
+blocked jobs and semaphores, and the registered processes. Each reads through
+:mod:`flask_solidq.operations.control_reads` (and the figures of
+:mod:`~flask_solidq.operations.queues` / :mod:`~flask_solidq.controls.budgets`), a page at a
+time: every list that grows with the queue is keyset-paginated (``?after=``, the last key or
+id of the previous page), the figures per job name are bounded by the app's definitions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from flask import Blueprint
+from flask import render_template
+from flask import request
+
+from flask_solidq import db
+from flask_solidq.controls import budgets
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
+from flask_solidq.dashboard import views
+from flask_solidq.operations import control_reads
+from flask_solidq.operations import queues
+from flask_solidq.recurring.schedule import Schedule
+from flask_solidq.state import get_state
+from flask_solidq.status import format_age
+from flask_solidq.status import format_duration
+from flask_solidq.status import format_expiry
+from flask_solidq.status import format_when
+from flask_solidq.timing import utcnow
+
+#: Rows per page of each list.
+PAGE_SIZE = 50
+
+
+def add_routes(blueprint: Blueprint) -> None:
+    """Add the pages: ``.budgets``, ``.coalescing``, ``.blocked``, ``.processes``,
+    ``.recurring``."""
+    blueprint.add_url_rule("/budgets", "budgets", budgets_page)
+    blueprint.add_url_rule("/coalescing", "coalescing", coalescing_page)
+    blueprint.add_url_rule("/blocked", "blocked", blocked_page)
+    blueprint.add_url_rule("/processes", "processes", processes_page)
+    blueprint.add_url_rule("/recurring", "recurring", recurring_page)
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetView:
+    """One budget as the page shows it, in words where the app can't compute a figure."""
+
+    key: str
+    limit: str
+    available: str
+    next_admission: str
+    waiting: int
+    next_check: str
+    updated_at: dt.datetime
+
+
+def budgets_page() -> str:
+    """Every ``solidq_rate_limits`` row: its limit, admits available now, next admission, and
+    the jobs it deferred that wait (with when the first is looked at again)."""
+    now = utcnow()
+    after = request.args.get("after") or None
+    with db.read(views._engine()) as connection:
+        page = control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
+        waiting = {entry.key: entry for entry in budgets.waiting(connection)}
+    rows = [_budget_view(row, waiting.get(row.key), now) for row in page]
+    return render_template(
+        "solidq/budgets.html",
+        rows=rows,
+        after=after,
+        next_after=page[-1].key if len(page) == PAGE_SIZE else None,
+        now=now,
+        done=views._done(),
+    )
+
+
+def _budget_view(
+    row: control_reads.BudgetRow, waiting: budgets.Waiting | None, now: dt.datetime
+) -> BudgetView:
+    declaration = rate_limit.declaration_for(row.key)
+    budget = gcra.Budget(row.tat, row.last_slot_at)
+    if declaration is None:
+        # The job that declares it isn't imported by this app: its limit is unknown.
+        limit = available = next_admission = "?"
+    else:
+        limit = _describe_limit(declaration)
+        available = str(control_reads.admits_available(budget, declaration.rate, now))
+        next_admission = format_when(budget.available_at(declaration.rate, now), now)
+    return BudgetView(
+        key=row.key,
+        limit=limit,
+        available=available,
+        next_admission=next_admission,
+        waiting=waiting.size if waiting else 0,
+        next_check=format_when(waiting.next_check_at, now) if waiting else "-",
+        updated_at=row.updated_at,
+    )
+
+
+def _describe_limit(declaration: rate_limit.RateLimit) -> str:
+    per = format_duration(declaration.per) if declaration.per >= 1 else f"{declaration.per:g}s"
+    burst = f", burst {declaration.burst}" if declaration.burst > 1 else ""
+    return f"{declaration.to} per {per}{burst}"
+
+
+def coalescing_page() -> str:
+    """Per coalescing job: open keys, waiting calls, the oldest call's age; then the open
+    keys themselves, oldest first."""
+    now = utcnow()
+    after = request.args.get("after", type=int)
+    with db.read(views._engine()) as connection:
+        summary = queues.coalesce_summary(connection)
+        keys = control_reads.open_key_page(connection, after=after, limit=PAGE_SIZE)
+    return render_template(
+        "solidq/coalescing.html",
+        summary=summary,
+        keys=keys,
+        after=after,
+        next_after=keys[-1].id if len(keys) == PAGE_SIZE else None,
+        age=lambda moment: format_age(moment, now),
+        now=now,
+        done=views._done(),
+    )
+
+
+def blocked_page() -> str:
+    """Concurrency keys with blocked jobs (how many, since when, their semaphore), and every
+    semaphore with its lease; two lists, each paged on its own."""
+    now = utcnow()
+    after = request.args.get("after") or None
+    semaphores_after = request.args.get("semaphores_after") or None
+    with db.read(views._engine()) as connection:
+        blocked = control_reads.blocked_key_page(connection, after=after, limit=PAGE_SIZE)
+        semaphores = control_reads.semaphore_page(
+            connection, after=semaphores_after, limit=PAGE_SIZE
+        )
+    return render_template(
+        "solidq/blocked.html",
+        blocked=blocked,
+        semaphores=semaphores,
+        after=after,
+        semaphores_after=semaphores_after,
+        next_after=blocked[-1].key if len(blocked) == PAGE_SIZE else None,
+        next_semaphores_after=semaphores[-1].key if len(semaphores) == PAGE_SIZE else None,
+        age=lambda moment: format_age(moment, now),
+        expiry=lambda moment: format_expiry(moment, now),
+        now=now,
+        done=views._done(),
+    )
+
+
+def processes_page() -> str:
+    """The registered processes: kind, name, host, pid, heartbeat age; those silent past
+    ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
+    now = utcnow()
+    after = request.args.get("after", type=int)
+    with db.read(views._engine()) as connection:
+        rows = control_reads.process_page(connection, after=after, limit=PAGE_SIZE)
+    threshold = get_state().settings.process_alive_threshold
+    return render_template(
+        "solidq/processes.html",
+        rows=rows,
+        after=after,
+        next_after=rows[-1].id if len(rows) == PAGE_SIZE else None,
+        age=lambda moment: format_age(moment, now),
+        silent=lambda row: (now - row.last_heartbeat_at).total_seconds() > threshold,
+        now=now,
+        done=views._done(),
+    )
+
+
+def recurring_page() -> str:
+    """The stored recurring tasks: schedule, last run (from the ledger) and next run (from
+    the schedule as stored)."""
+    now = utcnow()
+    after = request.args.get("after") or None
+    with db.read(views._engine()) as connection:
+        rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
+    return render_template(
+        "solidq/recurring.html",
+        rows=rows,
+        after=after,
+        next_after=rows[-1].key if len(rows) == PAGE_SIZE else None,
+        next_run=lambda schedule: _next_run(schedule, now),
+        age=lambda moment: format_age(moment, now),
+        now=now,
+        done=views._done(),
+    )
+
+
+def _next_run(schedule: str, now: dt.datetime) -> str:
+    """When a stored schedule ticks next, or "?" for one this version can't parse (a row
+    written by another version of the app)."""
+    try:
+        moment = Schedule.parse(schedule).next_time_after(now)
+    except ValueError:
+        return "?"
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({format_when(moment, now)})"

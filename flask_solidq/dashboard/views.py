@@ -1,0 +1,166 @@
+"""The dashboard's pages and actions. Each view reads through
+:mod:`flask_solidq.operations.browse` / :mod:`~flask_solidq.operations.queues`, or acts
+through :mod:`~flask_solidq.operations.actions` (the operations the CLI and the Python API
+use), then renders a template of ``templates/solidq/``. An action answers with a redirect
+(303) back to where it came from, saying what it did."""
+
+from __future__ import annotations
+
+import typing as t
+from urllib.parse import quote
+
+from flask import Blueprint
+from flask import abort
+from flask import redirect
+from flask import render_template
+from flask import request
+from flask import url_for
+
+from flask_solidq import db
+from flask_solidq.dashboard import control_views
+from flask_solidq.operations import actions
+from flask_solidq.operations import browse
+from flask_solidq.operations import queues
+from flask_solidq.state import get_state
+from flask_solidq.timing import utcnow
+
+if t.TYPE_CHECKING:
+    import sqlalchemy as sa
+    from werkzeug.wrappers import Response
+
+#: Jobs per page.
+PAGE_SIZE = 50
+#: The states a job is still moving through: its page keeps refreshing while it's in one.
+MOVING = (browse.State.SCHEDULED, browse.State.READY, browse.State.CLAIMED, browse.State.BLOCKED)
+
+
+def add_routes(blueprint: Blueprint) -> None:
+    control_views.add_routes(blueprint)
+    blueprint.add_url_rule("/", "overview", overview)
+    blueprint.add_url_rule("/jobs", "jobs", jobs)
+    blueprint.add_url_rule("/jobs/<reference>", "job", job)
+    blueprint.add_url_rule(
+        "/jobs/<int:job_id>/<any(retry, discard, run_now):action>",
+        "job_action",
+        job_action,
+        methods=["POST"],
+    )
+    blueprint.add_url_rule(
+        "/failed/<any(retry, discard):action>", "failed_action", failed_action, methods=["POST"]
+    )
+    blueprint.add_url_rule(
+        "/queues/<path:queue>/<any(pause, resume):action>",
+        "queue_action",
+        queue_action,
+        methods=["POST"],
+    )
+
+
+def _engine() -> sa.Engine:
+    state = get_state()
+    state.check_tables()
+    return state.engine
+
+
+def overview() -> str:
+    """Per queue: jobs in each state, latency, paused; the processes and their heartbeats."""
+    now = utcnow()
+    with db.read(_engine()) as connection:
+        counts = queues.queue_counts(connection, now)
+        processes = queues.process_rows(connection)
+    return render_template(
+        "solidq/overview.html", counts=counts, processes=processes, now=now, done=_done()
+    )
+
+
+def jobs() -> str:
+    """A page of jobs in one state, filtered by queue and job name, newest first."""
+    try:
+        state = browse.State(request.args.get("state", browse.State.FAILED.value))
+    except ValueError:
+        abort(404)
+    queue = request.args.get("queue") or None
+    name = request.args.get("job") or None
+    before = request.args.get("before", type=int)
+    with db.read(_engine()) as connection:
+        page = browse.list_jobs(
+            connection, state, queue=queue, job=name, before=before, limit=PAGE_SIZE
+        )
+    return render_template(
+        "solidq/jobs.html",
+        page=page,
+        state=state,
+        states=list(browse.State),
+        queue=queue or "",
+        job=name or "",
+        next_before=page[-1].id if len(page) == PAGE_SIZE else None,
+        now=utcnow(),
+        done=_done(),
+    )
+
+
+def job(reference: str) -> str:
+    """One job whole, with the actions its state allows."""
+    with db.read(_engine()) as connection:
+        detail = browse.find_job(connection, reference)
+    if detail is None:
+        abort(404)
+    return render_template(
+        "solidq/job.html",
+        detail=detail,
+        job=detail.summary,
+        moving=detail.summary.state in MOVING,
+        now=utcnow(),
+        done=_done(),
+    )
+
+
+_JOB_ACTIONS: dict[str, tuple[t.Callable[[sa.Engine, list[int]], int], str]] = {
+    "retry": (actions.retry, "Retried"),
+    "discard": (actions.discard, "Discarded"),
+    "run_now": (actions.run_now, "Made due now:"),
+}
+
+
+def job_action(job_id: int, action: str) -> Response:
+    operation, verb = _JOB_ACTIONS[action]
+    count = operation(_engine(), [job_id])
+    message = f"{verb} {count} job{'s' if count != 1 else ''}."
+    target = "jobs" if action == "discard" and count else "job"
+    if target == "jobs":
+        return _back(url_for(".jobs", state=request.form.get("state", "failed")), message)
+    return _back(url_for(".job", reference=job_id), message)
+
+
+def failed_action(action: str) -> Response:
+    """Retry or discard every failed job, or those of one queue / job name."""
+    filters = actions.Filters(
+        queue=request.form.get("queue") or None, job=request.form.get("job") or None
+    )
+    engine = _engine()
+    if action == "retry":
+        count, verb = actions.retry_all(engine, filters), "Retried"
+    else:
+        count, verb = actions.discard_all(engine, actions.Waiting.FAILED, filters), "Discarded"
+    return _back(
+        url_for(".jobs", state="failed"), f"{verb} {count} failed job{'s' if count != 1 else ''}."
+    )
+
+
+def queue_action(queue: str, action: str) -> Response:
+    engine = _engine()
+    if action == "pause":
+        queues.pause(engine, queue)
+    else:
+        queues.resume(engine, queue)
+    return _back(url_for(".overview"), f"Queue {queue} {action}d.")
+
+
+def _back(location: str, message: str) -> Response:
+    separator = "&" if "?" in location else "?"
+    return redirect(f"{location}{separator}done={quote(message)}", code=303)
+
+
+def _done() -> str | None:
+    """What the last action did (from its redirect), to say on the page."""
+    return request.args.get("done")

@@ -1,0 +1,204 @@
+"""Reading what the controls store, a page at a time, for the dashboard: rate-limit budgets,
+open coalesce keys, blocked concurrency keys with their semaphores, and processes. Read-only.
+
+Every list is keyset-paginated on a unique, indexed column (``after``: the last value of the
+previous page), so a page costs the same with a million keys as with ten. The figures per job
+name (:func:`flask_solidq.operations.queues.coalesce_summary`) and the deferred jobs per budget
+(:func:`flask_solidq.controls.budgets.waiting`) are read where they already live.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import models
+
+if t.TYPE_CHECKING:
+    from flask_solidq.controls import gcra
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
+COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
+PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
+RECURRING_TASKS = t.cast(sa.Table, models.RecurringTask.__table__)
+RECURRING_RUNS = t.cast(sa.Table, models.RecurringExecution.__table__)
+
+#: The most rows one page lists.
+MAX_PAGE = 500
+
+
+class BudgetRow(t.NamedTuple):
+    """A ``solidq_rate_limits`` row: its key and GCRA times."""
+
+    key: str
+    tat: dt.datetime
+    last_slot_at: dt.datetime | None
+    updated_at: dt.datetime
+
+
+class OpenKey(t.NamedTuple):
+    """An open coalesce key and the job later calls with it join."""
+
+    id: int
+    key: str
+    job_id: int
+    class_name: str
+    calls_count: int
+    created_at: dt.datetime
+
+
+class BlockedKey(t.NamedTuple):
+    """A concurrency key with blocked jobs: how many, the oldest one's time, and its
+    semaphore (free slots and lease end; None when it has no row)."""
+
+    key: str
+    size: int
+    oldest_at: dt.datetime
+    free_slots: int | None
+    expires_at: dt.datetime | None
+
+
+def budget_page(
+    connection: sa.Connection, *, after: str | None = None, limit: int = 50
+) -> list[BudgetRow]:
+    """Up to ``limit`` budgets by key, those after ``after``."""
+    statement = sa.select(
+        BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at, BUDGETS.c.updated_at
+    ).order_by(BUDGETS.c.key)
+    if after is not None:
+        statement = statement.where(BUDGETS.c.key > after)
+    return [BudgetRow(*row) for row in connection.execute(statement.limit(_cap(limit)))]
+
+
+def open_key_page(
+    connection: sa.Connection, *, after: int | None = None, limit: int = 50
+) -> list[OpenKey]:
+    """Up to ``limit`` open coalesce keys with their job's name, oldest first (by row id),
+    those after the row id ``after``."""
+    statement = (
+        sa.select(
+            COALESCE_KEYS.c.id,
+            COALESCE_KEYS.c.key,
+            COALESCE_KEYS.c.job_id,
+            JOBS.c.class_name,
+            COALESCE_KEYS.c.calls_count,
+            COALESCE_KEYS.c.created_at,
+        )
+        .select_from(COALESCE_KEYS.join(JOBS, JOBS.c.id == COALESCE_KEYS.c.job_id))
+        .order_by(COALESCE_KEYS.c.id)
+    )
+    if after is not None:
+        statement = statement.where(COALESCE_KEYS.c.id > after)
+    return [OpenKey(*row) for row in connection.execute(statement.limit(_cap(limit)))]
+
+
+def blocked_key_page(
+    connection: sa.Connection, *, after: str | None = None, limit: int = 50
+) -> list[BlockedKey]:
+    """Up to ``limit`` concurrency keys with blocked jobs, by key, those after ``after``;
+    each with its semaphore. Grouped along the index blocked jobs are released by."""
+    grouped = sa.select(
+        BLOCKED.c.concurrency_key.label("key"),
+        sa.func.count().label("size"),
+        sa.func.min(BLOCKED.c.created_at).label("oldest_at"),
+    ).group_by(BLOCKED.c.concurrency_key)
+    if after is not None:
+        grouped = grouped.where(BLOCKED.c.concurrency_key > after)
+    page = grouped.order_by(BLOCKED.c.concurrency_key).limit(_cap(limit)).subquery()
+    statement = (
+        sa.select(
+            page.c.key, page.c.size, page.c.oldest_at, SEMAPHORES.c.value, SEMAPHORES.c.expires_at
+        )
+        .select_from(page.outerjoin(SEMAPHORES, SEMAPHORES.c.key == page.c.key))
+        .order_by(page.c.key)
+    )
+    return [
+        BlockedKey(key, int(size), oldest, value, expires)
+        for key, size, oldest, value, expires in connection.execute(statement)
+    ]
+
+
+def semaphore_page(
+    connection: sa.Connection, *, after: str | None = None, limit: int = 50
+) -> list[sa.Row[t.Any]]:
+    """Up to ``limit`` semaphores (key, value, expires_at) by key, those after ``after``."""
+    statement = sa.select(SEMAPHORES.c.key, SEMAPHORES.c.value, SEMAPHORES.c.expires_at).order_by(
+        SEMAPHORES.c.key
+    )
+    if after is not None:
+        statement = statement.where(SEMAPHORES.c.key > after)
+    return list(connection.execute(statement.limit(_cap(limit))))
+
+
+def process_page(
+    connection: sa.Connection, *, after: int | None = None, limit: int = 50
+) -> list[sa.Row[t.Any]]:
+    """Up to ``limit`` registered processes by row id (the order they registered in),
+    those after the row id ``after``."""
+    statement = sa.select(PROCESSES).order_by(PROCESSES.c.id)
+    if after is not None:
+        statement = statement.where(PROCESSES.c.id > after)
+    return list(connection.execute(statement.limit(_cap(limit))))
+
+
+class RecurringRow(t.NamedTuple):
+    """A stored recurring task and its last enqueued run (None before the first)."""
+
+    key: str
+    schedule: str
+    class_name: str | None
+    queue_name: str | None
+    description: str | None
+    last_run_at: dt.datetime | None
+
+
+def recurring_page(
+    connection: sa.Connection, *, after: str | None = None, limit: int = 50
+) -> list[RecurringRow]:
+    """Up to ``limit`` recurring tasks by key, those after ``after``, each with the time of
+    its latest run from the ledger (one grouped query over the page's keys, along the
+    ledger's unique index)."""
+    statement = sa.select(
+        RECURRING_TASKS.c.key,
+        RECURRING_TASKS.c.schedule,
+        RECURRING_TASKS.c.class_name,
+        RECURRING_TASKS.c.queue_name,
+        RECURRING_TASKS.c.description,
+    ).order_by(RECURRING_TASKS.c.key)
+    if after is not None:
+        statement = statement.where(RECURRING_TASKS.c.key > after)
+    tasks = list(connection.execute(statement.limit(_cap(limit))))
+    if not tasks:
+        return []
+    last_runs: dict[str, dt.datetime] = dict(
+        connection.execute(
+            sa.select(RECURRING_RUNS.c.task_key, sa.func.max(RECURRING_RUNS.c.run_at))
+            .where(RECURRING_RUNS.c.task_key.in_([task.key for task in tasks]))
+            .group_by(RECURRING_RUNS.c.task_key)
+        ).all()
+    )
+    return [RecurringRow(*task, last_runs.get(task.key)) for task in tasks]
+
+
+def admits_available(budget: gcra.Budget, rate: gcra.Rate, now: dt.datetime) -> int:
+    """How many claims ``budget`` would admit at once at ``now``: ``burst`` when it is idle,
+    none while its next admission is ahead, and as many intervals as it has caught up on in
+    between. Pure: nothing is charged."""
+    available_at = budget.available_at(rate, now)
+    if available_at > now:
+        return 0
+    if budget.tat is None:
+        return rate.burst
+    # The capped tat, as admit() sees it: admissions start at tat - tolerance.
+    tat = min(budget.tat, now + rate.interval * rate.burst)
+    caught_up = (now - (tat - rate.tolerance)) // rate.interval
+    return min(rate.burst, caught_up + 1)
+
+
+def _cap(limit: int) -> int:
+    return max(1, min(limit, MAX_PAGE))
