@@ -21,6 +21,7 @@ from flask_solidq.dashboard import control_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import browse
 from flask_solidq.operations import queues
+from flask_solidq.operations import waiting_reasons
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -101,13 +102,16 @@ def jobs() -> str:
 
 def job(reference: str) -> str:
     """One job whole, with the actions its state allows."""
+    now = utcnow()
     with db.read(_engine()) as connection:
         detail = browse.find_job(connection, reference)
+        reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
     if detail is None:
         abort(404)
     return render_template(
         "solidq/job.html",
         detail=detail,
+        reasons=reasons,
         job=detail.summary,
         moving=detail.summary.state in MOVING,
         now=utcnow(),

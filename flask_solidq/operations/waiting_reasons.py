@@ -1,0 +1,137 @@
+"""Why a job is waiting, and until when, in words: what the dashboard's job page says about a
+job that hasn't run yet. Each reason reads what holds the job (its queue's pause, its
+rate-limit budget, its concurrency key's slots, its open coalesce key, its schedule) through
+the same reads as the rest of the dashboard."""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import models
+from flask_solidq.controls import budgets
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
+from flask_solidq.definitions import registry
+from flask_solidq.errors import JobNotFound
+from flask_solidq.operations import queues
+from flask_solidq.operations.browse import JobDetail
+from flask_solidq.operations.browse import State
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
+KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
+
+#: The most holders of a concurrency key named.
+MAX_HOLDERS = 10
+
+_WAITING = (State.SCHEDULED, State.READY, State.BLOCKED)
+
+
+def reasons(connection: sa.Connection, detail: JobDetail, now: dt.datetime) -> list[str]:
+    """What keeps the job of ``detail`` from running now; empty for a job that isn't
+    waiting (running, finished, failed)."""
+    job = detail.summary
+    if job.state not in _WAITING:
+        return []
+    found: list[str] = []
+    if job.queue_name in queues.paused_queues(connection):
+        found.append(
+            f"Its queue {job.queue_name} is paused: workers claim nothing from it until it is"
+            " resumed."
+        )
+    if job.state is State.SCHEDULED:
+        found.append(_schedule(connection, detail, now))
+    if job.state is State.BLOCKED and detail.concurrency_key:
+        found.append(_blocked(connection, detail.concurrency_key))
+    if detail.coalesce_key:
+        found.append(_coalescing(connection, detail, job.class_name))
+    if job.state is State.READY and not found:
+        found.append("It is ready: the next idle worker of its queue claims it.")
+    return found
+
+
+def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) -> str:
+    job = detail.summary
+    execution_at: dt.datetime | None = connection.scalar(
+        sa.select(SCHEDULED.c.scheduled_at).where(SCHEDULED.c.job_id == job.id)
+    )
+    due = execution_at or job.scheduled_at
+    when = f"{due:%Y-%m-%d %H:%M:%S} UTC" if due else "now"
+    key = detail.rate_limit_key
+    # Deferred by its rate limit: the claim moved its execution past the job's own time.
+    deferred = (
+        execution_at is not None
+        and job.scheduled_at is not None
+        and execution_at > job.scheduled_at
+    )
+    waiting = budgets.waiting(connection, key) if key and deferred else []
+    if not key or not waiting:
+        return f"It is scheduled: due at {when}."
+    declaration = rate_limit.declaration_for(key)
+    if declaration is None:
+        return (
+            f"It waits for the rate limit {key} (its job isn't imported here, so its next"
+            f" admission can't be worked out); it is looked at again at {when}."
+        )
+    budget = budgets.read(connection, key) or gcra.Budget()
+    admits = budget.available_at(declaration.rate, now)
+    admission = "now" if admits <= now else f"at {admits:%Y-%m-%d %H:%M:%S} UTC"
+    return (
+        f"It waits for the rate limit {key} ({_jobs_waiting(waiting[0].size)}): the budget"
+        f" admits its next claim {admission}; this job is looked at again at {when}."
+    )
+
+
+def _blocked(connection: sa.Connection, key: str) -> str:
+    semaphore = connection.execute(
+        sa.select(SEMAPHORES.c.value, SEMAPHORES.c.expires_at).where(SEMAPHORES.c.key == key)
+    ).first()
+    holders = [
+        str(job_id)
+        for job_id in connection.scalars(
+            sa.select(JOBS.c.id)
+            .where(JOBS.c.concurrency_key == key)
+            .where(
+                sa.or_(
+                    sa.exists().where(CLAIMED.c.job_id == JOBS.c.id),
+                    sa.exists().where(READY.c.job_id == JOBS.c.id),
+                )
+            )
+            .order_by(JOBS.c.id)
+            .limit(MAX_HOLDERS)
+        )
+    ]
+    held = f"held by jobs {', '.join(holders)}" if holders else "held by no job now"
+    lease = (
+        f"; its lease ends at {semaphore.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        if semaphore is not None
+        else ""
+    )
+    return f"It waits for a slot of the concurrency key {key}, {held}{lease}."
+
+
+def _coalescing(connection: sa.Connection, detail: JobDetail, job_name: str) -> str:
+    opened = connection.scalar(
+        sa.select(KEYS.c.created_at).where(KEYS.c.key == detail.coalesce_key)
+    )
+    text = f"It still takes calls under the coalesce key {detail.coalesce_key}"
+    try:
+        declaration = registry.lookup(job_name)._coalesce
+    except JobNotFound:
+        declaration = None
+    if declaration is not None and declaration.debounce is not None and opened is not None:
+        text += f": each call moves it to {declaration.debounce:g} s after the call"
+        if declaration.max_wait is not None:
+            cap = opened + dt.timedelta(seconds=declaration.max_wait)
+            text += f", no later than {cap:%Y-%m-%d %H:%M:%S} UTC (max_wait)"
+    return text + "."
+
+
+def _jobs_waiting(size: int) -> str:
+    return "1 job waits on it" if size == 1 else f"{size} jobs wait on it"
