@@ -55,7 +55,7 @@ def scratch_database(backend: str, server_url: str) -> tuple[str, t.Callable[[],
 def create_app(url: str, **config: t.Any) -> Flask:
     """An app with the queue on ``url``."""
     app = Flask("solidq_bench")
-    app.config.update(SQLALCHEMY_DATABASE_URI=url, SOLIDQ_DASHBOARD=False, **config)
+    app.config.update({"SQLALCHEMY_DATABASE_URI": url, "SOLIDQ_DASHBOARD": False, **config})
     db.init_app(app)
     solidq.init_app(app)
     return app

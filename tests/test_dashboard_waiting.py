@@ -70,8 +70,15 @@ def test_a_blocked_job_names_its_concurrency_key_and_the_job_holding_the_slot(ap
     blocked = enqueue(app, concurrency_jobs.limited, "acct-1")
     (reason,) = why(app, blocked)
     assert reason.startswith(
-        f"It waits for a slot of the concurrency key concurrency_test.limited/acct-1, held by"
-        f" jobs {holder}; its lease ends at "
+        "It waits for a slot of the concurrency key concurrency_test.limited/acct-1, held by"
+        " jobs not running yet (ready) or gone (until the lease ends); its lease ends at "
+    )
+    claimed = claim.claim_batch(engine, claim.QueueSelector(("*",)), 10, PROCESS_ID).jobs
+    assert [job.id for job in claimed] == [holder]
+    (reason,) = why(app, blocked)
+    assert reason.startswith(
+        "It waits for a slot of the concurrency key concurrency_test.limited/acct-1, held by"
+        f" running jobs {holder}; its lease ends at "
     )
 
 

@@ -6,6 +6,7 @@ use), then renders a template of ``templates/solidq/``. An action answers with a
 
 from __future__ import annotations
 
+import datetime as dt
 import typing as t
 from urllib.parse import quote
 
@@ -31,6 +32,8 @@ if t.TYPE_CHECKING:
 
 #: Jobs per page.
 PAGE_SIZE = 50
+#: The overview counts the jobs finished this long ago at most.
+FINISHED_WINDOW = dt.timedelta(hours=1)
 #: The states a job is still moving through: its page keeps refreshing while it's in one.
 MOVING = (browse.State.SCHEDULED, browse.State.READY, browse.State.CLAIMED, browse.State.BLOCKED)
 
@@ -67,7 +70,7 @@ def overview() -> str:
     """Per queue: jobs in each state, latency, paused; the processes and their heartbeats."""
     now = utcnow()
     with db.read(_engine()) as connection:
-        counts = queues.queue_counts(connection, now)
+        counts = queues.queue_counts(connection, now, finished_since=now - FINISHED_WINDOW)
         processes = queues.process_rows(connection)
     return render_template(
         "solidq/overview.html", counts=counts, processes=processes, now=now, done=_done()

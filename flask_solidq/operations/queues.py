@@ -108,10 +108,17 @@ def paused_queues(connection: sa.Connection) -> set[str]:
     return set(connection.scalars(sa.select(PAUSES.c.queue_name)))
 
 
-def queue_counts(connection: sa.Connection, now: dt.datetime | None = None) -> list[QueueCounts]:
+def queue_counts(
+    connection: sa.Connection,
+    now: dt.datetime | None = None,
+    *,
+    finished_since: dt.datetime | None = None,
+) -> list[QueueCounts]:
     """Every queue that has jobs or is paused, by name, with its jobs counted per state.
 
     :param now: the time latency is measured to; the current time by default.
+    :param finished_since: count only the jobs finished since then (an index range, where
+        counting every finished job of a big queue reads them all).
     """
     now = now or utcnow()
     ready = _count_by_queue(connection, READY.c.queue_name)
@@ -119,7 +126,12 @@ def queue_counts(connection: sa.Connection, now: dt.datetime | None = None) -> l
     claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED)
     blocked = _count_by_queue(connection, BLOCKED.c.queue_name)
     failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
-    finished = _count_by_queue(connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None))
+    finished_where = (
+        JOBS.c.finished_at.is_not(None)
+        if finished_since is None
+        else JOBS.c.finished_at >= finished_since
+    )
+    finished = _count_by_queue(connection, JOBS.c.queue_name, finished_where)
     oldest_ready = _oldest_ready_by_queue(connection)
     paused = paused_queues(connection)
     names = paused.union(ready, scheduled, claimed, blocked, failed, finished)

@@ -21,7 +21,6 @@ from flask_solidq.operations.browse import JobDetail
 from flask_solidq.operations.browse import State
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
 SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
@@ -92,22 +91,24 @@ def _blocked(connection: sa.Connection, key: str) -> str:
     semaphore = connection.execute(
         sa.select(SEMAPHORES.c.value, SEMAPHORES.c.expires_at).where(SEMAPHORES.c.key == key)
     ).first()
+    # The running jobs holding it: from the claimed executions (as many as the workers'
+    # threads) to their jobs, never a scan of the jobs. (A ready job may hold a slot too,
+    # until a worker claims it.)
     holders = [
         str(job_id)
         for job_id in connection.scalars(
             sa.select(JOBS.c.id)
+            .join(CLAIMED, CLAIMED.c.job_id == JOBS.c.id)
             .where(JOBS.c.concurrency_key == key)
-            .where(
-                sa.or_(
-                    sa.exists().where(CLAIMED.c.job_id == JOBS.c.id),
-                    sa.exists().where(READY.c.job_id == JOBS.c.id),
-                )
-            )
             .order_by(JOBS.c.id)
             .limit(MAX_HOLDERS)
         )
     ]
-    held = f"held by jobs {', '.join(holders)}" if holders else "held by no job now"
+    held = (
+        f"held by running jobs {', '.join(holders)}"
+        if holders
+        else "held by jobs not running yet (ready) or gone (until the lease ends)"
+    )
     lease = (
         f"; its lease ends at {semaphore.expires_at:%Y-%m-%d %H:%M:%S} UTC"
         if semaphore is not None

@@ -1,0 +1,157 @@
+"""Each dashboard page's server time with a big queue on PostgreSQL: 1,000,000 finished jobs
+(finished over the last day) and 100,000 waiting (40,000 ready, 30,000 scheduled, 20,000
+failed, 10,000 blocked on 100 concurrency keys).
+
+    python bench/dashboard.py [--finished N] [--waiting N] [--runs N]
+
+It fills a scratch database with set-based inserts (generate_series), then requests each page
+through the app (Flask's test client: the server's time, not the browser's) ``--runs`` times
+and prints the median and the worst in milliseconds. The goal is every page under 200 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import sqlalchemy as sa  # noqa: E402
+
+from bench import common  # noqa: E402
+
+FILL = """
+INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
+                         scheduled_at, finished_at, concurrency_key, rate_limit_key,
+                         created_at, updated_at)
+SELECT CASE WHEN mod(n, 3) = 0 THEN 'mail' WHEN mod(n, 3) = 1 THEN 'default' ELSE 'search' END,
+       CASE WHEN mod(n, 2) = 0 THEN 'bench.noop' ELSE 'bench.other' END,
+       '{{"job":"bench.common:noop","args":[1]}}', 0, md5(n::text),
+       now() - interval '1 hour', {finished}, {key}, NULL, now() - interval '1 hour', now()
+FROM generate_series({first}, {last}) AS n
+"""
+
+
+def fill(engine: sa.Engine, finished: int, waiting: int) -> dict[str, int]:
+    """Insert the jobs and their execution rows; return the first job id of each kind."""
+    ready, scheduled, failed = waiting * 4 // 10, waiting * 3 // 10, waiting * 2 // 10
+    blocked = waiting - ready - scheduled - failed
+    kinds = [
+        # Finished over the last day, evenly: about 1/24 of them in the last hour.
+        ("finished", finished, "now() - mod(n, 86400) * interval '1 second'", "NULL"),
+        ("ready", ready, "NULL", "NULL"),
+        ("scheduled", scheduled, "NULL", "NULL"),
+        ("failed", failed, "NULL", "NULL"),
+        ("blocked", blocked, "NULL", "'bench.noop/acct-' || mod(n, 100)"),
+    ]
+    firsts: dict[str, int] = {}
+    with engine.begin() as connection:
+        start = 1
+        for name, size, finished_at, key in kinds:
+            before = connection.exec_driver_sql(
+                "SELECT coalesce(max(id), 0) FROM solidq_jobs"
+            ).scalar()
+            sql = FILL.format(finished=finished_at, key=key, first=start, last=start + size - 1)
+            connection.exec_driver_sql(sql)
+            firsts[name] = int(before) + 1
+            start += size
+            first, last = int(before) + 1, int(before) + size
+            if name == "ready":
+                connection.exec_driver_sql(_execution("solidq_ready_executions", first, last))
+            elif name == "scheduled":
+                connection.exec_driver_sql(
+                    "INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority,"
+                    " scheduled_at, created_at) SELECT id, queue_name, priority,"
+                    " now() + interval '1 day', now() FROM solidq_jobs"
+                    f" WHERE id BETWEEN {first} AND {last}"
+                )
+            elif name == "failed":
+                connection.exec_driver_sql(
+                    "INSERT INTO solidq_failed_executions (job_id, error, created_at)"
+                    ' SELECT id, \'{"exception_class":"builtins.ValueError",'
+                    '"message":"boom","backtrace":["Traceback"]}\', now()'
+                    f" FROM solidq_jobs WHERE id BETWEEN {first} AND {last}"
+                )
+            elif name == "blocked":
+                connection.exec_driver_sql(
+                    "INSERT INTO solidq_blocked_executions (job_id, queue_name, priority,"
+                    " concurrency_key, expires_at, created_at) SELECT id, queue_name,"
+                    " priority, concurrency_key, now() + interval '1 hour', now()"
+                    f" FROM solidq_jobs WHERE id BETWEEN {first} AND {last}"
+                )
+    with engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+    return firsts
+
+
+def _execution(table: str, first: int, last: int) -> str:
+    return (
+        f"INSERT INTO {table} (job_id, queue_name, priority, created_at)"
+        " SELECT id, queue_name, priority, now() FROM solidq_jobs"
+        f" WHERE id BETWEEN {first} AND {last}"
+    )
+
+
+def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
+    return [
+        ("overview", "/solidq/"),
+        ("failed jobs", "/solidq/jobs?state=failed"),
+        ("ready jobs", "/solidq/jobs?state=ready"),
+        ("ready jobs, filtered", "/solidq/jobs?state=ready&queue=mail&job=bench.noop"),
+        ("scheduled jobs", "/solidq/jobs?state=scheduled"),
+        ("blocked jobs", "/solidq/jobs?state=blocked"),
+        ("finished jobs", "/solidq/jobs?state=finished"),
+        ("finished jobs, page 1,000", f"/solidq/jobs?state=finished&before={firsts['ready'] // 2}"),
+        ("a failed job", f"/solidq/jobs/{firsts['failed']}"),
+        ("a blocked job", f"/solidq/jobs/{firsts['blocked']}"),
+        ("budgets", "/solidq/budgets"),
+        ("coalescing", "/solidq/coalescing"),
+        ("blocked keys", "/solidq/blocked"),
+        ("processes", "/solidq/processes"),
+        ("recurring", "/solidq/recurring"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--finished", type=int, default=1_000_000)
+    parser.add_argument("--waiting", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    options = parser.parse_args()
+    chosen = [backend for backend in common.chosen_backends("postgres") if backend[0] == "postgres"]
+    if not chosen:
+        sys.exit("bench/dashboard.py needs PostgreSQL (SOLIDQ_TEST_POSTGRES_URL or 127.0.0.1:5432)")
+    backend, server_url = chosen[0]
+    url, drop = common.scratch_database(backend, server_url)
+    try:
+        engine = sa.create_engine(url)
+        started = time.perf_counter()
+        firsts = fill(engine, options.finished, options.waiting)
+        print(
+            f"filled {options.finished:,} finished and {options.waiting:,} waiting jobs in"
+            f" {time.perf_counter() - started:.0f} s"
+        )
+        app = common.create_app(url, TESTING=True, SOLIDQ_DASHBOARD=True)
+        client = app.test_client()
+        rows = []
+        for name, path in pages(firsts):
+            times = []
+            for _run in range(options.runs):
+                begun = time.perf_counter()
+                response = client.get(path)
+                times.append((time.perf_counter() - begun) * 1000)
+                assert response.status_code == 200, (path, response.status_code)
+            rows.append([name, f"{statistics.median(times):.1f}", f"{max(times):.1f}"])
+        print(common.table(["page", "median ms", "worst ms"], rows))
+        with app.app_context():
+            app.extensions["solidq"].dispose()
+        engine.dispose()
+    finally:
+        drop()
+
+
+if __name__ == "__main__":
+    main()
