@@ -51,12 +51,8 @@ def database_url(
 @pytest.fixture
 def app(database_url: str) -> t.Iterator[Flask]:
     """An app whose queue is on ``database_url``; its tables are emptied afterwards."""
-    app = support.create_app(database_url)
-    yield app
-    with app.app_context():
-        support.delete_all_rows(app.extensions["solidq"].engine)
-        app.extensions["solidq"].dispose()
-        support.db.engines[None].dispose()
+    with support.app_emptied_after(database_url) as app:
+        yield app
 
 
 @pytest.fixture

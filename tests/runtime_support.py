@@ -152,12 +152,22 @@ class Launcher:
 @pytest.fixture
 def runs_table(database_url: str) -> t.Iterator[sa.Table]:
     """``solidq_test_runs`` in ``database_url``'s database, emptied after the test."""
+    with emptied_table(database_url, RUNS) as table:
+        yield table
+
+
+@contextlib.contextmanager
+def emptied_table(database_url: str, table: sa.Table) -> t.Iterator[sa.Table]:
+    """A test's own ``table`` in ``database_url``'s database (created if missing), emptied
+    afterwards."""
     engine = sa.create_engine(database_url)
-    RUNS.create(engine, checkfirst=True)
-    yield RUNS
-    with engine.begin() as connection:
-        connection.execute(RUNS.delete())
-    engine.dispose()
+    table.create(engine, checkfirst=True)
+    try:
+        yield table
+    finally:
+        with engine.begin() as connection:
+            connection.execute(table.delete())
+        engine.dispose()
 
 
 @pytest.fixture

@@ -43,6 +43,19 @@ def create_app(database_url: str, **config: t.Any) -> Flask:
     return app
 
 
+@contextlib.contextmanager
+def app_emptied_after(database_url: str, **config: t.Any) -> t.Iterator[Flask]:
+    """:func:`create_app`, whose queue tables are emptied and engines disposed afterwards."""
+    app = create_app(database_url, **config)
+    try:
+        yield app
+    finally:
+        with app.app_context():
+            delete_all_rows(app.extensions["solidq"].engine)
+            app.extensions["solidq"].dispose()
+            db.engines[None].dispose()
+
+
 def backend_url(backend: str) -> str | None:
     """The server URL a backend's tests use, from its environment variable."""
     return os.environ.get(BACKEND_URLS[backend])

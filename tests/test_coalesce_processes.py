@@ -294,12 +294,8 @@ def test_racing_processes_store_every_collected_call_once_in_full_jobs_and_one_o
 @pytest.fixture
 def coalesce_runs(database_url: str) -> t.Iterator[sa.Table]:
     """``solidq_test_coalesce_runs``, emptied after the test."""
-    engine = sa.create_engine(database_url)
-    RUNS.create(engine, checkfirst=True)
-    yield RUNS
-    with engine.begin() as connection:
-        connection.execute(RUNS.delete())
-    engine.dispose()
+    with runtime_support.emptied_table(database_url, RUNS) as table:
+        yield table
 
 
 @pytest.fixture

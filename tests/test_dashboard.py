@@ -31,9 +31,8 @@ from tests import dashboard_jobs as jobs
 from tests import support
 from tests.concurrency_support import job_state
 from tests.support import solidq
-from tests.test_concurrency_controls import claim
-from tests.test_concurrency_controls import finish
-from tests.test_concurrency_controls import perform
+from tests.test_job_actions import enqueue
+from tests.test_job_actions import run_ready
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -59,12 +58,8 @@ def clean_job_module() -> t.Iterator[None]:
 @pytest.fixture
 def app(database_url: str) -> t.Iterator[Flask]:
     """Overrides conftest's ``app``: the dashboard on (testing mode opens it)."""
-    app = support.create_app(database_url, SOLIDQ_DASHBOARD=True)
-    yield app
-    with app.app_context():
-        support.delete_all_rows(app.extensions["solidq"].engine)
-        app.extensions["solidq"].dispose()
-        support.db.engines[None].dispose()
+    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
+        yield app
 
 
 @pytest.fixture(autouse=True)
@@ -178,19 +173,6 @@ def get(client: FlaskClient, path: str, prefix: str = PREFIX) -> Page:
 
 
 # Making jobs in each state.
-
-
-def enqueue(app: Flask, definition: t.Any, *args: t.Any, **options: t.Any) -> int:
-    """Enqueue ``definition(*args)`` with ``set(**options)``; return its provider_job_id."""
-    with app.app_context():
-        target = definition.set(**options) if options else definition
-        return t.cast(int, target.perform_later(*args).provider_job_id)
-
-
-def run_ready(app: Flask, engine: sa.Engine) -> None:
-    """Claim, perform and finish every ready job."""
-    while claimed := claim(engine, 1000):
-        finish(engine, perform(app, claimed))
 
 
 def failed_job(

@@ -75,12 +75,8 @@ def browser() -> t.Iterator[Browser]:
 @pytest.fixture
 def dashboard_app(database_url: str) -> t.Iterator[Flask]:
     """An app with the dashboard on (open: TESTING); its tables are emptied afterwards."""
-    app = support.create_app(database_url, SOLIDQ_DASHBOARD=True)
-    yield app
-    with app.app_context():
-        support.delete_all_rows(app.extensions["solidq"].engine)
-        app.extensions["solidq"].dispose()
-        support.db.engines[None].dispose()
+    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
+        yield app
     jobs.FAILURES.clear()
     jobs.PERFORMED.clear()
 

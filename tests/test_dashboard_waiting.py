@@ -26,12 +26,8 @@ PROCESS_ID = 7373
 @pytest.fixture
 def app(database_url: str) -> t.Iterator[Flask]:
     """Overrides conftest's ``app``: the dashboard on (testing mode opens it)."""
-    app = support.create_app(database_url, SOLIDQ_DASHBOARD=True)
-    yield app
-    with app.app_context():
-        support.delete_all_rows(app.extensions["solidq"].engine)
-        app.extensions["solidq"].dispose()
-        support.db.engines[None].dispose()
+    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
+        yield app
 
 
 @pytest.fixture(autouse=True)
