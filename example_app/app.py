@@ -55,6 +55,14 @@ STATES = {
 PARTNER_BUDGET = jobs.notify_partner_api.rate_limit_key_for()
 
 
+
+@solidq.dashboard_auth
+def dashboard_for_this_machine() -> bool:
+    """The demo's dashboard (/solidq) is open to this machine only, as the demo serves
+    127.0.0.1; an app of yours would check its own users here (see the README's Dashboard)."""
+    return request.remote_addr in ("127.0.0.1", "::1")
+
+
 def create_app(config: dict | None = None) -> Flask:
     """Build the example app; ``DATABASE_URL`` overrides its SQLite database."""
     app = Flask(__name__, instance_relative_config=True)

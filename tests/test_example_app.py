@@ -137,3 +137,18 @@ def test_the_page_polls_its_changing_regions_with_the_vendored_htmx(tmp_path):
         assert f'id="{region}"' in html, region  # the full page has each region to swap into
     assert "<strong>1</strong> ready" in polled
     assert "Teapot" in polled
+
+
+def test_the_demos_dashboard_is_open_to_this_machine_only(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+
+    assert b'href="/solidq/"' in client.get("/").data
+    assert client.get("/solidq/").status_code == 200
+    elsewhere = client.get("/solidq/", environ_base={"REMOTE_ADDR": "203.0.113.9"})
+    assert elsewhere.status_code == 403
+    with app.app_context():
+        app.extensions["solidq"].engine.dispose()
+
