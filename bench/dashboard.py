@@ -1,6 +1,6 @@
 """Each dashboard page's server time with a big queue on PostgreSQL: 1,000,000 finished jobs
-(finished over the last day) and 100,000 waiting (40,000 ready, 30,000 scheduled, 20,000
-failed, 10,000 blocked on 100 concurrency keys).
+(finished over the last day) and 100,000 waiting (40,000 ready, 20,000 scheduled, 10,000
+deferred by 100 rate-limit budgets, 20,000 failed, 10,000 blocked on 100 concurrency keys).
 
     python bench/dashboard.py [--finished N] [--waiting N] [--runs N]
 
@@ -30,38 +30,44 @@ INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job
 SELECT CASE WHEN mod(n, 3) = 0 THEN 'mail' WHEN mod(n, 3) = 1 THEN 'default' ELSE 'search' END,
        CASE WHEN mod(n, 2) = 0 THEN 'bench.noop' ELSE 'bench.other' END,
        '{{"job":"bench.common:noop","args":[1]}}', 0, md5(n::text),
-       now() - interval '1 hour', {finished}, {key}, NULL, now() - interval '1 hour', now()
+       now() - interval '1 hour', {finished}, {key}, {rate_key}, now() - interval '1 hour', now()
 FROM generate_series({first}, {last}) AS n
 """
 
 
 def fill(engine: sa.Engine, finished: int, waiting: int) -> dict[str, int]:
     """Insert the jobs and their execution rows; return the first job id of each kind."""
-    ready, scheduled, failed = waiting * 4 // 10, waiting * 3 // 10, waiting * 2 // 10
-    blocked = waiting - ready - scheduled - failed
+    ready, scheduled, failed = waiting * 4 // 10, waiting * 2 // 10, waiting * 2 // 10
+    deferred = waiting // 10
+    blocked = waiting - ready - scheduled - deferred - failed
+    account = "'bench.noop/acct-' || mod(n, 100)"
     kinds = [
         # Finished over the last day, evenly: about 1/24 of them in the last hour.
-        ("finished", finished, "now() - mod(n, 86400) * interval '1 second'", "NULL"),
-        ("ready", ready, "NULL", "NULL"),
-        ("scheduled", scheduled, "NULL", "NULL"),
-        ("failed", failed, "NULL", "NULL"),
-        ("blocked", blocked, "NULL", "'bench.noop/acct-' || mod(n, 100)"),
+        ("finished", finished, "now() - mod(n, 86400) * interval '1 second'", "NULL", "NULL"),
+        ("ready", ready, "NULL", "NULL", "NULL"),
+        ("scheduled", scheduled, "NULL", "NULL", "NULL"),
+        # Deferred by a rate limit: the execution due a day after the job's own time.
+        ("deferred", deferred, "NULL", "NULL", account),
+        ("failed", failed, "NULL", "NULL", "NULL"),
+        ("blocked", blocked, "NULL", account, "NULL"),
     ]
     firsts: dict[str, int] = {}
     with engine.begin() as connection:
         start = 1
-        for name, size, finished_at, key in kinds:
+        for name, size, finished_at, key, rate_key in kinds:
             before = connection.exec_driver_sql(
                 "SELECT coalesce(max(id), 0) FROM solidq_jobs"
             ).scalar()
-            sql = FILL.format(finished=finished_at, key=key, first=start, last=start + size - 1)
+            sql = FILL.format(
+                finished=finished_at, key=key, rate_key=rate_key, first=start, last=start + size - 1
+            )
             connection.exec_driver_sql(sql)
             firsts[name] = int(before) + 1
             start += size
             first, last = int(before) + 1, int(before) + size
             if name == "ready":
                 connection.exec_driver_sql(_execution("solidq_ready_executions", first, last))
-            elif name == "scheduled":
+            elif name in ("scheduled", "deferred"):
                 connection.exec_driver_sql(
                     "INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority,"
                     " scheduled_at, created_at) SELECT id, queue_name, priority,"
@@ -82,6 +88,12 @@ def fill(engine: sa.Engine, finished: int, waiting: int) -> dict[str, int]:
                     " priority, concurrency_key, now() + interval '1 hour', now()"
                     f" FROM solidq_jobs WHERE id BETWEEN {first} AND {last}"
                 )
+        # The deferred jobs' budgets, spent for the next minute.
+        connection.exec_driver_sql(
+            "INSERT INTO solidq_rate_limits (key, tat, last_slot_at, created_at, updated_at)"
+            " SELECT 'bench.noop/acct-' || n, now() + interval '1 minute',"
+            " now() + interval '1 day', now(), now() FROM generate_series(0, 99) AS n"
+        )
     with engine.connect() as connection:
         connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
     return firsts
@@ -102,6 +114,8 @@ def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
         ("ready jobs", "/solidq/jobs?state=ready"),
         ("ready jobs, filtered", "/solidq/jobs?state=ready&queue=mail&job=bench.noop"),
         ("scheduled jobs", "/solidq/jobs?state=scheduled"),
+        ("deferred jobs", "/solidq/jobs?state=deferred"),
+        ("a deferred job", f"/solidq/jobs/{firsts['deferred']}"),
         ("blocked jobs", "/solidq/jobs?state=blocked"),
         ("finished jobs", "/solidq/jobs?state=finished"),
         ("finished jobs, page 1,000", f"/solidq/jobs?state=finished&before={firsts['ready'] // 2}"),

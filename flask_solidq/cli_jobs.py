@@ -172,7 +172,8 @@ def _enqueued(job: browse.JobSummary, now: dt.datetime) -> str:
 
 
 def _due(job: browse.JobSummary, now: dt.datetime) -> str:
-    return status.format_when(job.scheduled_at, now) if job.scheduled_at else "-"
+    due = job.due_at or job.scheduled_at
+    return status.format_when(due, now) if due else "-"
 
 
 def _finished(job: browse.JobSummary, now: dt.datetime) -> str:
@@ -188,6 +189,7 @@ def _error(job: browse.JobSummary, now: dt.datetime) -> str:
 
 _LAST_COLUMN: dict[browse.State, tuple[str, t.Callable[[browse.JobSummary, dt.datetime], str]]] = {
     browse.State.SCHEDULED: ("DUE", _due),
+    browse.State.DEFERRED: ("DUE", _due),
     browse.State.FINISHED: ("FINISHED", _finished),
     browse.State.FAILED: ("ERROR", _error),
 }

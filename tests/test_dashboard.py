@@ -463,11 +463,12 @@ def test_the_overview_lists_each_queue_with_its_counts_and_the_processes(app, en
         metadata={},
     )
     overview = get(client, "/")
-    # Queue, ready, scheduled, in progress, blocked, failed, finished, latency, paused, action.
-    assert overview.row("alpha")[1:7] == ["2", "0", "0", "0", "1", "0"]
-    assert overview.row("alpha")[8:] == ["", "Pause"]
-    assert overview.row("beta")[1:7] == ["0", "1", "0", "0", "0", "1"]
-    assert overview.row("beta")[8:] == ["paused", "Resume"]
+    # Queue, ready, scheduled, deferred, in progress, blocked, failed, finished, latency,
+    # paused, action.
+    assert overview.row("alpha")[1:8] == ["2", "0", "0", "0", "0", "1", "0"]
+    assert overview.row("alpha")[9:] == ["", "Pause"]
+    assert overview.row("beta")[1:8] == ["0", "1", "0", "0", "0", "0", "1"]
+    assert overview.row("beta")[9:] == ["paused", "Resume"]
     worker = overview.row("Worker")
     assert worker[1:4] == [
         "worker-dashboard",
@@ -678,13 +679,13 @@ def test_pause_and_resume_a_queue(app, engine, client):
     assert paused(engine) == {"alpha"}
     overview = page(client.get(response.headers["Location"]))
     assert "Queue alpha paused." in overview.text
-    assert overview.row("alpha")[8:] == ["paused", "Resume"]
+    assert overview.row("alpha")[9:] == ["paused", "Resume"]
     response = post(client, "/queues/alpha/resume")
     assert done_message(response) == "Queue alpha resumed."
     assert paused(engine) == set()
     overview = page(client.get(response.headers["Location"]))
     assert "Queue alpha resumed." in overview.text
-    assert overview.row("alpha")[8:] == ["", "Pause"]
+    assert overview.row("alpha")[9:] == ["", "Pause"]
 
 
 # 6. Another prefix.

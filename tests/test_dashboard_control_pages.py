@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html.parser
+import re
 import typing as t
 
 import pytest
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.controls import gcra
+from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.operations import claim
 from flask_solidq.operations import control_reads
@@ -121,12 +123,32 @@ def test_budgets_shows_each_budget_with_its_limit_admissions_and_waiting_jobs(ap
     assert spent["Admits now"] == "0"
     assert spent["Next admission"].startswith("in ")
     assert spent["Waiting jobs"] == "2"
-    assert spent["Next check"].startswith("in ")
+    assert spent["Next slot"].startswith("in ")
     fresh = rows["rate_test.staggered/global"]
     # Burst 2, one taken: one more admitted right now.
     assert fresh["Limit"] == "10 per 10s, burst 2"
     assert (fresh["Admits now"], fresh["Next admission"]) == ("1", "now")
-    assert (fresh["Waiting jobs"], fresh["Next check"]) == ("0", "-")
+    assert (fresh["Waiting jobs"], fresh["Next slot"]) == ("0", "-")
+
+
+def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, client):
+    later(app, rate_limit_jobs.global_job, "admitted")
+    later(app, rate_limit_jobs.global_job, "deferred")
+    with app.app_context():
+        plain = rate_limit_jobs.global_job.set(wait=3600).perform_later("planned")
+    batch = claim_all(engine)
+    (deferred,) = [entry.job.id for entry in batch.deferrals]
+
+    (deferred_list,) = tables(client, "/solidq/jobs?state=deferred")
+    (scheduled_list,) = tables(client, "/solidq/jobs?state=scheduled")
+    (overview,) = tables(client, "/solidq/")  # no process: no second table
+
+    assert [row["Id"] for row in deferred_list] == [str(deferred)]
+    assert deferred_list[0]["Looked at again"].endswith("UTC")
+    assert [row["Id"] for row in scheduled_list] == [str(plain.provider_job_id)]
+    (queue,) = overview
+    assert (queue["Scheduled"], queue["Deferred"]) == ("1", "1")
+    assert "<dd>deferred</dd>" in page_text(client, f"/solidq/jobs/{deferred}")
 
 
 def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app, engine, client):
@@ -146,7 +168,7 @@ def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app
             "Admits now": "?",
             "Next admission": "?",
             "Waiting jobs": "0",
-            "Next check": "-",
+            "Next slot": "-",
         }
     ]
 
@@ -262,6 +284,7 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
     assert len(blocked) == 1
     (row,) = blocked
     assert (row["Concurrency key"], row["Blocked jobs"], row["Free slots"]) == (key, "2", "0")
+    assert row["Held by (running)"] == "none running"  # the holder is ready, not claimed
     assert row["Oldest"].endswith("ago")
     assert row["Lease"].startswith("in ")
     stored = {entry.key: entry.value for entry in support.rows(engine, SEMAPHORES)}
@@ -269,6 +292,10 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
         name: str(value) for name, value in stored.items()
     }
     assert stored[key] == 0 and len(stored) == 2
+
+    (holder,) = [job.id for job in claim_all(engine).jobs if job.concurrency_key == key]
+    blocked, _semaphores = tables(client, "/solidq/blocked")
+    assert blocked[0]["Held by (running)"] == str(holder)
 
 
 def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkeypatch):
@@ -416,3 +443,50 @@ def test_recurring_without_tasks_says_so(client):
 
     assert "No recurring tasks" in text
     assert "hx-trigger" not in text
+
+
+# -- overview's throughput chart -------------------------------------------------------------
+
+
+def test_the_overview_charts_the_jobs_finished_per_minute_of_the_last_hour(app, engine, client):
+    now = utcnow()
+    # 3 jobs finished half a minute ago, 1 five minutes ago, 2 at 59 min 30 s ago, and 4 an
+    # hour and a half ago (outside the chart).
+    ages = [0.5] * 3 + [5.5] + [59.5] * 2 + [90] * 4
+    with engine.begin() as connection:
+        connection.execute(
+            JOBS.insert(),
+            [
+                {
+                    "queue_name": "charted",
+                    "class_name": "dashboard_test.done",
+                    "arguments": "{}",
+                    "priority": 0,
+                    "active_job_id": None,
+                    "scheduled_at": now - dt.timedelta(minutes=age),
+                    "finished_at": now - dt.timedelta(minutes=age),
+                    "created_at": now - dt.timedelta(minutes=age),
+                    "updated_at": now,
+                }
+                for age in ages
+            ],
+        )
+
+    page = page_text(client, "/solidq/")
+    (overview,) = tables(client, "/solidq/")
+
+    assert overview[0]["Finished (last hour)"] == "6"
+    assert "Jobs finished per minute, last hour: 6 in all, at most 3 in a minute" in page
+    bars = re.findall(r"<title>\d\d:\d\d UTC: (\d+) finished</title>", page)
+    assert bars == ["2", "1", "3"]  # oldest minute first; empty minutes have no bar
+
+
+def test_chart_bars_scale_to_the_busiest_minute_and_skip_empty_ones():
+    since = dt.datetime(2026, 1, 1, 12, 0)
+    drawn = chart.bars([0, 4, 0, 2] + [0] * 56, since)
+    assert (drawn.peak, drawn.total) == (4, 6)
+    first, second = drawn.bars
+    assert (first.count, first.starts_at, first.height) == (4, since + dt.timedelta(minutes=1), 80)
+    assert (second.height, second.y) == (40, 40)
+    assert second.x > first.x
+    assert chart.bars([0] * 60, since).bars == []

@@ -25,6 +25,7 @@ from flask_solidq.operations import browse
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.timing import utcnow
 from tests import job_action_jobs as jobs
+from tests import rate_limit_jobs
 from tests import runtime_support
 from tests import support
 from tests.concurrency_support import job_state
@@ -121,6 +122,22 @@ def fail_many(
 
 def scheduled_job(app: Flask, note: str, definition: t.Any = jobs.task, **options: t.Any) -> int:
     return enqueue(app, definition, note, wait=3600, **options)
+
+
+def deferred_job(app: Flask, engine: sa.Engine, note: str) -> int:
+    """A rate-limited job its budget deferred: stored as a claim defers one, its scheduled
+    execution moved past the job's own ``scheduled_at``."""
+    job_id = scheduled_job(app, note, rate_limit_jobs.global_job)
+    with engine.begin() as connection:
+        due = connection.scalar(
+            sa.select(SCHEDULED.c.scheduled_at).where(SCHEDULED.c.job_id == job_id)
+        )
+        connection.execute(
+            SCHEDULED.update()
+            .where(SCHEDULED.c.job_id == job_id)
+            .values(scheduled_at=due + dt.timedelta(minutes=5))
+        )
+    return job_id
 
 
 def claimed_job(app: Flask, engine: sa.Engine, note: str) -> int:
@@ -674,6 +691,7 @@ def one_job_per_state(app: Flask, engine: sa.Engine) -> dict[browse.State, int]:
         browse.State.CLAIMED: claimed,
         browse.State.BLOCKED: blocked,
         browse.State.SCHEDULED: scheduled_job(app, "scheduled"),
+        browse.State.DEFERRED: deferred_job(app, engine, "deferred"),
         browse.State.READY: enqueue(app, jobs.task, "ready", queue="other"),
     }
 

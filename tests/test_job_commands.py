@@ -33,6 +33,7 @@ FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
 LAST_COLUMN = {
     browse.State.FAILED: "ERROR",
     browse.State.SCHEDULED: "DUE",
+    browse.State.DEFERRED: "DUE",
     browse.State.FINISHED: "FINISHED",
     browse.State.READY: "ENQUEUED",
     browse.State.CLAIMED: "ENQUEUED",

@@ -15,7 +15,6 @@ from flask import Blueprint
 from flask import render_template
 from flask import request
 
-from flask_solidq import db
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
@@ -62,9 +61,10 @@ def budgets_page() -> str:
     the jobs it deferred that wait (with when the first is looked at again)."""
     now = utcnow()
     after = request.args.get("after") or None
-    with db.read(views._engine()) as connection:
+    with views.reading() as connection:
         page = control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
-        waiting = {entry.key: entry for entry in budgets.waiting(connection)}
+        keys = [row.key for row in page]
+        waiting = {entry.key: entry for entry in budgets.waiting(connection, keys=keys)}
     rows = [_budget_view(row, waiting.get(row.key), now) for row in page]
     return render_template(
         "solidq/budgets.html",
@@ -110,7 +110,7 @@ def coalescing_page() -> str:
     keys themselves, oldest first."""
     now = utcnow()
     after = request.args.get("after", type=int)
-    with db.read(views._engine()) as connection:
+    with views.reading() as connection:
         summary = queues.coalesce_summary(connection)
         keys = control_reads.open_key_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(
@@ -131,14 +131,16 @@ def blocked_page() -> str:
     now = utcnow()
     after = request.args.get("after") or None
     semaphores_after = request.args.get("semaphores_after") or None
-    with db.read(views._engine()) as connection:
+    with views.reading() as connection:
         blocked = control_reads.blocked_key_page(connection, after=after, limit=PAGE_SIZE)
         semaphores = control_reads.semaphore_page(
             connection, after=semaphores_after, limit=PAGE_SIZE
         )
+        holders = control_reads.running_holders(connection, [entry.key for entry in blocked])
     return render_template(
         "solidq/blocked.html",
         blocked=blocked,
+        holders=holders,
         semaphores=semaphores,
         after=after,
         semaphores_after=semaphores_after,
@@ -156,7 +158,7 @@ def processes_page() -> str:
     ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
     now = utcnow()
     after = request.args.get("after", type=int)
-    with db.read(views._engine()) as connection:
+    with views.reading() as connection:
         rows = control_reads.process_page(connection, after=after, limit=PAGE_SIZE)
     threshold = get_state().settings.process_alive_threshold
     return render_template(
@@ -176,7 +178,7 @@ def recurring_page() -> str:
     the schedule as stored)."""
     now = utcnow()
     after = request.args.get("after") or None
-    with db.read(views._engine()) as connection:
+    with views.reading() as connection:
         rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(
         "solidq/recurring.html",

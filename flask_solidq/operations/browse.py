@@ -16,6 +16,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import models
+from flask_solidq.controls.budgets import IS_DEFERRED
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
@@ -32,9 +33,12 @@ MAX_PAGE = 500
 
 
 class State(str, enum.Enum):
-    """A job's state: which execution row points at it (none, and finished: finished)."""
+    """A job's state: which execution row points at it (none, and finished: finished). A
+    scheduled execution of a job its rate limit deferred reads as ``deferred``; the others
+    as ``scheduled``."""
 
     SCHEDULED = "scheduled"
+    DEFERRED = "deferred"
     READY = "ready"
     CLAIMED = "claimed"
     BLOCKED = "blocked"
@@ -44,6 +48,7 @@ class State(str, enum.Enum):
 
 _EXECUTIONS: dict[State, sa.Table] = {
     State.SCHEDULED: SCHEDULED,
+    State.DEFERRED: SCHEDULED,
     State.READY: READY,
     State.CLAIMED: CLAIMED,
     State.BLOCKED: BLOCKED,
@@ -67,6 +72,9 @@ class JobSummary:
     #: Failed jobs: the exception class and message of their error.
     error_class: str | None = None
     error_message: str | None = None
+    #: Scheduled and deferred jobs in a list: when their execution is due (a deferred job's
+    #: is later than its ``scheduled_at``).
+    due_at: dt.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,16 +124,22 @@ def list_jobs(
     """Up to ``limit`` jobs in ``state`` (of ``queue``, of the job named ``job``), newest
     first, with ids below ``before``."""
     limit = max(1, min(limit, MAX_PAGE))
-    columns = [*_SUMMARY_COLUMNS]
+    columns: list[sa.ColumnElement[t.Any]] = [*_SUMMARY_COLUMNS]
     if state is State.FINISHED:
         query = sa.select(*columns).where(JOBS.c.finished_at.is_not(None))
     else:
         execution = _EXECUTIONS[state]
         if state is State.FAILED:
             columns.append(FAILED.c.error)
+        if execution is SCHEDULED:
+            columns.append(SCHEDULED.c.scheduled_at.label("due_at"))
         query = sa.select(*columns).select_from(
             JOBS.join(execution, execution.c.job_id == JOBS.c.id)
         )
+        if state is State.SCHEDULED:
+            query = query.where(sa.not_(IS_DEFERRED))
+        elif state is State.DEFERRED:
+            query = query.where(IS_DEFERRED)
     if queue is not None:
         query = query.where(JOBS.c.queue_name == queue)
     if job is not None:
@@ -192,9 +206,23 @@ def job_state(connection: sa.Connection, job_id: int, finished_at: dt.datetime |
     """Which state the job is in (a job with no execution row and no ``finished_at``, which
     only a moment between two transactions can show, reads as ready)."""
     for state, execution in _EXECUTIONS.items():
+        if state is State.DEFERRED:
+            continue
         if connection.scalar(sa.select(execution.c.id).where(execution.c.job_id == job_id)):
+            if state is State.SCHEDULED and _is_deferred(connection, job_id):
+                return State.DEFERRED
             return state
     return State.FINISHED if finished_at is not None else State.READY
+
+
+def _is_deferred(connection: sa.Connection, job_id: int) -> bool:
+    return bool(
+        connection.scalar(
+            sa.select(sa.literal(1))
+            .select_from(SCHEDULED.join(JOBS, JOBS.c.id == SCHEDULED.c.job_id))
+            .where(SCHEDULED.c.job_id == job_id, IS_DEFERRED)
+        )
+    )
 
 
 _SUMMARY_COLUMNS = (
@@ -236,6 +264,7 @@ def _summary(row: sa.RowMapping, state: State) -> JobSummary:
         finished_at=row["finished_at"],
         error_class=error_class,
         error_message=message,
+        due_at=row.get("due_at"),
     )
 
 

@@ -20,6 +20,7 @@ if t.TYPE_CHECKING:
     from flask_solidq.controls import gcra
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
 COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
@@ -30,6 +31,8 @@ RECURRING_RUNS = t.cast(sa.Table, models.RecurringExecution.__table__)
 
 #: The most rows one page lists.
 MAX_PAGE = 500
+#: The most running holders named per concurrency key.
+MAX_HOLDERS = 10
 
 
 class BudgetRow(t.NamedTuple):
@@ -121,6 +124,27 @@ def blocked_key_page(
         BlockedKey(key, int(size), oldest, value, expires)
         for key, size, oldest, value, expires in connection.execute(statement)
     ]
+
+
+def running_holders(connection: sa.Connection, keys: t.Sequence[str]) -> dict[str, list[int]]:
+    """The running jobs (claimed executions) holding a slot of each of ``keys``, by job id, at
+    most :data:`MAX_HOLDERS` a key. Read from the claimed executions (as many as the workers'
+    threads) to their jobs, never a scan of the jobs. A ready job holds a slot too until a
+    worker claims it; it isn't named here."""
+    if not keys:
+        return {}
+    statement = (
+        sa.select(JOBS.c.concurrency_key, JOBS.c.id)
+        .select_from(CLAIMED.join(JOBS, JOBS.c.id == CLAIMED.c.job_id))
+        .where(JOBS.c.concurrency_key.in_(keys))
+        .order_by(JOBS.c.concurrency_key, JOBS.c.id)
+    )
+    holders: dict[str, list[int]] = {}
+    for key, job_id in connection.execute(statement):
+        named = holders.setdefault(key, [])
+        if len(named) < MAX_HOLDERS:
+            named.append(job_id)
+    return holders
 
 
 def semaphore_page(

@@ -16,20 +16,16 @@ from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
 from flask_solidq.definitions import registry
 from flask_solidq.errors import JobNotFound
+from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
 from flask_solidq.operations.browse import JobDetail
 from flask_solidq.operations.browse import State
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
 SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
 KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
-#: The most holders of a concurrency key named.
-MAX_HOLDERS = 10
-
-_WAITING = (State.SCHEDULED, State.READY, State.BLOCKED)
+_WAITING = (State.SCHEDULED, State.DEFERRED, State.READY, State.BLOCKED)
 
 
 def reasons(connection: sa.Connection, detail: JobDetail, now: dt.datetime) -> list[str]:
@@ -44,7 +40,7 @@ def reasons(connection: sa.Connection, detail: JobDetail, now: dt.datetime) -> l
             f"Its queue {job.queue_name} is paused: workers claim nothing from it until it is"
             " resumed."
         )
-    if job.state is State.SCHEDULED:
+    if job.state in (State.SCHEDULED, State.DEFERRED):
         found.append(_schedule(connection, detail, now))
     if job.state is State.BLOCKED and detail.concurrency_key:
         found.append(_blocked(connection, detail.concurrency_key))
@@ -91,18 +87,8 @@ def _blocked(connection: sa.Connection, key: str) -> str:
     semaphore = connection.execute(
         sa.select(SEMAPHORES.c.value, SEMAPHORES.c.expires_at).where(SEMAPHORES.c.key == key)
     ).first()
-    # The running jobs holding it: from the claimed executions (as many as the workers'
-    # threads) to their jobs, never a scan of the jobs. (A ready job may hold a slot too,
-    # until a worker claims it.)
     holders = [
-        str(job_id)
-        for job_id in connection.scalars(
-            sa.select(JOBS.c.id)
-            .join(CLAIMED, CLAIMED.c.job_id == JOBS.c.id)
-            .where(JOBS.c.concurrency_key == key)
-            .order_by(JOBS.c.id)
-            .limit(MAX_HOLDERS)
-        )
+        str(job_id) for job_id in control_reads.running_holders(connection, [key]).get(key, [])
     ]
     held = (
         f"held by running jobs {', '.join(holders)}"
