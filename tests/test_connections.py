@@ -288,7 +288,7 @@ def test_status_names_the_missing_driver_in_one_line() -> None:
     # The app's own Flask-SQLAlchemy fails to load before flask-solidq's code runs, unless the
     # group is found first, as the package's flask.commands entry point makes it.
     assert _flask_commands_plugin()
-    result = _status("postgresql+asyncpg://solidq:s3cret-pw@127.0.0.1:5432/x")
+    result = _status("postgresql+pg8000://solidq:s3cret-pw@127.0.0.1:5432/x")
     output = (result.stdout + result.stderr).strip()
     assert result.returncode == 1
     assert "Traceback" not in output
@@ -298,7 +298,7 @@ def test_status_names_the_missing_driver_in_one_line() -> None:
 @pytest.mark.parametrize(
     ("url", "fix"),
     [
-        ("postgresql+asyncpg://solidq:s3cret-pw@db/x", 'pip install "flask-solidq[postgres]"'),
+        ("postgresql+pg8000://solidq:s3cret-pw@db/x", 'pip install "flask-solidq[postgres]"'),
         ("mysql+mysqldb://solidq:s3cret-pw@db/x", 'pip install "flask-solidq[mysql]"'),
     ],
 )
@@ -330,11 +330,11 @@ def test_a_missing_driver_of_the_queue_engine_is_one_error_line(
     app = support.create_app(f"sqlite:///{tmp_path}/q.db")
 
     def create_queue_engine(*_args: t.Any) -> sa.Engine:
-        return sa.create_engine("postgresql+asyncpg://solidq:s3cret-pw@db/x")
+        return sa.create_engine("postgresql+pg8000://solidq:s3cret-pw@db/x")
 
     monkeypatch.setattr(db, "create_queue_engine", create_queue_engine)
     with app.app_context(), pytest.raises(click.ClickException) as raised:
         cli._queue_engine()
     message = raised.value.format_message()
-    assert "postgresql+asyncpg://solidq:***@db/x" in message
+    assert "postgresql+pg8000://solidq:***@db/x" in message
     assert 'pip install "flask-solidq[postgres]"' in message
