@@ -7,6 +7,7 @@ callable that raises) runs before the transaction opens: a failed enqueue writes
 
 from __future__ import annotations
 
+import datetime as dt
 import typing as t
 
 import sqlalchemy as sa
@@ -23,8 +24,6 @@ from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
-    import datetime as dt
-
     from flask_solidq.definitions.job import Job
 
 JOBS = job_rows.JOBS
@@ -70,8 +69,7 @@ def _describe(error: sa.exc.SQLAlchemyError) -> str:
 def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[int, bool]:
     """Insert one job and its first execution; return its id and whether it got one."""
     if _fits_one_statement(engine, row):
-        with db.autocommit(engine) as connection:
-            return _insert_with_execution(connection, row, now), True
+        return _insert_with_execution_autocommitted(engine, row, now), True
     with db.write(engine) as connection:
         job_id = db.insert_returning_id(connection, INSERT_JOB, row)
         return job_id, job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
@@ -153,13 +151,20 @@ def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
     )
 
 
-def _insert_with_execution(
-    connection: sa.Connection, row: dict[str, t.Any], now: dt.datetime
+def _insert_with_execution_autocommitted(
+    engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime
 ) -> int:
-    """Insert the job and its ready (or scheduled) execution in one statement; return its id."""
-    due = row["scheduled_at"] <= now
-    statement = _ONE_STATEMENT_READY if due else _ONE_STATEMENT_SCHEDULED
-    return int(connection.execute(statement, {**row, "execution_created_at": now}).scalar_one())
+    """Insert the job and its ready (or scheduled) execution in one autocommitted statement;
+    return its id. A single enqueue's hot path on PostgreSQL, so it runs through
+    :func:`flask_solidq.db.fetch_autocommitted`."""
+    statement = _ONE_STATEMENT_READY if row["scheduled_at"] <= now else _ONE_STATEMENT_SCHEDULED
+    params = {
+        name: naive_utc(value) if isinstance(value, dt.datetime) else value
+        for name, value in row.items()
+    }
+    params["execution_created_at"] = naive_utc(now)
+    ((job_id,),) = db.fetch_autocommitted(engine, statement, params)
+    return int(job_id)
 
 
 def _one_statement(execution: sa.Table) -> sa.Insert:

@@ -62,8 +62,8 @@ def finalize_all(
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
         params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
-        with db.autocommit(engine) as connection:
-            kept = set(connection.scalars(postgres.FINISH[preserve_finished], params))
+        rows = db.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
+        kept = {job_id for (job_id,) in rows}
     else:
         with db.write(engine) as connection:
             kept = set(delete_held_claims(connection, process_id, job_ids))

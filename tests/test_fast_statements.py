@@ -1,0 +1,93 @@
+"""The hot statements that skip SQLAlchemy's Connection on PostgreSQL (a single enqueue, a
+batch's finish: :func:`flask_solidq.db.fetch_autocommitted`) behave as the rest: a lost
+connection is SQLAlchemy's error and is replaced, listeners hear the statement, and what they
+store reads back as through the ORM."""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import pytest
+import sqlalchemy as sa
+
+from flask_solidq import EnqueueError
+from flask_solidq import db
+from flask_solidq import models
+from tests import support
+from tests import worker_jobs
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+
+
+def _terminate_other_sessions(url: sa.URL) -> int:
+    """Kill every other session on the queue's database, as a server restart would; return
+    how many."""
+    other = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with other.connect() as admin:
+            if other.dialect.name == "postgresql":
+                return len(
+                    admin.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    ).all()
+                )
+            ids = admin.scalars(
+                sa.text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+                )
+            ).all()
+            for session_id in ids:
+                admin.execute(sa.text(f"KILL {int(session_id)}"))
+            return len(ids)
+    finally:
+        other.dispose()
+
+
+def test_a_lost_connection_fails_one_enqueue_then_the_pool_reconnects(app, engine):
+    if engine.dialect.name == "sqlite":
+        return  # no server, no connection to lose
+    with app.app_context():
+        first = worker_jobs.record.perform_later("before")
+        assert _terminate_other_sessions(engine.url) >= 1
+        with pytest.raises(EnqueueError, match="OperationalError"):
+            worker_jobs.record.perform_later("lost")
+        after = worker_jobs.record.perform_later("after")
+    assert first.successfully_enqueued and after.successfully_enqueued
+    assert support.count(engine, READY) == 2
+
+
+def test_listeners_hear_the_statement_and_the_row_reads_back_in_utc(app, engine):
+    heard: list[str] = []
+    with app.app_context():
+        queue_engine = engine
+
+        def listen(_conn, _cursor, statement, *_rest):
+            heard.append(statement)
+
+        sa.event.listen(queue_engine, "before_cursor_execute", listen)
+        try:
+            job = worker_jobs.record.set(wait=60).perform_later("later")
+        finally:
+            sa.event.remove(queue_engine, "before_cursor_execute", listen)
+    if engine.dialect.name == "postgresql":  # one statement; the others take a transaction
+        (statement,) = [text for text in heard if "solidq_jobs" in text]
+        assert statement.lstrip().startswith("WITH new_job AS")
+    else:
+        assert any(statement.lstrip().startswith("INSERT INTO solidq_jobs") for statement in heard)
+    with engine.connect() as connection:
+        stored = connection.execute(
+            sa.select(JOBS.c.scheduled_at).where(JOBS.c.id == job.provider_job_id)
+        ).scalar_one()
+    assert stored.tzinfo is dt.timezone.utc
+    assert abs((stored - t.cast(dt.datetime, job.scheduled_at)).total_seconds()) < 1e-3
+
+
+def test_fetch_autocommitted_returns_plain_rows(engine):
+    rows = db.fetch_autocommitted(engine, sa.text("SELECT 1 AS one"), {})
+    assert rows == [(1,)]
