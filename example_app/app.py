@@ -54,6 +54,21 @@ STATES = {
 #: The budget every ``notify_partner_api`` call shares (its key is the literal "global").
 PARTNER_BUDGET = jobs.notify_partner_api.rate_limit_key_for()
 
+#: The demo's recurring tasks, which `flask solidq work` runs (its scheduler stores them, and
+#: the dashboard's Recurring page lists them): one of the shop's own, and the housekeeping a
+#: real app would schedule too.
+RECURRING = {
+    "refresh_exchange_rates": {
+        "job": "example_app.jobs:refresh_exchange_rates",
+        "schedule": "every 5 minutes",
+        "description": "the shop's currency rates",
+    },
+    "clear_finished_jobs": {
+        "job": "flask_solidq.housekeeping:ClearFinishedJobs",
+        "schedule": "every hour at minute 12",
+        "description": "finished jobs older than a day",
+    },
+}
 
 
 @solidq.dashboard_auth
@@ -71,6 +86,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.config.update(
         SECRET_KEY="demo only",
         SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL", default_url),
+        SOLIDQ_RECURRING=RECURRING,
     )
     app.config.update(config or {})
     db.init_app(app)

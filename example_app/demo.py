@@ -2,12 +2,14 @@
 PORT=5001`` for another port), or ``python -m example_app.demo --port 5001``.
 
 The port is taken first: one in use says so in one line and exits 1 before anything else
-starts, so no worker is left behind. Then the SQLite database is migrated, ``flask solidq
-work`` starts as a child, and this process serves the app (Werkzeug's development server, as
-``flask run`` does). Ctrl-C or TERM stops both: the worker, in a session of its own so the
-terminal's Ctrl-C doesn't reach it twice, gets one interrupt and shuts down gracefully while
-this process waits; a second Ctrl-C is passed on to it as well. A worker that stops by itself
-stops the demo, which then exits 1.
+starts, so no worker is left behind. Then the SQLite database is migrated and, the first time,
+seeded with a few jobs in every state (:mod:`example_app.seed`; ``--seed``/``--no-seed``
+decide, and by default only the demo's own database, not one of ``DATABASE_URL``, is seeded).
+``flask solidq work`` starts as a child, and this process serves the app (Werkzeug's
+development server, as ``flask run`` does). Ctrl-C or TERM stops both: the worker, in a session
+of its own so the terminal's Ctrl-C doesn't reach it twice, gets one interrupt and shuts down
+gracefully while this process waits; a second Ctrl-C is passed on to it as well. A worker
+that stops by itself stops the demo, which then exits 1.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import WSGIRequestHandler
 from werkzeug.serving import make_server
 
+from example_app import seed
 from example_app.app import create_app
 
 FLASK = [sys.executable, "-m", "flask", "--app", "example_app.app:create_app"]
@@ -52,10 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with listener:
         subprocess.run([*FLASK, "db", "upgrade"], check=True)
+        app = create_app()
+        if _seeds(options):
+            with app.app_context():
+                print(seed.describe(seed.seed()), file=sys.stderr)
         server = make_server(
             options.host,
             options.port,
-            create_app(),
+            app,
             threaded=True,
             request_handler=QuietPollHandler,
             fd=listener.fileno(),
@@ -69,7 +76,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     parser.add_argument("--port", type=_port, default=5000, help="default: 5000")
+    parser.add_argument(
+        "--seed",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="enqueue a few jobs in every state if the database has none yet"
+        " (default: only for the demo's own database, not one of DATABASE_URL)",
+    )
     return parser.parse_args(argv)
+
+
+def _seeds(options: argparse.Namespace) -> bool:
+    """Whether to seed: as asked, or else only the demo's own SQLite database, since a
+    ``DATABASE_URL`` may be a database of yours (or a test's, counting its own jobs)."""
+    if options.seed is not None:
+        return bool(options.seed)
+    return "DATABASE_URL" not in os.environ
 
 
 def _port(value: str) -> int:

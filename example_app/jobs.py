@@ -1,5 +1,6 @@
-"""The example's jobs, one in each form of definition, one coalescing its repeated calls and
-one with a rate limit."""
+"""The example's jobs, one in each form of definition, and one for each control: coalescing
+(dedupe and collect), a rate limit, a concurrency limit; one that always fails, and a recurring
+one. Each is cheap and touches nothing outside the demo's own database."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import time
 from example_app.extensions import db
 from example_app.extensions import solidq
 from example_app.models import Product
+from flask_solidq import Call
 from flask_solidq import coalesce
+from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 
 
@@ -43,3 +46,48 @@ def notify_partner_api(order_number: int) -> None:
     """Tell a partner's API about an order. The partner allows 5 calls in any 10 seconds, so
     workers claim 2 at once from a quiet budget, then one every 10 / (5 - 2 + 1) = 2.5 s."""
     time.sleep(0.1)  # the partner's round trip
+
+
+class CrmNotConfigured(RuntimeError):
+    """The CRM's API key is missing: what :func:`export_contacts_to_crm` raises."""
+
+
+@solidq.job(queue="crm")
+def export_contacts_to_crm(segment: str) -> None:
+    """Export a segment of contacts to the CRM. It fails on purpose, as the demo has no CRM:
+    with no ``retry_on`` a failure is kept at once, a failed job with its backtrace to retry
+    or discard from the dashboard."""
+    raise CrmNotConfigured(
+        f"CRM API key is missing: segment {segment!r} was not exported"
+        " (the demo has no CRM; this job fails on purpose)"
+    )
+
+
+#: How long :func:`rebuild_sales_report` takes: under the worker's 5 s shutdown timeout, so
+#: Ctrl-C lets a running one finish.
+REPORT_SECONDS = 4.0
+
+
+@solidq.job(queue="reports")
+@limits_concurrency(to=1, key=lambda store: store, duration=dt.timedelta(minutes=2))
+def rebuild_sales_report(store: str) -> None:
+    """Rebuild a store's sales report, one at a time per store: while one runs (a few
+    seconds), the store's next ones wait as blocked jobs."""
+    time.sleep(REPORT_SECONDS)
+
+
+@solidq.job(queue="mail")
+def remind_abandoned_cart(cart_id: int) -> None:
+    """Remind a shopper of the cart they left (the demo schedules these an hour ahead)."""
+
+
+@solidq.job(queue="mail")
+@coalesce(key=lambda customer_id, *_: customer_id, on_conflict="collect")
+def send_activity_digest(calls: list[Call]) -> None:
+    """One e-mail per customer listing every event collected since the first call: the calls
+    wait in the job (the dashboard's Coalescing page) until it runs."""
+
+
+@solidq.job(queue="maintenance")
+def refresh_exchange_rates() -> None:
+    """Refresh the shop's currency rates: a recurring task (``SOLIDQ_RECURRING`` in app.py)."""

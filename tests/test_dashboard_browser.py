@@ -3,7 +3,9 @@
 
 What only a browser shows: the pages link up, htmx loads, an action is a form POST that carries
 the CSRF field from the cookie the page set, Discard asks ``confirm()`` first, and each action
-lands back on a page saying what it did, with the database changed to match.
+lands back on a page saying what it did, with the database changed to match. And what each
+page looks like: every page, with data in it, is saved as a full-page screenshot under
+``test-artifacts/dashboard/<backend>/<page>.png``.
 
 CI installs Playwright (the ``test`` extra) and Chromium (.ci/run); there, missing either fails
 the test. On a machine without them, and without ``SOLIDQ_REQUIRE_ALL_BACKENDS``, it skips.
@@ -12,16 +14,23 @@ the test. On a machine without them, and without ``SOLIDQ_REQUIRE_ALL_BACKENDS``
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import threading
 import typing as t
 
 import pytest
+import sqlalchemy as sa
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server
 
+from flask_solidq import models
 from flask_solidq.operations import claim as claim_operation
+from flask_solidq.timing import utcnow
+from tests import coalesce_jobs
+from tests import concurrency_jobs
 from tests import job_action_jobs as jobs
+from tests import rate_limit_jobs
 from tests import support
 from tests.concurrency_support import job_state
 from tests.test_concurrency_controls import claim
@@ -29,7 +38,6 @@ from tests.test_concurrency_controls import finish
 from tests.test_concurrency_controls import perform
 
 if t.TYPE_CHECKING:
-    import sqlalchemy as sa
     from flask import Flask
     from playwright.sync_api import Browser
     from playwright.sync_api import Page
@@ -45,6 +53,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+#: Where the screenshots of every page go, one folder per backend (git ignores it; CI can keep
+#: it as an artifact).
+ARTIFACTS = pathlib.Path(__file__).resolve().parent.parent / "test-artifacts" / "dashboard"
 #: Playwright's wait for a navigation or a click, in milliseconds (``expect`` waits its own
 #: 5 s): a page of this app answers in far less, and a failing wait ends the test well under 30 s.
 WAIT_MS = 10_000
@@ -179,3 +190,93 @@ def test_the_dashboard_in_a_browser_retries_a_failed_job_and_discards_a_schedule
     assert questions == [f"Discard job {scheduled}? This deletes it."]
     assert job_state(engine, scheduled) == "gone"
     assert job_state(engine, failed) == "ready"
+
+
+def filled_dashboard(app: Flask, engine: sa.Engine) -> dict[str, int]:
+    """A queue with something on every page: a failed, a finished, a scheduled, a deferred
+    and a claimed job (with their rate-limit budget), a collecting job's open key, a blocked
+    job and its semaphore, a ready one, a process and a recurring task. A job's id for each
+    state."""
+    ids = {"failed": failed_job(app, engine, "broken")}  # claims the only ready job
+    with app.app_context():
+        ids["finished"] = t.cast(int, jobs.task.perform_later("done").provider_job_id)
+    finish(engine, perform(app, claim(engine)))
+    assert job_state(engine, ids["finished"]) == "finished"
+    ids["scheduled"] = scheduled_job(app, "later")
+    with app.app_context():
+        for note in ("admitted", "deferred"):
+            rate_limit_jobs.global_job.perform_later(note)
+    batch = claim_operation.claim_batch(engine, claim_operation.QueueSelector(("*",)), 10, 1)
+    ((ids["claimed"],), (ids["deferred"],)) = (
+        [job.id for job in batch.jobs],
+        [entry.job.id for entry in batch.deferrals],
+    )
+    with app.app_context():
+        for index in range(2):  # under its max_calls (3): the key stays open
+            coalesce_jobs.collect.perform_later("acct-5", index)
+        _holder, blocked = (concurrency_jobs.limited.perform_later("acct-7") for _ in range(2))
+        ids["blocked"] = t.cast(int, blocked.provider_job_id)
+        ids["ready"] = t.cast(int, jobs.task.perform_later("waiting").provider_job_id)
+    _add_process_and_recurring_task(engine)
+    return ids
+
+
+def _add_process_and_recurring_task(engine: sa.Engine) -> None:
+    """A live worker's row, and a recurring task's (as a scheduler would store them)."""
+    now = utcnow()
+    with engine.begin() as connection:
+        connection.execute(
+            sa.insert(models.ProcessRecord),
+            [{"kind": "Worker", "name": "worker-1", "pid": 4242, "last_heartbeat_at": now}],
+        )
+        connection.execute(
+            sa.insert(models.RecurringTask),
+            [
+                {
+                    "key": "nightly_cleanup",
+                    "schedule": "every day at 3am",
+                    "class_name": "job_action_test.task",
+                    "static": True,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+
+
+def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
+    dashboard_app, engine, database_url, page
+):
+    from playwright.sync_api import expect
+
+    ids = filled_dashboard(dashboard_app, engine)
+    backend = sa.make_url(database_url).get_backend_name()
+    folder = ARTIFACTS / backend
+    folder.mkdir(parents=True, exist_ok=True)
+    # page name -> (path, its h1, a text its data shows, or the id of a job it links to)
+    pages: dict[str, tuple[str, str, str | int]] = {
+        "overview": ("/solidq/", "Queues", "worker-1"),
+        **{
+            f"jobs-{state}": (f"/solidq/jobs?state={state}", f"{state.capitalize()} jobs", job_id)
+            for state, job_id in ids.items()
+        },
+        "job": (f"/solidq/jobs/{ids['failed']}", f"Job {ids['failed']}", "Traceback"),
+        "budgets": ("/solidq/budgets", "Rate-limit budgets", "rate_test.global/global"),
+        "coalescing": ("/solidq/coalescing", "Coalescing", "coalesce_test.collect/acct-5"),
+        "blocked": ("/solidq/blocked", "Blocked jobs", "concurrency_test.limited/acct-7"),
+        "processes": ("/solidq/processes", "Processes", "worker-1"),
+        "recurring": ("/solidq/recurring", "Recurring tasks", "nightly_cleanup"),
+    }
+
+    for name, (path, heading, shown) in pages.items():
+        response = page.goto(path)
+        assert response is not None and response.status == 200, (name, path)
+        expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()
+        if isinstance(shown, int):
+            expect(page.get_by_role("link", name=str(shown), exact=True)).to_be_visible()
+        else:
+            expect(page.locator("main")).to_contain_text(shown)
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+    saved = sorted(path.stem for path in folder.glob("*.png"))
+    assert saved == sorted(pages)

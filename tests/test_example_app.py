@@ -1,19 +1,25 @@
-"""The example app: migrates with its own history and enqueues from its page."""
+"""The example app: migrates with its own history, enqueues from its page, and the demo's seed
+puts jobs in every state."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 
 import flask_migrate
 import sqlalchemy as sa
 
+from example_app import demo
+from example_app import seed
 from example_app.app import HTMX_SCRIPT
 from example_app.app import PARTNER_BUDGET
 from example_app.app import create_app
 from example_app.extensions import solidq
 from flask_solidq import models
 from flask_solidq.operations import claim
+from flask_solidq.operations import execute
+from flask_solidq.operations import finalize
 
 
 @contextlib.contextmanager
@@ -152,3 +158,136 @@ def test_the_demos_dashboard_is_open_to_this_machine_only(tmp_path):
     with app.app_context():
         app.extensions["solidq"].engine.dispose()
 
+
+def seeded_app(tmp_path):
+    """The example app on a migrated SQLite database of its own, seeded as the demo seeds it."""
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    with app.app_context():
+        assert seed.seed() == {
+            "reindexes": 3,
+            "contact syncs": 5,
+            "CRM exports": 2,
+            "cart reminders": 3,
+            "partner notifications": 16,
+            "report rebuilds": 3,
+            "digest calls": 4,
+        }
+    return app
+
+
+def state_counts(engine) -> dict[str, int]:
+    """How many jobs each execution table holds, and how many jobs finished."""
+    tables = {
+        "ready": models.ReadyExecution,
+        "scheduled": models.ScheduledExecution,
+        "claimed": models.ClaimedExecution,
+        "blocked": models.BlockedExecution,
+        "failed": models.FailedExecution,
+    }
+    with engine.connect() as connection:
+        counts = {
+            state: connection.scalar(sa.select(sa.func.count()).select_from(model.__table__))
+            for state, model in tables.items()
+        }
+        counts["finished"] = connection.scalar(
+            sa.select(sa.func.count()).where(models.JobRecord.__table__.c.finished_at.is_not(None))
+        )
+    return counts
+
+
+def test_the_demo_seed_puts_jobs_in_every_state_once(tmp_path):
+    app = seeded_app(tmp_path)
+    client = app.test_client()
+
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        # 3 reindexes, 5 syncs, 2 exports, 16 notifications and the first report rebuild are
+        # ready; the store's other 2 rebuilds wait for its slot; the reminders (an hour ahead)
+        # and the digest (collecting for 10 minutes) are scheduled.
+        seeded = state_counts(engine)
+        assert seed.seed() is None  # a restarted demo adds nothing
+        assert state_counts(engine) == seeded
+        with engine.connect() as connection:
+            keys = {row.key: row for row in connection.execute(sa.select(models.CoalesceKey))}
+        engine.dispose()
+    assert seeded == {
+        "ready": 27,
+        "scheduled": 4,
+        "claimed": 0,
+        "blocked": 2,
+        "failed": 0,
+        "finished": 0,
+    }
+    # Each product's pending reindex holds its key; the digest holds the customer's 4 calls.
+    assert sorted(keys) == [f"reindex_product/{n}" for n in (1, 2, 3)] + [
+        f"send_activity_digest/{seed.DIGEST_CUSTOMER}"
+    ]
+    assert keys[f"send_activity_digest/{seed.DIGEST_CUSTOMER}"].calls_count == 4
+    assert seed.describe(None) == "The demo's database already has jobs: nothing seeded."
+
+    page = client.get("/").get_data(as_text=True)
+    for product in seed.PRODUCTS:
+        assert product in page
+    assert "<strong>2</strong> blocked" in page
+    blocked = client.get("/solidq/blocked").get_data(as_text=True)
+    assert "rebuild_sales_report/high-street" in blocked
+    coalescing = client.get("/solidq/coalescing").get_data(as_text=True)
+    assert "send_activity_digest" in coalescing
+    with app.app_context():
+        app.extensions["solidq"].engine.dispose()
+
+
+def test_a_worker_finds_seeded_jobs_that_fail_that_are_deferred_and_that_block(tmp_path):
+    app = seeded_app(tmp_path)
+    client = app.test_client()
+
+    # What `flask solidq work` does first, in this process: the CRM queue's jobs run (the
+    # syncs finish, the exports fail); then a claim of every queue takes the partner budget's
+    # burst and defers the other notifications, and the store's first rebuild.
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        crm = claim.claim(engine, claim.QueueSelector(("crm",)), 20, process_id=1)
+        outcomes = [execute.perform(job) for job in crm]
+        finalize.finalize_all(engine, 1, outcomes, preserve_finished=True)
+        batch = claim.claim_batch(engine, claim.QueueSelector(("*",)), 50, process_id=1)
+        counts = state_counts(engine)
+        with engine.connect() as connection:
+            errors = connection.scalars(sa.select(models.FailedExecution.__table__.c.error)).all()
+        engine.dispose()
+
+    assert len(crm) == 7
+    assert len(batch.deferrals) == seed.PARTNER_ORDERS - 2
+    names = sorted(job.class_name for job in batch.jobs)
+    assert names == ["notify_partner_api"] * 2 + ["rebuild_sales_report"] + ["reindex_product"] * 3
+    assert counts == {
+        "ready": 0,
+        "scheduled": 4 + seed.PARTNER_ORDERS - 2,
+        "claimed": 6,
+        "blocked": 2,
+        "failed": 2,
+        "finished": 5,
+    }
+    assert len(errors) == 2
+    for error in map(json.loads, errors):
+        assert error["exception_class"] == "example_app.jobs.CrmNotConfigured"
+        assert error["message"].startswith("CRM API key is missing: segment ")
+        assert error["backtrace"][0] == "Traceback (most recent call last):"
+        assert any("example_app/jobs.py" in line for line in error["backtrace"])
+
+    deferred = client.get("/solidq/jobs?state=deferred").get_data(as_text=True)
+    assert deferred.count("notify_partner_api") >= seed.PARTNER_ORDERS - 2
+    failed = client.get("/solidq/jobs?state=failed").get_data(as_text=True)
+    assert "CRM API key is missing" in failed
+    with app.app_context():
+        app.extensions["solidq"].engine.dispose()
+
+
+def test_make_demo_seeds_its_own_database_and_leaves_a_database_url_alone(monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert demo._seeds(demo._parse([]))
+    assert not demo._seeds(demo._parse(["--no-seed"]))
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///elsewhere.db")
+    assert not demo._seeds(demo._parse([]))
+    assert demo._seeds(demo._parse(["--seed"]))
