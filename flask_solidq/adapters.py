@@ -16,6 +16,7 @@ on by default), so a call a worker couldn't make raises ``TypeError`` before any
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import typing as t
 
@@ -109,12 +110,13 @@ def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     this machine, once the jobs are committed: they start at once instead of at their next
     poll. (Enqueues don't ``NOTIFY`` on PostgreSQL: see
     :mod:`flask_solidq.processes.pg_listener`.)"""
-    due = [
-        job
-        for job in jobs
-        if job.scheduled_at is None or job.scheduled_at <= (job.enqueued_at or job.scheduled_at)
-    ]
-    scheduled_at = [job.scheduled_at for job in jobs if job not in due and job.scheduled_at]
+    due = False
+    scheduled_at: list[dt.datetime] = []
+    for job in jobs:
+        if job.scheduled_at is None or job.scheduled_at <= (job.enqueued_at or job.scheduled_at):
+            due = True
+        else:
+            scheduled_at.append(job.scheduled_at)
     if due:
         db.after_commit(engine, lambda: job_notices.announce_ready(engine, notified=False))
     if scheduled_at:
