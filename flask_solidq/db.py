@@ -389,41 +389,87 @@ def fetch_autocommitted(
         with autocommit(engine) as connection:
             return [tuple(row) for row in connection.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement)
-    dbapi_error = engine.dialect.loaded_dbapi.Error
     pooled = engine.raw_connection()
     try:
         driver = pooled.driver_connection
         driver.autocommit = True  # type: ignore[union-attr]
         try:
-            cursor = pooled.cursor()
-            if engine.dispatch.before_cursor_execute:
-                engine.dispatch.before_cursor_execute(None, cursor, sql, params, None, False)
-            cursor.execute(sql, params)
-            return list(cursor.fetchall()) if cursor.description else []
+            return _fetch(engine, pooled, sql, params)
         finally:
-            driver.autocommit = False  # type: ignore[union-attr]
-    except dbapi_error as error:
-        lost = engine.dialect.is_disconnect(error, pooled.dbapi_connection, None)
-        if lost:
-            # As SQLAlchemy's Connection does: this connection goes, and so do the pool's
-            # other connections of its generation (a restarted server dropped them all).
-            engine.pool._invalidate(pooled, error)
-        raise sa.exc.DBAPIError.instance(
-            sql, params, error, dbapi_error, connection_invalidated=lost
-        ) from error
+            if pooled.is_valid:  # an invalidated connection is closed, never used again
+                driver.autocommit = False  # type: ignore[union-attr]
     finally:
         pooled.close()
 
 
-_DRIVER_SQL: dict[tuple[str, int], str] = {}
+def fetch_in_transaction(
+    connection: sa.Connection,
+    statement: sa.Executable,
+    params: dict[str, t.Any],
+    *,
+    binary: t.Collection[str] = (),
+) -> list[tuple[t.Any, ...]]:
+    """Run one statement in ``connection``'s transaction and return its rows as plain
+    tuples; on psycopg, on the DBAPI connection itself, with the parameters named in
+    ``binary`` sent in binary format.
+
+    For a bulk enqueue's arrays: in the text format psycopg quotes every element of a text
+    array through a regular expression, which took a third of ``perform_all_later``'s CPU;
+    in binary, each element goes as its bytes and the server skips parsing them. What
+    :func:`fetch_autocommitted` says of errors, listeners and values holds here too.
+    """
+    engine = connection.engine
+    if engine.dialect.driver != "psycopg":
+        return [tuple(row) for row in connection.execute(statement, params)]
+    sql = _driver_sql(engine.dialect, statement, tuple(sorted(binary)))
+    try:
+        return _fetch(engine, connection.connection, sql, params)
+    except sa.exc.DBAPIError as error:
+        if error.connection_invalidated:
+            connection.invalidate(error.orig)
+        raise
 
 
-def _driver_sql(dialect: sa.Dialect, statement: sa.Executable) -> str:
-    """``statement`` compiled for ``dialect``'s driver, once (module-level statements only)."""
-    key = (dialect.driver, id(statement))
+def _fetch(
+    engine: sa.Engine, pooled: t.Any, sql: str, params: dict[str, t.Any]
+) -> list[tuple[t.Any, ...]]:
+    """Execute ``sql`` on the pooled DBAPI connection ``pooled``; a driver error becomes
+    SQLAlchemy's, and a lost connection invalidates the pool's connections of its generation
+    (as SQLAlchemy's Connection does: a restarted server dropped them all)."""
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        cursor = pooled.cursor()
+        if engine.dispatch.before_cursor_execute:
+            engine.dispatch.before_cursor_execute(None, cursor, sql, params, None, False)
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+    except dbapi_error as error:
+        lost = engine.dialect.is_disconnect(error, pooled.dbapi_connection, None)
+        if lost:
+            engine.pool._invalidate(pooled, error)
+        raise sa.exc.DBAPIError.instance(
+            sql, params, error, dbapi_error, connection_invalidated=lost
+        ) from error
+
+
+_DRIVER_SQL: dict[tuple[str, int, tuple[str, ...]], str] = {}
+
+
+def _driver_sql(
+    dialect: sa.Dialect, statement: sa.Executable, binary: tuple[str, ...] = ()
+) -> str:
+    """``statement`` compiled for ``dialect``'s driver, once (module-level statements only),
+    the parameters named in ``binary`` marked for the binary format (psycopg's ``%(name)b``)."""
+    key = (dialect.driver, id(statement), binary)
     sql = _DRIVER_SQL.get(key)
     if sql is None:
-        sql = _DRIVER_SQL[key] = str(statement.compile(dialect=dialect))  # type: ignore[attr-defined]
+        sql = str(statement.compile(dialect=dialect))  # type: ignore[attr-defined]
+        for name in binary:
+            placeholder = f"%({name})s"
+            if placeholder not in sql:
+                raise ValueError(f"{name!r} isn't a parameter of the statement")
+            sql = sql.replace(placeholder, f"%({name})b")
+        _DRIVER_SQL[key] = sql
     return sql
 
 

@@ -147,6 +147,9 @@ BULK_ENQUEUE_COLUMNS = (
     "rate_limit_key",
 )
 
+#: The parameters of :data:`BULK_ENQUEUE` that are arrays: sent in binary format.
+BULK_ENQUEUE_ARRAYS = (*BULK_ENQUEUE_COLUMNS, "holds")
+
 #: Wake the processes that ``LISTEN`` on ``:channel`` (on any machine): sent inside a
 #: transaction, it is delivered when that transaction commits, and not at all if it rolls back.
 NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")

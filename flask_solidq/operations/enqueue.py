@@ -126,7 +126,12 @@ def _insert_all_in_one_statement(
         columns = {name: [row[name] for row in batch] for name in postgres.BULK_ENQUEUE_COLUMNS}
         columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
         columns["holds"] = [controls.act_on_dispatch(row) for row in batch]
-        result = connection.execute(postgres.BULK_ENQUEUE, {**columns, "now": naive_utc(now)})
+        result = db.fetch_in_transaction(
+            connection,
+            postgres.BULK_ENQUEUE,
+            {**columns, "now": naive_utc(now)},
+            binary=postgres.BULK_ENQUEUE_ARRAYS,
+        )
         id_by_job_id = {job_id: id_ for job_id, id_ in result}
         batch_ids = [id_by_job_id[row["active_job_id"]] for row in batch]
         for job_id, row, holds in zip(batch_ids, batch, columns["holds"], strict=True):
