@@ -225,6 +225,12 @@ def resume_command(queue: str) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads per worker.")
 @click.option("--processes", type=click.IntRange(min=1), default=None, help="Worker processes.")
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Jobs each worker claims ahead of its idle threads (0: only for idle threads).",
+)
+@click.option(
     "--polling-interval",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
@@ -250,6 +256,7 @@ def work_command(
     queue_list: tuple[str, ...] | None,
     threads: int | None,
     processes: int | None,
+    prefetch: int | None,
     polling_interval: float | None,
     mode: str,
     only: str | None,
@@ -259,8 +266,8 @@ def work_command(
     """Run the workers, dispatchers and scheduler until TERM or INT (graceful; a second one
     stops at once) or QUIT (at once).
 
-    With --queues, --threads, --processes or --polling-interval, one worker runs with those
-    options instead of SOLIDQ_WORKERS.
+    With --queues, --threads, --processes, --prefetch or --polling-interval, one worker runs
+    with those options instead of SOLIDQ_WORKERS.
     """
     _queue_engine()
     overrides = launcher.WorkerOverrides(
@@ -268,6 +275,7 @@ def work_command(
         threads=threads,
         processes=processes,
         polling_interval=polling_interval,
+        prefetch=prefetch,
     )
     _log_to_stderr(log_level, format_name)
     try:

@@ -35,11 +35,16 @@ class OnWorkerDeath(str, enum.Enum):
     RELEASE = "release"
 
 
+#: A worker's default ``prefetch``: jobs it claims beyond its idle threads, queued for the
+#: next thread that frees (see :mod:`flask_solidq.processes.pool`).
+DEFAULT_PREFETCH = 10
+
 DEFAULT_WORKER: dict[str, t.Any] = {
     "queues": "*",
     "threads": 3,
     "processes": 1,
     "polling_interval": 0.1,
+    "prefetch": DEFAULT_PREFETCH,
 }
 DEFAULT_DISPATCHER: dict[str, t.Any] = {
     "polling_interval": 1,
@@ -82,6 +87,9 @@ class WorkerSettings:
     threads: int
     processes: int
     polling_interval: float
+    #: Jobs claimed ahead of the idle threads, queued for the next thread that frees; 0
+    #: claims for idle threads only. Never rate-limited jobs (those start at once).
+    prefetch: int = DEFAULT_PREFETCH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +251,7 @@ def worker_settings(entry: dict[str, t.Any], name: str = "SOLIDQ_WORKERS[0]") ->
         threads=_positive_int(values["threads"], f"{name}['threads']"),
         processes=_positive_int(values["processes"], f"{name}['processes']"),
         polling_interval=to_seconds(values["polling_interval"], name=f"{name}['polling_interval']"),
+        prefetch=_non_negative_int(values["prefetch"], f"{name}['prefetch']"),
     )
 
 
@@ -330,6 +339,14 @@ def _positive_int(value: object, name: str) -> int:
         raise TypeError(f"{name} must be an int, not {value!r}.")
     if value < 1:
         raise ValueError(f"{name} must be 1 or more, not {value}.")
+    return value
+
+
+def _non_negative_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {value!r}.")
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, not {value}.")
     return value
 
 

@@ -18,6 +18,14 @@ to scheduled executions. A batch with no limited job costs the same statements a
 (the jobs are read before the inserts instead of after); only the PostgreSQL one-statement
 claim gives way to the transaction.
 
+A worker claiming ahead of its idle threads (``prefetch``) passes ``limited_cap``, its idle
+threads: a claim then admits (charges a budget for) at most that many rate-limited jobs, so
+each starts at once and the limit's window bound holds at job start, not only at claim. The
+claim takes the candidates in order up to the first rate-limited one past the cap and leaves
+that one and every later one ready, untouched (not deleted, not charged): what it claims is a
+prefix of the queue order, as without the cap, and it says it held jobs back so the worker
+claims them once it has threads for them.
+
 A claim that took jobs sends ``signals.claim`` once it committed (one per worker poll).
 """
 
@@ -118,10 +126,17 @@ class QueueSelector:
 
 class ClaimBatch(t.NamedTuple):
     """What one claim did: the jobs it claimed, in queue order, and those its controls
-    deferred (moved to scheduled executions instead)."""
+    deferred (moved to scheduled executions instead).
+
+    ``limited``: the ids of the claimed jobs a control checked (rate-limited jobs it
+    admitted), which must start at once. ``held_back``: how many candidates were left ready
+    because the claim's ``limited_cap`` was reached (0 without a cap).
+    """
 
     jobs: list[ClaimedJob]
     deferrals: list[Deferral]
+    limited: tuple[int, ...] = ()
+    held_back: int = 0
 
 
 def claim(
@@ -144,27 +159,39 @@ def claim_batch(
     process_id: int,
     *,
     skip_locked: bool = True,
+    limited_cap: int | None = None,
 ) -> ClaimBatch:
     """Claim up to ``limit`` ready jobs for ``process_id``, queue by queue; say which were
     claimed and which the controls deferred.
 
+    ``limited_cap``: the most rate-limited jobs to admit (see the module's docstring); a
+    claim that meets one more stops there, later queues included.
+
     Each queue's claim commits on its own. A deadlock (MySQL) is tried again. When jobs were
     claimed, ``signals.claim`` is sent after the commit.
     """
-    batch = ClaimBatch([], [])
+    jobs: list[ClaimedJob] = []
+    deferrals: list[Deferral] = []
+    limited: list[int] = []
+    held_back = 0
     for queue_name in selector.relations(engine):
-        if len(batch.jobs) >= limit:
+        if len(jobs) >= limit:
             break
+        cap = None if limited_cap is None else max(0, limited_cap - len(limited))
         claimed = db.retrying_deadlocks(
             functools.partial(
-                _claim_from, engine, queue_name, limit - len(batch.jobs), process_id, skip_locked
+                _claim_from, engine, queue_name, limit - len(jobs), process_id, skip_locked, cap
             ),
             attempts=DEADLOCK_RETRIES,
         )
-        batch.jobs.extend(claimed.jobs)
-        batch.deferrals.extend(claimed.deferrals)
-    if batch.jobs and signals.claim.receivers:
-        job_ids = [job.id for job in batch.jobs]
+        jobs.extend(claimed.jobs)
+        deferrals.extend(claimed.deferrals)
+        limited.extend(claimed.limited)
+        held_back += claimed.held_back
+        if claimed.held_back:
+            break  # queue order: nothing of a later queue goes ahead of the held-back jobs
+    if jobs and signals.claim.receivers:
+        job_ids = [job.id for job in jobs]
         announce = functools.partial(
             signals.send_safely,
             signals.claim,
@@ -174,13 +201,18 @@ def claim_batch(
             size=len(job_ids),
         )
         db.after_commit(engine, announce)
-    return batch
+    return ClaimBatch(jobs, deferrals, tuple(limited), held_back)
 
 
 def _claim_from(
-    engine: sa.Engine, queue_name: str | None, limit: int, process_id: int, skip_locked: bool
+    engine: sa.Engine,
+    queue_name: str | None,
+    limit: int,
+    process_id: int,
+    skip_locked: bool,
+    cap: int | None = None,
 ) -> ClaimBatch:
-    """One queue's claim.
+    """One queue's claim, admitting at most ``cap`` rate-limited jobs (None: no cap).
 
     When no control may defer a job this process can claim, no hook runs. Otherwise the
     candidates' jobs are read first and the CLAIM hooks decide, in the same transaction. On
@@ -194,10 +226,11 @@ def _claim_from(
     if one_statement and memory.get(queue_name, 0.0) < time.monotonic():
         claimed_at_once = _claim_in_one_statement(engine, params, skip_locked, checked)
         if claimed_at_once is not None:
-            return _check_late_definitions(engine, claimed_at_once, process_id)
+            return _check_late_definitions(engine, claimed_at_once, process_id, cap)
         # A batch with checked jobs: they're likely to keep coming for a while (a backlog
         # waiting on its rate limit), so skip the one-statement attempt that would fail.
         memory[queue_name] = time.monotonic() + CHECKED_MEMORY
+    held_back = 0
     with db.write(engine) as connection:
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
@@ -210,6 +243,13 @@ def _claim_from(
             jobs = _read_jobs(connection, job_ids)
             if one_statement and not any(job.class_name in checked for job in jobs):
                 memory.pop(queue_name, None)
+            if cap is not None:
+                # A limited definition imported only now must count against the cap too.
+                checked = _import_definitions(jobs) or checked
+                jobs, held_back = _within_cap(jobs, checked, cap)
+                kept = {job.id for job in jobs}
+                candidates = [row for row in candidates if row.job_id in kept]
+                job_ids = [job_id for job_id in job_ids if job_id in kept]
             deferrals = controls.claim(connection, jobs, clock)
             _defer(connection, deferrals, clock())
             deferred = {deferral.job.id for deferral in deferrals}
@@ -223,15 +263,41 @@ def _claim_from(
                 ],
             )
         # By primary key: deleting by job_id deadlocked on MySQL (Solid Queue PR #240).
-        connection.execute(_DELETE_READY, {"ids": [id_ for id_, _ in candidates]})
+        if candidates:
+            connection.execute(_DELETE_READY, {"ids": [id_ for id_, _ in candidates]})
         if not checked:
             jobs = _read_jobs(connection, job_ids)
     if not checked:
-        return _check_late_definitions(engine, jobs, process_id)
+        return _check_late_definitions(engine, jobs, process_id, cap)
     # After the commit (or the caller's, inside solidq.transaction()).
     db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
     claimed = set(job_ids)
-    return ClaimBatch([job for job in jobs if job.id in claimed], deferrals)
+    taken = [job for job in jobs if job.id in claimed]
+    limited = tuple(job.id for job in taken if job.class_name in checked)
+    return ClaimBatch(taken, deferrals, limited, held_back)
+
+
+def _import_definitions(jobs: list[ClaimedJob]) -> frozenset[str] | None:
+    """Import the definitions of ``jobs`` this process hasn't registered (the hooks would
+    import them anyway); when there were any, return what the controls check now."""
+    unknown = [job for job in jobs if not registry.is_registered(job.class_name)]
+    for job in unknown:
+        registry.find(job.class_name, job.arguments)
+    return controls.checked_at_claim() if unknown else None
+
+
+def _within_cap(
+    jobs: list[ClaimedJob], checked: frozenset[str], cap: int
+) -> tuple[list[ClaimedJob], int]:
+    """The jobs up to the first of a ``checked`` definition past the ``cap``-th, and how many
+    are left out (that one and every later one: they stay ready, in their order)."""
+    seen = 0
+    for index, job in enumerate(jobs):
+        if job.class_name in checked:
+            seen += 1
+            if seen > cap:
+                return jobs[:index], len(jobs) - index
+    return jobs, 0
 
 
 def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob]:
@@ -253,7 +319,7 @@ def _defer(connection: sa.Connection, deferrals: list[Deferral], now: dt.datetim
 
 
 def _check_late_definitions(
-    engine: sa.Engine, jobs: list[ClaimedJob], process_id: int
+    engine: sa.Engine, jobs: list[ClaimedJob], process_id: int, cap: int | None = None
 ) -> ClaimBatch:
     """Check the jobs a claim took without hooks whose definitions this process hadn't
     imported yet.
@@ -263,15 +329,32 @@ def _check_late_definitions(
     worker would import it to perform it anyway) and, if that makes a control act, the hooks
     run over those jobs in a transaction of their own, moving the deferred ones from their
     claim to a scheduled execution. Rare: a worker usually imports every job at start.
+
+    With a ``cap`` (rate-limited jobs the claim may admit), the limited jobs past it are not
+    checked: their claims go back to ready, where the worker's next claim finds them (they
+    were never started, and no budget was charged for them).
     """
     unknown = [job for job in jobs if not registry.is_registered(job.class_name)]
     for job in unknown:
         registry.find(job.class_name, job.arguments)
-    if not unknown or not controls.checked_at_claim() & {job.class_name for job in unknown}:
+    checked = controls.checked_at_claim() if unknown else frozenset()
+    limited = [job for job in unknown if job.class_name in checked]
+    if not limited:
         return ClaimBatch(jobs, [])
+    over = limited[cap:] if cap is not None else []
+    over_ids = {job.id for job in over}
     with db.write(engine) as connection:
         clock = ClaimClock()
-        deferrals = controls.claim(connection, unknown, clock)
+        if over:
+            connection.execute(
+                CLAIMED.delete().where(
+                    CLAIMED.c.job_id.in_(over_ids), CLAIMED.c.process_id == process_id
+                )
+            )
+            dispatch.insert_ready(connection, [JobRef.of(job) for job in over], clock())
+        deferrals = controls.claim(
+            connection, [job for job in unknown if job.id not in over_ids], clock
+        )
         if deferrals:
             deferred_ids = [deferral.job.id for deferral in deferrals]
             connection.execute(
@@ -281,8 +364,10 @@ def _check_late_definitions(
             )
             _defer(connection, deferrals, clock())
     db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
-    deferred = {deferral.job.id for deferral in deferrals}
-    return ClaimBatch([job for job in jobs if job.id not in deferred], deferrals)
+    gone = {deferral.job.id for deferral in deferrals} | over_ids
+    taken = [job for job in jobs if job.id not in gone]
+    admitted = tuple(job.id for job in taken if job.class_name in checked)
+    return ClaimBatch(taken, deferrals, admitted, len(over))
 
 
 def _claim_in_one_statement(

@@ -6,6 +6,12 @@ The claims of a worker that died (killed, pruned for silence, or gone without a 
 ``SOLIDQ_ON_WORKER_DEATH``: ``"fail"`` keeps each as a failed execution naming the process
 (Solid Queue's behaviour), ``"release"`` runs it again. Either way nothing is lost.
 
+The jobs a worker claimed ahead of its threads and never started (``prefetch``) go back to
+ready whenever their worker stops or dies where a supervisor sees it, never failed
+(:func:`release_never_started`); only a worker lost without its supervisor (pruned for
+silence) leaves them to ``SOLIDQ_ON_WORKER_DEATH`` with the rest, since nobody knows then
+which had started.
+
 A live worker also releases its own *stray* claims (:func:`release_strays`): claims of its
 process that none of its threads holds, left by a claim that committed on the server while
 the worker saw an error (its reply was lost).
@@ -142,6 +148,32 @@ def release_strays(engine: sa.Engine, process_id: int, held_ids: t.Collection[in
         dispatch.insert_ready(connection, jobs, utcnow())
     announce_released(engine, process_id, jobs, ReleaseReason.STRAY)
     return len(jobs)
+
+
+def release_never_started(
+    engine: sa.Engine,
+    process_id: int,
+    job_ids: t.Collection[int],
+    *,
+    reason: ReleaseReason,
+) -> list[JobRef]:
+    """Put back to ready the claims of ``process_id`` on ``job_ids``, jobs its worker claimed
+    ahead and never started (it is stopping, or died with them listed in its start ledger),
+    keeping the concurrency slots they took; return their jobs.
+
+    Only claims still held by ``process_id`` move: a job whose claim is gone (finished,
+    released already, or claimed since by another process) is left alone.
+    """
+    if not job_ids:
+        return []
+    with db.write(engine) as connection:
+        jobs = _take(
+            connection,
+            sa.and_(CLAIMED.c.process_id == process_id, CLAIMED.c.job_id.in_(list(job_ids))),
+        )
+        dispatch.insert_ready(connection, jobs, utcnow())
+    announce_released(engine, process_id, jobs, reason)
+    return jobs
 
 
 def fail_claims(

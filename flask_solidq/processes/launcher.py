@@ -46,6 +46,7 @@ class WorkerOverrides:
     threads: int | None = None
     processes: int | None = None
     polling_interval: float | None = None
+    prefetch: int | None = None
 
     @property
     def given(self) -> bool:
@@ -100,7 +101,11 @@ def runner_specs(
     if only in (None, "worker"):
         for index, worker in enumerate(overrides.apply(settings.workers)):
             for copy in range(worker.processes if forked else 1):
-                specs.append(RunnerSpec(f"worker-{index}.{copy}", _worker(worker)))
+                # Its start ledger: a slot per job its pool can hold (see pool.StartLedger).
+                slots = worker.threads + worker.prefetch
+                specs.append(
+                    RunnerSpec(f"worker-{index}.{copy}", _worker(worker), ledger_slots=slots)
+                )
     if only in (None, "dispatcher"):
         for index, dispatcher in enumerate(settings.dispatchers):
             specs.append(RunnerSpec(f"dispatcher-{index}", _dispatcher(dispatcher)))

@@ -12,7 +12,12 @@ and prunes from its loop), so forking never copies a lock held by another thread
 * QUIT, or a second TERM / INT while stopping (a second Ctrl-C): stop at once. The claims of
   processes that had no time to clean up are released, and the jobs named.
 * A child that exits unexpectedly is replaced, after its claims follow
-  ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released).
+  ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released). In
+  fork mode the jobs a dead worker had claimed ahead and never started go back to ready
+  first, whatever the policy: each worker child lists them in a :class:`~flask_solidq.
+  processes.pool.StartLedger`, memory the supervisor shares with it from before the fork.
+  A worker lost where no supervisor sees it die (its machine, say) is pruned for silence,
+  and then the policy applies to all its claims, since nobody can tell which had started.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
+from flask_solidq.processes.pool import StartLedger
+from flask_solidq.processes.pool import UsesStartLedger
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -57,6 +64,9 @@ class RunnerSpec:
 
     label: str
     build: t.Callable[[Flask, int | None], Runnable]
+    #: Slots of the start ledger a forked child gets (a worker: threads + prefetch); 0 for
+    #: none.
+    ledger_slots: int = 0
 
 
 class Supervisor(Runnable):
@@ -176,9 +186,16 @@ class Supervisor(Runnable):
             return None
         try:
             process_ids = [row.id for row in registry.supervisees(self.engine, self.process_id)]
-            return release.claimed_jobs(self.engine, process_ids) if process_ids else []
+            claimed = release.claimed_jobs(self.engine, process_ids) if process_ids else []
         except sa.exc.SQLAlchemyError:
             return None
+        queued = self.queued_jobs()
+        return [job for job in claimed if job.id not in queued]
+
+    def queued_jobs(self) -> set[int]:
+        """The jobs this supervisor's workers claimed ahead and haven't started, as far as it
+        can tell (their start ledgers, in fork mode): not running, so not waited for."""
+        return set()
 
     def wait_for_interrupts(self, timeout: float) -> bool:
         """While stopping: wait up to ``timeout`` seconds for an interrupt, and handle what
@@ -273,22 +290,46 @@ class Supervisor(Runnable):
             log_subscriber.log_released(logger, who, reason, claimed, len(claimed))
 
     def handle_unexpected_exit(
-        self, is_runner: t.Callable[[registry.ProcessRow], bool], label: str, description: str
+        self,
+        is_runner: t.Callable[[registry.ProcessRow], bool],
+        label: str,
+        description: str,
+        never_started: t.Collection[int] = (),
     ) -> None:
-        """A runner died on its own: the claims of its row (if it is still registered)
-        follow ``SOLIDQ_ON_WORKER_DEATH``, and the row goes."""
+        """A runner died on its own: the claims of its row (if it is still registered) on
+        ``never_started`` jobs (its start ledger's) go back to ready, the others follow
+        ``SOLIDQ_ON_WORKER_DEATH``, and the row goes."""
         logger.warning("SolidQ %s %s; replacing it", label, description)
         if self.process_id is None:
             return
         try:
             for row in registry.supervisees(self.engine, self.process_id):
                 if is_runner(row):
+                    self._release_never_started(row, label, never_started)
                     error = registry.exit_error(row, description)
                     registry.remove(
                         self.engine, row, policy=self.settings.on_worker_death, error=error
                     )
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't handle the claims of a dead runner", exc_info=True)
+
+    def _release_never_started(
+        self, row: registry.ProcessRow, label: str, job_ids: t.Collection[int]
+    ) -> None:
+        """Put back to ready the dead runner's claims on ``job_ids`` (claimed ahead, never
+        started): committed before the policy applies to the rest, so a crash in between
+        leaves them ready, never failed."""
+        released = release.release_never_started(
+            self.engine, row.id, job_ids, reason=release.ReleaseReason.PROCESS_GONE
+        )
+        if released:
+            log_subscriber.log_released(
+                logger,
+                f"{self.kind} {self.name}",
+                f"{label} died before starting them",
+                released,
+                len(released),
+            )
 
     def start_runner(self, spec: RunnerSpec) -> None:
         raise NotImplementedError
@@ -308,20 +349,31 @@ class ForkSupervisor(Supervisor):
     def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
         super().__init__(app, specs)
         self.children: dict[int, RunnerSpec] = {}
+        #: Each worker child's start ledger, by pid (see pool.StartLedger).
+        self.ledgers: dict[int, StartLedger] = {}
 
     def start_runner(self, spec: RunnerSpec) -> None:
         # Close the pooled connections first: a forked child must never share one.
         for engine in self._engines():
             engine.dispose()
+        # Made before the fork, so that the child's writes are in memory the parent reads.
+        ledger = StartLedger(spec.ledger_slots) if spec.ledger_slots else None
         pid = os.fork()
         if pid == 0:
-            self._run_child(spec)
+            self._run_child(spec, ledger)
         self.children[pid] = spec
+        if ledger is not None:
+            self.ledgers[pid] = ledger
+
+    def queued_jobs(self) -> set[int]:
+        # Read while the children write: a slot caught mid-write reads as not listed, and
+        # the job is counted as running, which only this count sees.
+        return {job_id for ledger in self.ledgers.values() for job_id in ledger.listed()}
 
     def _engines(self) -> set[sa.Engine]:
         return {*self.state.own_engines(), *self.state.sqlalchemy.engines.values()}
 
-    def _run_child(self, spec: RunnerSpec) -> t.NoReturn:
+    def _run_child(self, spec: RunnerSpec, ledger: StartLedger | None) -> t.NoReturn:
         code = 1
         try:
             self.interrupts.restore()
@@ -329,7 +381,11 @@ class ForkSupervisor(Supervisor):
                 # Connections opened before the fork belong to the parent: a child that used
                 # them would garble both sides' conversations with the server.
                 engine.dispose(close=False)
+            for sibling in self.ledgers.values():
+                sibling.close()  # the other children's: this one has no business there
             runner = spec.build(self.app, self.process_id)
+            if ledger is not None and isinstance(runner, UsesStartLedger):
+                runner.use_start_ledger(ledger)
             runner.parent_pid = self.pid  # type: ignore[attr-defined]
             signal.signal(signal.SIGTERM, lambda *_: runner.stop())
             signal.signal(signal.SIGINT, lambda *_: runner.stop())
@@ -345,13 +401,17 @@ class ForkSupervisor(Supervisor):
     def check_runners(self) -> None:
         for pid, status in self._reap():
             spec = self.children.pop(pid, None)
+            ledger = self.ledgers.pop(pid, None)
             if spec is None:
                 continue
             self.handle_unexpected_exit(
                 functools.partial(_has_pid, pid=pid),
                 f"{spec.label} (pid {pid})",
                 _describe_status(status),
+                never_started=ledger.listed() if ledger is not None else (),
             )
+            if ledger is not None:
+                ledger.close()
             self.start_runner(spec)
 
     def stop_runners(self, *, immediately: bool) -> None:
@@ -382,6 +442,9 @@ class ForkSupervisor(Supervisor):
         while self.children and time.monotonic() < deadline:
             for pid, _status in self._reap():
                 self.children.pop(pid, None)
+                ledger = self.ledgers.pop(pid, None)
+                if ledger is not None:
+                    ledger.close()
             self.heartbeat_if_due()
             if self.wait_for_interrupts(0.05) and interruptible:
                 return False

@@ -1,10 +1,31 @@
-"""The worker: claims ready jobs for its idle threads and performs them.
+"""The worker: claims ready jobs for its threads and performs them.
 
-Each poll claims at most as many jobs as it has idle threads, in one transaction per queue,
-and hands them to the pool; the outcomes go to the finisher. A thread that frees wakes the
-worker at once, so a busy worker claims again as soon as it can; jobs made ready by another
-process wake it too (see :mod:`~flask_solidq.processes.job_notices`), and an idle one polls every
-``polling_interval`` as the fallback.
+Each poll claims jobs in one transaction per queue and hands them to the pool; the outcomes
+go to the finisher. A thread that frees wakes the worker when it may claim, so a busy worker
+claims again as soon as it can; jobs made ready by another process wake it too (see
+:mod:`~flask_solidq.processes.job_notices`), and an idle one polls every ``polling_interval``
+as the fallback.
+
+**Claiming ahead** (``prefetch``). A claim costs about the same whether it takes 1 job or 10,
+and with one claim per idle thread the threads of a busy worker mostly wait for the next one.
+So while a backlog lasts (its last claim came back full) a worker claims up to ``prefetch``
+jobs beyond its idle threads, queued in its pool for the next thread that frees, and refills
+the queue once half of it ran. The claimed-ahead jobs are claims like any other (in
+:class:`HeldJobs`, never stray), but they never count as started:
+
+* a worker that stops puts them back to ready at once, before it waits for its running jobs;
+* a worker that dies has them put back to ready by its supervisor, which reads them from the
+  pool's :class:`~flask_solidq.processes.pool.StartLedger` (a job leaves the ledger just
+  before it starts), whatever ``SOLIDQ_ON_WORKER_DEATH`` says of the running ones;
+* rate-limited jobs are never claimed ahead: a claim admits at most as many as the worker has
+  idle threads (``limited_cap``), and they go to the front of the pool's queue, so each
+  starts at once and the limit holds at job start as it does at claim. A claim that met more
+  of them than it could admit leaves them ready and stops there; until a claim leaves none,
+  the worker claims only for idle threads, as without ``prefetch``, so they aren't starved
+  by the unlimited jobs behind them.
+
+Without a backlog a worker claims for its idle threads only, so it doesn't hoard the few
+ready jobs another worker's idle threads could run.
 
 A claim can commit on the server while the worker sees an error (the reply was lost, e.g. a
 connection reset): the claimed jobs would then sit in claimed executions under a live
@@ -33,6 +54,8 @@ from flask_solidq.processes.finisher import Finisher
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
+from flask_solidq.processes.pool import Queued
+from flask_solidq.processes.pool import StartLedger
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -96,18 +119,42 @@ class Worker(Poller):
         #: A claim failed: its jobs may be claimed on the server all the same.
         self._strays_suspected = False
         self._next_sweep = 0.0
+        #: The last claim held rate-limited jobs back (no idle thread for them): claim for
+        #: idle threads only until a claim holds none back.
+        self._holding_back = False
+        #: Shared with the supervisor in fork mode (see pool.StartLedger).
+        self.start_ledger: StartLedger | None = None
 
     @property
     def metadata(self) -> dict[str, t.Any]:
         return {
             "queues": ",".join(self.worker.queues),
             "threads": self.worker.threads,
+            "prefetch": self.worker.prefetch,
             "polling_interval": self.worker.polling_interval,
         }
 
+    def use_start_ledger(self, ledger: StartLedger) -> None:
+        """List the pool's queued jobs in ``ledger``, which the supervisor reads if this
+        process dies (called before :meth:`run`)."""
+        self.start_ledger = ledger
+
+    @property
+    def refill_at(self) -> int:
+        """How many free slots make a busy worker claim ahead again: half its ``prefetch``,
+        so a claim takes several jobs while the other half still feeds the threads."""
+        return max(1, (self.worker.prefetch + 1) // 2)
+
     def boot(self) -> None:
         super().boot()
-        self.pool = Pool(self.worker.threads, on_idle=self.wake_up, name=f"{self.name}-thread")
+        self.pool = Pool(
+            self.worker.threads,
+            on_idle=self.wake_up,
+            prefetch=self.worker.prefetch,
+            refill_at=self.refill_at,
+            ledger=self.start_ledger,
+            name=f"{self.name}-thread",
+        )
         self.finisher = Finisher(
             self.engine,
             lambda: self.process_id,
@@ -127,11 +174,11 @@ class Worker(Poller):
 
     def poll(self) -> float:
         pool = t.cast(Pool, self.pool)
-        if self._backlog:
+        if self._backlog and not self.worker.prefetch:
             # Jobs are waiting and the threads run them quickly: let the threads about to free
             # up join this claim, so one claim feeds several threads instead of one each.
             pool.wait_for_idle(pool.size, timeout=GATHER_TIMEOUT)
-        self._backlog = False
+            self._backlog = False
         if self.process_id is None:
             return self.worker.polling_interval
         if self._strays_suspected or time.monotonic() >= self._next_sweep:
@@ -163,27 +210,54 @@ class Worker(Poller):
             )
 
     def _claim(self, pool: Pool) -> None:
-        """Claim for the idle threads and post what was claimed. A claim whose controls
-        deferred jobs (over their rate limit) and left threads idle claims again at once, up
-        to :data:`CLAIMS_PER_POLL` times, so the threads don't sit idle behind waiting jobs."""
+        """Claim what :meth:`_claim_size` says and post it. Claim again at once after a claim
+        whose controls deferred jobs (over their rate limit), so the threads don't sit idle
+        behind waiting jobs, or after a full claim for the idle threads that leaves room to
+        claim ahead; at most :data:`CLAIMS_PER_POLL` claims a poll."""
         for _ in range(CLAIMS_PER_POLL):
-            idle = pool.idle_threads
-            if not idle:
+            size = self._claim_size(pool)
+            if not size:
                 return
             batch = claim_operation.claim_batch(
                 self.state.claim_engine,
                 self.selector,
-                idle,
+                size,
                 t.cast(int, self.process_id),
                 skip_locked=self.settings.use_skip_locked,
+                # Only the worker's own thread posts, so the idle threads can only grow
+                # until the post: each rate-limited job it admits finds one.
+                limited_cap=pool.idle_threads,
             )
-            for job in batch.jobs:
-                self.held.add(job.id)
-                pool.post(self._perform, job)
-            self._backlog = len(batch.jobs) == idle
-            if not batch.deferrals:
+            self._post(pool, batch)
+            self._holding_back = batch.held_back > 0
+            self._backlog = len(batch.jobs) == size or self._holding_back
+            if batch.deferrals:
+                self._announce_deferrals(batch)
+            elif not self._backlog:
                 return
-            self._announce_deferrals(batch)
+
+    def _claim_size(self, pool: Pool) -> int:
+        """How many jobs to claim now: the free slots while a backlog lasts (claiming
+        ahead), once at least :attr:`refill_at` are free or a thread is idle; otherwise, or
+        while rate-limited jobs are held back, just the idle threads."""
+        idle = pool.idle_threads
+        if self.worker.prefetch and self._backlog and not self._holding_back:
+            free = pool.free_slots
+            return free if idle or free >= self.refill_at else 0
+        return idle
+
+    def _post(self, pool: Pool, batch: claim_operation.ClaimBatch) -> None:
+        """Hand the claimed jobs to the pool: the rate-limited ones first (ahead of any queued
+        job), so they start at once on the idle threads their claim counted; then the rest,
+        in claim order."""
+        limited = set(batch.limited)
+        for job in reversed([job for job in batch.jobs if job.id in limited]):
+            self.held.add(job.id)
+            pool.post(self._perform, job, job_id=job.id, front=True)
+        for job in batch.jobs:
+            if job.id not in limited:
+                self.held.add(job.id)
+                pool.post(self._perform, job, job_id=job.id)
 
     def _announce_deferrals(self, batch: claim_operation.ClaimBatch) -> None:
         """Wake the dispatchers that would sleep past the first deferred job's time (on
@@ -207,20 +281,57 @@ class Worker(Poller):
         log_subscriber.log_performed(outcome, time.monotonic() - started)
 
     def shutdown(self) -> None:
-        """Stop claiming, give running jobs ``SOLIDQ_SHUTDOWN_TIMEOUT`` to finish, store their
-        outcomes, release the claims of jobs still running, then deregister."""
+        """Stop claiming; put the jobs claimed ahead and not started back to ready at once;
+        give running jobs ``SOLIDQ_SHUTDOWN_TIMEOUT`` to finish, store their outcomes,
+        release the claims of jobs still running, then deregister."""
         self._stopping = True
         job_notices.forget(self.wake_up)
         if self._subscription is not None:
             self._subscription.close()
         timeout = self.settings.shutdown_timeout
         if self.pool is not None:
+            self._release_queued(self.pool, self.pool.close())
             self.pool.shutdown(timeout)
         if self.finisher is not None:
             self.finisher.stop(timeout=max(timeout, 5.0))
         if self.process_id is not None:
             self._release_unfinished()
         super().shutdown()
+
+    def _release_queued(self, pool: Pool, queued: list[Queued]) -> None:
+        """Put the jobs the pool will never start back to ready (they never started), then
+        forget them. They stay listed in the start ledger until that committed: if this
+        process dies first, its supervisor releases them. If the database fails here, the
+        release of every unfinished claim at the end of the shutdown takes them too."""
+        job_ids = [task.job_id for task in queued if task.job_id is not None]
+        if not job_ids:
+            return
+        if self.process_id is not None:
+            try:
+                released = release.release_never_started(
+                    self.engine,
+                    self.process_id,
+                    job_ids,
+                    reason=release.ReleaseReason.SHUTDOWN,
+                )
+            except Exception:  # the database failed: _release_unfinished tries again
+                logger.warning(
+                    "SolidQ %s %s couldn't put its %s jobs claimed ahead back to ready yet",
+                    self.kind,
+                    self.name,
+                    len(job_ids),
+                    exc_info=True,
+                )
+                return
+            logger.info(
+                "SolidQ %s %s put %s jobs it had claimed ahead back to ready (not started)",
+                self.kind,
+                self.name,
+                len(released),
+                extra={"job_ids": [job.id for job in released]},
+            )
+        pool.unlist(queued)
+        self.held.discard(job_ids)
 
     def _release_unfinished(self) -> None:
         """Put the jobs still claimed (running past the shutdown timeout, or whose outcome

@@ -42,7 +42,7 @@ def test_load_settings_fills_every_default_into_the_config():
     for key, value in API_DEFAULTS.items():
         assert config[key] == value, key
     assert config["SOLIDQ_WORKERS"] == [
-        {"queues": "*", "threads": 3, "processes": 1, "polling_interval": 0.1}
+        {"queues": "*", "threads": 3, "processes": 1, "polling_interval": 0.1, "prefetch": 10}
     ]
     (dispatcher,) = config["SOLIDQ_DISPATCHERS"]
     assert dispatcher["polling_interval"] == 1
@@ -175,6 +175,12 @@ def test_a_single_dict_for_workers_is_accepted_and_missing_keys_take_defaults():
     )
 
 
+def test_a_worker_prefetch_of_zero_claims_for_idle_threads_only():
+    settings = load_settings({"SOLIDQ_WORKERS": {"prefetch": 0}})
+    assert settings.workers[0].prefetch == 0
+    assert load_settings({}).workers[0].prefetch == 10
+
+
 def test_a_single_dict_for_dispatchers_is_accepted():
     settings = load_settings({"SOLIDQ_DISPATCHERS": {"batch_size": 50}})
     (dispatcher,) = settings.dispatchers
@@ -263,6 +269,9 @@ RECURRING = "SOLIDQ_RECURRING"
         (WORKER, [{"threads": 0}], ["threads"]),
         (WORKER, [{"threads": "3"}], ["threads"]),
         (WORKER, [{"processes": 0}], ["processes"]),
+        (WORKER, [{"prefetch": -1}], ["prefetch"]),
+        (WORKER, [{"prefetch": "3"}], ["prefetch"]),
+        (WORKER, [{"prefetch": True}], ["prefetch"]),
         (WORKER, [{"thread": 3}], ["thread"]),
         (WORKER, [{"queues": ""}], ["queues"]),
         (WORKER, [{"queues": " , "}], ["queues"]),
