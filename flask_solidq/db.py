@@ -455,9 +455,7 @@ def _fetch(
 _DRIVER_SQL: dict[tuple[str, int, tuple[str, ...]], str] = {}
 
 
-def _driver_sql(
-    dialect: sa.Dialect, statement: sa.Executable, binary: tuple[str, ...] = ()
-) -> str:
+def _driver_sql(dialect: sa.Dialect, statement: sa.Executable, binary: tuple[str, ...] = ()) -> str:
     """``statement`` compiled for ``dialect``'s driver, once (module-level statements only),
     the parameters named in ``binary`` marked for the binary format (psycopg's ``%(name)b``)."""
     key = (dialect.driver, id(statement), binary)
