@@ -122,7 +122,9 @@ def _serve(server: BaseWSGIServer) -> int:
     """Serve until an interrupt or until the worker stops; stop both either way."""
     worker = subprocess.Popen([*FLASK, "solidq", "work"], start_new_session=True)
     serving = threading.Thread(target=server.serve_forever, name="demo-server")
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C's KeyboardInterrupt
+    # Ctrl-C too, explicitly: a demo started from a script or a CI job may inherit SIGINT
+    # ignored, and Python then never turns it into KeyboardInterrupt.
+    for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     try:
         serving.start()

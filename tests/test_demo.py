@@ -205,3 +205,36 @@ def test_make_demo_installs_only_the_package_and_passes_the_port():
     installs = [line for line in dry_run if "pip install" in line and "--upgrade pip" not in line]
     assert installs == [".venv/bin/pip install --quiet -e ."]
     assert dry_run[-1] == ".venv/bin/python -m example_app.demo --port 5001"
+
+
+def test_ctrl_c_stops_the_demo_even_when_it_inherits_sigint_ignored(tmp_path):
+    """A demo started from a script or a CI job (a background job of a shell) inherits SIGINT
+    ignored, and Python then raises no KeyboardInterrupt: the demo handles it itself."""
+    port = free_port()
+    environment, marker = demo_environment(tmp_path)
+    process = subprocess.Popen(
+        demo_command(port),
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        wait_until(
+            lambda: page_or_none(port) or process.poll() is not None, timeout=60, interval=0.2
+        )
+        wait_until(lambda: len(children_of(process.pid, marker)) == 1, timeout=30)
+
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=60)[0]
+
+        assert process.returncode == 0, output
+        assert processes_with(marker) == []
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
