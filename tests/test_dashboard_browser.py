@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from werkzeug.serving import BaseWSGIServer
 from werkzeug.serving import make_server
 
+from example_app.screenshots import CHROMIUM  # launched as the README's screenshots are
+from example_app.screenshots import CHROMIUM_ARGS
 from flask_solidq import models
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.timing import utcnow
@@ -42,17 +44,6 @@ if t.TYPE_CHECKING:
     from playwright.sync_api import Browser
     from playwright.sync_api import Page
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: Where the screenshots of every page go, one folder per backend (git ignores it; CI can keep
 #: it as an artifact).
 ARTIFACTS = pathlib.Path(__file__).resolve().parent.parent / "test-artifacts" / "dashboard"

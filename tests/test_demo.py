@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -88,10 +89,10 @@ def page_or_none(port: int) -> str | None:
         return None
 
 
-@pytest.fixture
-def demo(tmp_path: pathlib.Path) -> t.Iterator[Demo]:
-    """The demo serving on a free port, once its page answers; killed with its processes if a
-    test leaves it running."""
+@contextlib.contextmanager
+def serving_demo(tmp_path: pathlib.Path, **popen_options: t.Any) -> t.Iterator[Demo]:
+    """The demo serving on a free port, once its page answers; killed with its processes if
+    the caller leaves it running."""
     port = free_port()
     environment, marker = demo_environment(tmp_path)
     process = subprocess.Popen(
@@ -101,6 +102,7 @@ def demo(tmp_path: pathlib.Path) -> t.Iterator[Demo]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        **popen_options,
     )
     try:
         wait_until(
@@ -112,6 +114,12 @@ def demo(tmp_path: pathlib.Path) -> t.Iterator[Demo]:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
         process.communicate()
+
+
+@pytest.fixture
+def demo(tmp_path: pathlib.Path) -> t.Iterator[Demo]:
+    with serving_demo(tmp_path) as demo:
+        yield demo
 
 
 def test_a_port_in_use_says_so_in_one_line_and_exits_non_zero_with_nothing_left_running(
@@ -210,31 +218,12 @@ def test_make_demo_installs_only_the_package_and_passes_the_port():
 def test_ctrl_c_stops_the_demo_even_when_it_inherits_sigint_ignored(tmp_path):
     """A demo started from a script or a CI job (a background job of a shell) inherits SIGINT
     ignored, and Python then raises no KeyboardInterrupt: the demo handles it itself."""
-    port = free_port()
-    environment, marker = demo_environment(tmp_path)
-    process = subprocess.Popen(
-        demo_command(port),
-        cwd=ROOT,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    try:
-        wait_until(
-            lambda: page_or_none(port) or process.poll() is not None, timeout=60, interval=0.2
-        )
-        wait_until(lambda: len(children_of(process.pid, marker)) == 1, timeout=30)
+    ignore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    with serving_demo(tmp_path, preexec_fn=ignore_sigint) as demo:
+        wait_until(lambda: len(children_of(demo.process.pid, demo.marker)) == 1, timeout=30)
 
-        process.send_signal(signal.SIGINT)
-        output = process.communicate(timeout=60)[0]
+        demo.process.send_signal(signal.SIGINT)
+        output = demo.process.communicate(timeout=60)[0]
 
-        assert process.returncode == 0, output
-        assert processes_with(marker) == []
-    finally:
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        assert demo.process.returncode == 0, output
+        assert processes_with(demo.marker) == []

@@ -59,13 +59,7 @@ def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) ->
     due = execution_at or job.scheduled_at
     when = f"{due:%Y-%m-%d %H:%M:%S} UTC" if due else "now"
     key = detail.rate_limit_key
-    # Deferred by its rate limit: the claim moved its execution past the job's own time.
-    deferred = (
-        execution_at is not None
-        and job.scheduled_at is not None
-        and execution_at > job.scheduled_at
-    )
-    waiting = budgets.waiting(connection, key) if key and deferred else []
+    waiting = budgets.waiting(connection, key) if key and job.state is State.DEFERRED else []
     if not key or not waiting:
         return f"It is scheduled: due at {when}."
     declaration = rate_limit.declaration_for(key)
