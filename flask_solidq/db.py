@@ -372,21 +372,24 @@ def fetch_autocommitted(
 ) -> list[tuple[t.Any, ...]]:
     """Run one statement in autocommit and return its rows as plain tuples.
 
-    The hot statements of PostgreSQL (a single enqueue, a batch's finish) are one fixed
-    statement each, whose Python cost through SQLAlchemy's Connection and result layers was
-    several times the driver's own (measured: a single enqueue's store took 310-390 µs of CPU,
-    120-160 µs straight through a pooled psycopg connection; this path runs 40% fewer
+    The hot statements of PostgreSQL (a single enqueue, a claim, a batch's finish) are one
+    fixed statement each, whose Python cost through SQLAlchemy's Connection and result layers
+    was several times the driver's own (measured: a single enqueue's store took 310-390 µs of
+    CPU, 120-160 µs straight through a pooled psycopg connection; this path runs 40% fewer
     instructions than the Connection's, counted with callgrind). So, on psycopg only, they run
     on the pooled DBAPI connection itself, compiled once: the pool, its connect arguments
     (timeouts) and its events still apply; a driver error is raised as SQLAlchemy's
     (``sa.exc.DBAPIError`` and its subclasses; a lost connection invalidates the pool's
-    connections of its generation, as SQLAlchemy's own handling does), so callers
-    handle it as any other; ``before_cursor_execute`` listeners are told of the statement.
-    Datetime parameters must be naive UTC (what :class:`~flask_solidq.models.base.UTCDateTime`
-    would bind); the rows come back unprocessed (no result type converts them).
-    Other drivers go through an ordinary autocommit connection.
+    connections of its generation, as SQLAlchemy's own handling does), so callers handle it
+    as any other. Datetime parameters must be naive UTC (what
+    :class:`~flask_solidq.models.base.UTCDateTime` would bind); the rows come back
+    unprocessed (no result type converts them).
+
+    Other drivers, and an engine whose statements something listens to (tracing, query
+    recording: see :func:`_has_execution_listeners`), go through an ordinary autocommit
+    connection, so the listeners hear every statement as SQLAlchemy tells them.
     """
-    if engine.dialect.driver != "psycopg":
+    if not _fast_path(engine):
         with autocommit(engine) as connection:
             return [tuple(row) for row in connection.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement)
@@ -420,7 +423,7 @@ def fetch_in_transaction(
     :func:`fetch_autocommitted` says of errors, listeners and values holds here too.
     """
     engine = connection.engine
-    if engine.dialect.driver != "psycopg":
+    if not _fast_path(engine):
         return [tuple(row) for row in connection.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement, tuple(sorted(binary)))
     try:
@@ -429,6 +432,33 @@ def fetch_in_transaction(
         if error.connection_invalidated:
             connection.invalidate(error.orig)
         raise
+
+
+def _fast_path(engine: sa.Engine) -> bool:
+    """Whether :func:`fetch_autocommitted` and :func:`fetch_in_transaction` may run their
+    statement on the DBAPI connection: on psycopg, with no execution listener to tell."""
+    return engine.dialect.driver == "psycopg" and not _has_execution_listeners(engine)
+
+
+#: The engine events a statement run through SQLAlchemy's Connection dispatches (and
+#: ``handle_error``, a dialect event, when it fails).
+_EXECUTION_EVENTS = (
+    "before_execute",
+    "after_execute",
+    "before_cursor_execute",
+    "after_cursor_execute",
+)
+
+
+def _has_execution_listeners(engine: sa.Engine) -> bool:
+    """Whether anything listens to ``engine``'s statements (its own listeners, or ones on
+    the Engine class): OpenTelemetry's and Sentry's SQLAlchemy instrumentation, Flask-
+    SQLAlchemy's ``SQLALCHEMY_RECORD_QUERIES``, a test counting statements. Each pairs a
+    ``before`` with an ``after`` and keeps state on the execution context, which only
+    SQLAlchemy's Connection makes."""
+    dispatch = engine.dispatch
+    heard = any(getattr(dispatch, event) for event in _EXECUTION_EVENTS)
+    return heard or bool(engine.dialect.dispatch.handle_error)
 
 
 def _fetch(
@@ -440,8 +470,6 @@ def _fetch(
     dbapi_error = engine.dialect.loaded_dbapi.Error
     try:
         cursor = pooled.cursor()
-        if engine.dispatch.before_cursor_execute:
-            engine.dispatch.before_cursor_execute(None, cursor, sql, params, None, False)
         cursor.execute(sql, params)
         return list(cursor.fetchall()) if cursor.description else []
     except dbapi_error as error:

@@ -1,11 +1,13 @@
 """The hot statements that skip SQLAlchemy's Connection on PostgreSQL (a single enqueue, a
-batch's finish: :func:`flask_solidq.db.fetch_autocommitted`) behave as the rest: a lost
-connection is SQLAlchemy's error and is replaced, listeners hear the statement, and what they
-store reads back as through the ORM."""
+claim, a batch's finish: :func:`flask_solidq.db.fetch_autocommitted`) behave as the rest: a lost
+connection is SQLAlchemy's error and is replaced, listeners (which send them through the
+Connection after all) hear the statement with its execution context, and what they store
+reads back as through the ORM."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import typing as t
 
 import pytest
@@ -14,6 +16,7 @@ import sqlalchemy as sa
 from flask_solidq import EnqueueError
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.operations import claim
 from tests import support
 from tests import worker_jobs
 
@@ -91,3 +94,45 @@ def test_listeners_hear_the_statement_and_the_row_reads_back_in_utc(app, engine)
 def test_fetch_autocommitted_returns_plain_rows(engine):
     rows = db.fetch_autocommitted(engine, sa.text("SELECT 1 AS one"), {})
     assert rows == [(1,)]
+
+
+def test_a_claim_is_heard_reads_its_jobs_whole_and_survives_a_lost_connection(app, engine):
+    everywhere = claim.QueueSelector(("*",))
+    with app.app_context():
+        first = worker_jobs.record.set(priority=3).perform_later("é first")
+        second = worker_jobs.record.perform_later("second")
+    heard: list[str] = []
+
+    # As tracing does (OpenTelemetry's instrumentation): state kept on the execution
+    # context from before the statement to after it.
+    def before(_conn, _cursor, statement, _parameters, context, _executemany):
+        context.solidq_test_started = statement
+
+    def after(_conn, _cursor, statement, _parameters, context, _executemany):
+        assert context.solidq_test_started == statement
+        heard.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", before)
+    sa.event.listen(engine, "after_cursor_execute", after)
+    try:
+        jobs = claim.claim(engine, everywhere, 5, process_id=7)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", before)
+        sa.event.remove(engine, "after_cursor_execute", after)
+    assert [job.id for job in jobs] == [second.provider_job_id, first.provider_job_id]
+    assert [job.priority for job in jobs] == [0, 3]
+    assert jobs[1].class_name == first.job_name
+    assert "é first" in json.dumps(json.loads(t.cast(str, jobs[1].arguments)), ensure_ascii=False)
+    if engine.dialect.name == "postgresql":  # one statement; the others take a transaction
+        (statement,) = [text for text in heard if "solidq_ready_executions" in text]
+        assert statement.lstrip().startswith("WITH candidates AS")
+    if engine.dialect.name == "sqlite":
+        return  # no server, no connection to lose
+    with app.app_context():
+        third = worker_jobs.record.perform_later("third")
+    assert _terminate_other_sessions(engine.url) >= 1
+    with pytest.raises(sa.exc.DBAPIError):
+        claim.claim(engine, everywhere, 5, process_id=7)
+    assert [job.id for job in claim.claim(engine, everywhere, 5, process_id=7)] == [
+        third.provider_job_id
+    ]

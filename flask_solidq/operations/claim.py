@@ -379,11 +379,10 @@ def _claim_in_one_statement(
     statement = postgres.CLAIM[(params["queue_name"] is not None, skip_locked, bool(checked))]
     if checked:
         params = {**params, "checked": sorted(checked)}
-    with db.autocommit(engine) as connection:
-        rows = connection.execute(statement, {**params, "now": naive_utc(utcnow())}).all()
-    if checked and any(row.checked for row in rows):
-        return None
+    rows = db.fetch_autocommitted(engine, statement, {**params, "now": naive_utc(utcnow())})
     width = len(ClaimedJob._fields)
+    if checked and any(row[width] for row in rows):
+        return None
     jobs = (ClaimedJob(*row[:width]) for row in rows)
     return sorted(jobs, key=lambda job: (job.priority, job.id))
 
