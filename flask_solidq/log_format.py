@@ -16,6 +16,8 @@ import json
 import logging
 import typing as t
 
+from flask_solidq import log_writer
+
 #: The text format: what ``flask solidq work`` has always written.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
@@ -112,13 +114,61 @@ def configure(
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure` adds (a class of its own, so configuring again replaces
-    it instead of adding a second one)."""
+    it instead of adding a second one). It formats a record where it is logged and hands the
+    line to a :class:`~flask_solidq.log_writer.LineWriter` on stderr's descriptor, which writes
+    the lines of a few milliseconds with one call, and those at WARNING and above at once (see
+    :mod:`flask_solidq.log_writer` for why: written one by one, the job lines of a worker's
+    threads cost it as much CPU as the rest of the jobs).
+
+    When stderr has no descriptor (a test runner's capture, say), the handler is an ordinary
+    :class:`logging.StreamHandler` writing to the stream under its lock.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        descriptor = _descriptor(self.stream)
+        self.writer = None if descriptor is None else log_writer.LineWriter(descriptor)
+
+    def handle(self, record: logging.LogRecord) -> t.Any:
+        if self.writer is None:
+            return super().handle(record)
+        passed = self.filter(record)
+        if isinstance(passed, logging.LogRecord):  # Python 3.12+: a filter may replace it
+            record = passed
+        if passed:
+            try:
+                line = (self.format(record) + self.terminator).encode(
+                    getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace"
+                )
+                self.writer.write(line, now=record.levelno >= logging.WARNING)
+            except Exception:  # noqa: BLE001 - as logging does: report, never raise
+                self.handleError(record)
+        return passed
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+        super().flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        super().close()
+
+
+def _descriptor(stream: t.Any) -> int | None:
+    """``stream``'s file descriptor, or None when it has none."""
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
 
 
 def _write_to_stderr(logger: logging.Logger, log_format: LogFormat) -> None:
     for handler in list(logger.handlers):
         if isinstance(handler, _StderrHandler):
             logger.removeHandler(handler)
+            handler.close()  # writes its pending lines
     handler = _StderrHandler()
     handler.setFormatter(formatter(log_format))
     logger.addHandler(handler)

@@ -1,0 +1,168 @@
+"""The line writer behind ``flask solidq work``'s stderr handler: every line written whole and
+in order, from any number of threads; WARNING lines and flushes written before they return;
+a forked process never writes its parent's pending lines again; and the handler built on it
+writes what logging.shutdown leaves pending before a process exits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from flask_solidq import log_format
+from flask_solidq import log_writer
+
+
+@pytest.fixture
+def pipe():
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    yield read, write
+    for descriptor in (read, write):
+        try:
+            os.close(descriptor)
+        except OSError:
+            pass
+
+
+def read_available(descriptor: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(descriptor, 65536)
+        except BlockingIOError:
+            return b"".join(chunks)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def read_until(descriptor: int, lines: int, timeout: float = 10.0) -> list[bytes]:
+    """The lines read from ``descriptor`` once ``lines`` arrived (fails past ``timeout``)."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while data.count(b"\n") < lines:
+        arrived = data.count(b"\n")
+        assert time.monotonic() < deadline, f"{arrived} of {lines} lines arrived"
+        data += read_available(descriptor)
+        time.sleep(0.001)
+    return data.splitlines()
+
+
+def test_lines_from_many_threads_arrive_whole_and_in_each_thread_s_order(pipe):
+    read, write = pipe
+    writer = log_writer.LineWriter(write)
+    drained: list[bytes] = []
+    reader_done = threading.Event()
+
+    def reader() -> None:  # keep the pipe from filling while the threads write
+        drained.extend(read_until(read, 3 * 2000, timeout=30))
+        reader_done.set()
+
+    reading = threading.Thread(target=reader)
+    reading.start()
+
+    def lines(thread: int) -> None:
+        for number in range(2000):
+            writer.write(f"thread {thread} line {number:04d} {'x' * 60}\n".encode())
+
+    threads = [threading.Thread(target=lines, args=(index,)) for index in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert reader_done.wait(30)
+    reading.join()
+    writer.close()
+
+    assert len(drained) == 6000
+    for thread in range(3):
+        own = [line for line in drained if line.startswith(f"thread {thread} ".encode())]
+        assert own == [
+            f"thread {thread} line {number:04d} {'x' * 60}".encode() for number in range(2000)
+        ]
+
+
+def test_a_line_written_now_and_a_flush_are_on_the_descriptor_when_they_return(pipe):
+    read, write = pipe
+    writer = log_writer.LineWriter(write)
+    writer.linger = 60.0  # would hold a lingering line back for a minute
+
+    writer.write(b"soon\n")
+    writer.write(b"now\n", now=True)
+    assert read_available(read) == b"soon\nnow\n"  # in order: the pending line first
+
+    writer.write(b"pending\n")
+    writer.flush()
+    assert read_available(read) == b"pending\n"
+    writer.close()
+
+
+# Python 3.12+ warns of a fork in a process with threads (the writer's): this one is the point.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_forked_process_writes_only_its_own_lines(pipe):
+    read, write = pipe
+    writer = log_writer.LineWriter(write)
+    with writer._writing:  # hold the parent's line back across the fork
+        writer.write(b"parent\n")
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the pending line must go
+            try:
+                writer.write(b"child\n")
+                writer.flush()
+            finally:
+                os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    writer.close()
+    assert sorted(read_until(read, 2)) == [b"child", b"parent"]
+    assert read_available(read) == b""
+
+
+def test_the_work_handler_writes_its_lines_before_the_process_exits(tmp_path):
+    program = (
+        "import logging\n"
+        "from flask_solidq import log_format\n"
+        "logger = logging.getLogger('flask_solidq')\n"
+        "log_format.configure(logger, level=None, log_format=None)\n"
+        "for number in range(500):\n"
+        "    logger.info('line %s', number)\n"
+        "logger.warning('the last')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = result.stderr.splitlines()
+    assert [line.split(" ", 3)[3] for line in lines] == [
+        *(f"line {number}" for number in range(500)),
+        "the last",
+    ]
+    assert all(" INFO " in line for line in lines[:-1]) and " WARNING " in lines[-1]
+
+
+def test_the_work_handler_writes_to_a_stream_without_a_descriptor_under_its_lock():
+    import io
+
+    logger = logging.getLogger("solidq_log_writer_test")
+    stream = io.StringIO()
+    saved = sys.stderr
+    sys.stderr = stream
+    try:
+        log_format.configure(logger, level=None, log_format=log_format.LogFormat.TEXT)
+    finally:
+        sys.stderr = saved
+    try:
+        (handler,) = logger.handlers
+        assert getattr(handler, "writer", "missing") is None
+        logger.info("captured")
+        assert stream.getvalue().endswith(" INFO captured\n")
+    finally:
+        for handler in logger.handlers:
+            handler.close()
+        logger.handlers.clear()
+        logger.propagate = True
