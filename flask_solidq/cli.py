@@ -228,7 +228,8 @@ def resume_command(queue: str) -> None:
     "--prefetch",
     type=click.IntRange(min=0),
     default=None,
-    help="Jobs each worker claims ahead of its idle threads (0: only for idle threads).",
+    help="At most this many jobs each worker claims ahead of its idle threads while a backlog"
+    " lasts, fewer for longer jobs (0: only for idle threads).",
 )
 @click.option(
     "--polling-interval",

@@ -35,9 +35,10 @@ class OnWorkerDeath(str, enum.Enum):
     RELEASE = "release"
 
 
-#: A worker's default ``prefetch``: jobs it claims beyond its idle threads, queued for the
-#: next thread that frees (see :mod:`flask_solidq.processes.pool`).
-DEFAULT_PREFETCH = 10
+#: A worker's default ``prefetch``: the most jobs it claims beyond its idle threads, queued
+#: for the next thread that frees; fewer for longer jobs (see
+#: :mod:`flask_solidq.processes.worker`).
+DEFAULT_PREFETCH = 100
 
 DEFAULT_WORKER: dict[str, t.Any] = {
     "queues": "*",

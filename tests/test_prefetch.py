@@ -134,6 +134,35 @@ def test_a_pool_holds_threads_plus_prefetch_jobs_and_runs_the_front_first():
     assert wakes
 
 
+def test_a_pool_wakes_its_worker_once_per_refill_and_as_a_thread_goes_idle():
+    gate = Gate()
+    wakes: list[int] = []
+    pool = Pool(1, lambda: wakes.append(pool.free_slots))
+    pool.set_ahead(4, limit=10)  # 5 slots; a refill once 2 are free
+    try:
+        for name in ("a", "b", "c", "d", "e"):
+            pool.post(gate.job, name)
+        gate.release.set()
+        support.wait_until(lambda: len(gate.started) == 5 and pool.idle_threads == 1, timeout=5)
+    finally:
+        gate.release.set()
+        assert pool.shutdown(5)
+    # Free slots 1, 2 (the refill mark: a wake), 3, 4, then 5 with the thread idle (a wake);
+    # not once per job past the mark.
+    assert len(wakes) == 2
+
+
+def test_what_a_pool_holds_ahead_is_capped_by_the_ledger_s_prefetch():
+    pool = Pool(2, lambda: None, prefetch=3)
+    try:
+        pool.set_ahead(50, limit=3)
+        assert (pool.capacity, pool.refill_at) == (5, 2)
+        pool.set_ahead(0, limit=3)
+        assert (pool.capacity, pool.refill_at, pool.free_slots) == (2, 1, 2)
+    finally:
+        assert pool.shutdown(5)
+
+
 def test_a_queued_job_is_listed_until_just_before_it_starts():
     ledger = StartLedger(3)
     gate = Gate()
@@ -342,25 +371,34 @@ def test_a_late_imported_limited_definition_counts_against_the_cap_whatever_the_
 # -- real worker processes -------------------------------------------------------------------
 
 
-def enqueue_sleeps(app: Flask, count: int, seconds: float) -> list[int]:
-    with app.app_context():
-        return [
-            worker_jobs.sleep.set(queue=QUEUE).perform_later(f"s{index}", seconds).provider_job_id
-            for index in range(count)
-        ]
-
-
 def started_values(engine: sa.Engine) -> list[str]:
     return [run.value for run in runtime_support.runs(engine, "worker_test.sleep")]
 
 
+#: Quick jobs a worker runs before the slow ones arrive: it claims ahead only as many jobs as
+#: its threads get through in a few milliseconds, by the runs it timed.
+WARM_UP_JOBS = 30
+
+
 def start_one_thread_three_ahead(app: Flask, engine: sa.Engine, launcher, seconds: float, **config):
-    """Four slow jobs, then a worker of one thread claiming three ahead: once all four are
-    claimed and the first started, return (the work process, the job ids, the worker row)."""
-    jobs = enqueue_sleeps(app, 4, seconds)
+    """A worker of one thread claiming up to three ahead, warmed up with quick jobs, then four
+    slow jobs in one enqueue: once all four are claimed and the first started, return (the
+    work process, the slow jobs' ids, the worker row)."""
+    quick = [worker_jobs.record.new(index) for index in range(WARM_UP_JOBS)]
+    with app.app_context():
+        solidq.perform_all_later(quick)
     work = launcher.start(
-        "--queues", QUEUE, "--threads", "1", "--prefetch", "3", config=config or None
+        "--queues", f"default,{QUEUE}", "--threads", "1", "--prefetch", "3", config=config or None
     )
+    quick_ids = {job.provider_job_id for job in quick}
+    support.wait_until(
+        lambda: quick_ids <= runtime_support.finished_ids(engine),
+        timeout=runtime_support.START_TIMEOUT,
+    )
+    slow = [worker_jobs.sleep.set(queue=QUEUE).new(f"s{index}", seconds) for index in range(4)]
+    with app.app_context():
+        solidq.perform_all_later(slow)  # one commit: the worker sees the four at once
+    jobs = [t.cast(int, job.provider_job_id) for job in slow]
     support.wait_until(
         lambda: support.count(engine, CLAIMED) == 4 and started_values(engine) == ["s0"],
         timeout=runtime_support.START_TIMEOUT,
@@ -420,7 +458,8 @@ def test_sigterm_puts_the_jobs_claimed_ahead_back_at_once_and_lets_the_running_o
     (run,) = runtime_support.runs(engine, "worker_test.sleep")
     assert run.finished_at is None
     assert work.wait(seconds * 4) == 0, work.output()
-    assert runtime_support.finished_ids(engine) == {jobs[0]}
+    assert jobs[0] in runtime_support.finished_ids(engine)
+    assert not set(jobs[1:]) & runtime_support.finished_ids(engine)
     assert ready_ids(engine) == jobs[1:]
     assert support.count(engine, CLAIMED) == 0
     assert support.count(engine, FAILED) == 0
@@ -470,6 +509,31 @@ def test_rate_limited_jobs_start_as_they_are_admitted_though_the_worker_claims_a
     lags = [(run.started_at - run.admitted_at).total_seconds() for run in runs]
     assert max(lags) < HANDOFF, lags
     assert runtime_support.failures(engine) == {}
+
+
+@pytest.mark.processes
+def test_a_worker_claims_no_slow_job_ahead_of_its_threads(app, engine, launcher):
+    # A prefetch of 100, and jobs of a third of a second: what the threads get through in
+    # the worker's horizon (a few ms) is less than one job, so it claims for idle threads.
+    slow = [worker_jobs.sleep.set(queue=QUEUE).new(f"s{index}", 0.3) for index in range(8)]
+    with app.app_context():
+        solidq.perform_all_later(slow)
+    launcher.start("--queues", QUEUE, "--threads", "2", "--prefetch", "100")
+    ids = {job.arguments[0]: t.cast(int, job.provider_job_id) for job in slow}
+    most_waiting = 0
+
+    def drained() -> bool:
+        """Track the most jobs claimed and not started yet; True once all finished."""
+        nonlocal most_waiting
+        claimed = {row.job_id for row in support.rows(engine, CLAIMED)}
+        started = {ids[value] for value in started_values(engine)}
+        most_waiting = max(most_waiting, len(claimed - started))
+        return set(ids.values()) <= runtime_support.finished_ids(engine)
+
+    support.wait_until(drained, timeout=60, interval=0.02)
+    # Only claims for idle threads, each job starting as it is claimed: never more claimed
+    # and waiting than the threads (the first claim's two, before their threads start them).
+    assert 1 <= most_waiting <= 2
 
 
 @pytest.mark.processes

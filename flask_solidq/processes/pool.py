@@ -105,9 +105,10 @@ class Queued(t.NamedTuple):
 class Pool:
     """``size`` daemon threads running the jobs posted, up to ``size + prefetch`` held at once.
 
-    When a job ends, ``on_idle`` runs (the worker's wake-up) if the worker may want to claim:
-    a thread is idle, or at least ``refill_at`` more jobs fit. A pool with ``prefetch=0``
-    wakes its worker each time a thread frees, as a claim-per-idle-thread worker needs.
+    When a job ends, ``on_idle`` runs (the worker's wake-up) if the worker may now want to
+    claim: a thread became idle, or the free slots just reached ``refill_at``. A pool with
+    ``prefetch=0`` wakes its worker as its first idle thread frees, as a claim-per-idle-thread
+    worker needs (the worker counts the idle threads when it claims).
 
     Daemon threads, unlike ``ThreadPoolExecutor``'s, don't hold the interpreter open at exit:
     a job still running after the shutdown timeout has had its claim released, and must not
@@ -141,6 +142,15 @@ class Pool:
         ]
         for thread in self._threads:
             thread.start()
+
+    def set_ahead(self, ahead: int, limit: int) -> None:
+        """Hold up to ``ahead`` jobs beyond the threads from now on (at most ``limit``, the
+        ``prefetch`` the start ledger was sized for), and wake the worker when half of them
+        ran."""
+        ahead = max(0, min(ahead, limit))
+        with self._lock:
+            self.capacity = self.size + ahead
+            self.refill_at = max(1, (ahead + 1) // 2)
 
     @property
     def idle_threads(self) -> int:
@@ -206,7 +216,11 @@ class Pool:
                 with self._lock:
                     self._running -= 1
                     self._drained.notify_all()
-                    wake = self._idle() > 0 or self._free() >= self.refill_at
+                    # Only as a thread becomes idle or the free slots reach the refill mark:
+                    # once per refill, not after every job past the mark. A ring is a write
+                    # to a pipe, which hands the GIL over, and the worker checks the free
+                    # slots again after each claim anyway.
+                    wake = self._idle() == 1 or self._free() == self.refill_at
                 if wake:
                     self._on_idle()
 

@@ -8,9 +8,13 @@ as the fallback.
 
 **Claiming ahead** (``prefetch``). A claim costs about the same whether it takes 1 job or 10,
 and with one claim per idle thread the threads of a busy worker mostly wait for the next one.
-So while a backlog lasts (its last claim came back full) a worker claims up to ``prefetch``
-jobs beyond its idle threads, queued in its pool for the next thread that frees, and refills
-the queue once half of it ran. The claimed-ahead jobs are claims like any other (in
+So while a backlog lasts (its last claim came back full) a worker claims jobs beyond its idle
+threads, queued in its pool for the next thread that frees, and refills the queue once half of
+it ran. How many: what its threads get through in :data:`AHEAD_SECONDS` by its last runs'
+mean, at most ``prefetch``. No-op jobs fill the whole ``prefetch``; jobs of a tenth of a second
+or longer are never claimed ahead, so a worker never sits on slow jobs that another worker's
+idle threads could run (and before it timed a run, it claims for idle threads only). The
+claimed-ahead jobs are claims like any other (in
 :class:`HeldJobs`, never stray), but they never count as started:
 
 * a worker that stops puts them back to ready at once, before it waits for its running jobs;
@@ -73,6 +77,13 @@ CLAIMS_PER_POLL = 5
 #: With a backlog, how long a woken worker waits for more of its threads to free before it
 #: claims: a fraction of a claim's own cost, so short jobs are claimed several at a time.
 GATHER_TIMEOUT = 0.002
+#: With a backlog, how much work a worker claims ahead of its threads: the jobs they run in
+#: this many seconds (at most ``prefetch``). Enough to cover a claim's round trip several
+#: times over, so the threads never wait for the next claim; little enough that a worker
+#: doesn't sit on jobs another worker's idle threads could run.
+AHEAD_SECONDS = 0.02
+#: How many of its last runs a worker times to size what it claims ahead.
+RUNS_TIMED = 16
 
 
 class HeldJobs:
@@ -124,6 +135,8 @@ class Worker(Poller):
         self._holding_back = False
         #: Shared with the supervisor in fork mode (see pool.StartLedger).
         self.start_ledger: StartLedger | None = None
+        #: How many seconds the last runs took their threads (see :meth:`_claim_ahead`).
+        self._runs: collections.deque[float] = collections.deque(maxlen=RUNS_TIMED)
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -139,19 +152,23 @@ class Worker(Poller):
         process dies (called before :meth:`run`)."""
         self.start_ledger = ledger
 
-    @property
-    def refill_at(self) -> int:
-        """How many free slots make a busy worker claim ahead again: half its ``prefetch``,
-        so a claim takes several jobs while the other half still feeds the threads."""
-        return max(1, (self.worker.prefetch + 1) // 2)
+    def _claim_ahead(self, pool: Pool) -> None:
+        """Size the pool's queue for the jobs as they run now: as many as the threads get
+        through in :data:`AHEAD_SECONDS`, by the mean of the last :data:`RUNS_TIMED` runs, and
+        at most ``prefetch`` (none before a run was timed). The mean, not a median: with
+        quick and slow jobs mixed, what the queued jobs hold up is their total time."""
+        runs = list(self._runs)
+        ahead = 0
+        if runs:
+            mean = max(sum(runs) / len(runs), 1e-6)
+            ahead = int(self.worker.threads * AHEAD_SECONDS / mean)
+        pool.set_ahead(ahead, self.worker.prefetch)
 
     def boot(self) -> None:
         super().boot()
         self.pool = Pool(
             self.worker.threads,
             on_idle=self.wake_up,
-            prefetch=self.worker.prefetch,
-            refill_at=self.refill_at,
             ledger=self.start_ledger,
             name=f"{self.name}-thread",
         )
@@ -242,8 +259,9 @@ class Worker(Poller):
         while rate-limited jobs are held back, just the idle threads."""
         idle = pool.idle_threads
         if self.worker.prefetch and self._backlog and not self._holding_back:
+            self._claim_ahead(pool)
             free = pool.free_slots
-            return free if idle or free >= self.refill_at else 0
+            return free if idle or free >= pool.refill_at else 0
         return idle
 
     def _post(self, pool: Pool, batch: claim_operation.ClaimBatch) -> None:
@@ -278,7 +296,9 @@ class Worker(Poller):
                 job, execute.OutcomeKind.FAILED, error=execute.error_json(error), exception=error
             )
         t.cast(Finisher, self.finisher).add(outcome)
-        log_subscriber.log_performed(outcome, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self._runs.append(seconds)  # a deque's append is atomic: any thread
+        log_subscriber.log_performed(outcome, seconds)
 
     def shutdown(self) -> None:
         """Stop claiming; put the jobs claimed ahead and not started back to ready at once;

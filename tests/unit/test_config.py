@@ -42,7 +42,7 @@ def test_load_settings_fills_every_default_into_the_config():
     for key, value in API_DEFAULTS.items():
         assert config[key] == value, key
     assert config["SOLIDQ_WORKERS"] == [
-        {"queues": "*", "threads": 3, "processes": 1, "polling_interval": 0.1, "prefetch": 10}
+        {"queues": "*", "threads": 3, "processes": 1, "polling_interval": 0.1, "prefetch": 100}
     ]
     (dispatcher,) = config["SOLIDQ_DISPATCHERS"]
     assert dispatcher["polling_interval"] == 1
@@ -178,7 +178,7 @@ def test_a_single_dict_for_workers_is_accepted_and_missing_keys_take_defaults():
 def test_a_worker_prefetch_of_zero_claims_for_idle_threads_only():
     settings = load_settings({"SOLIDQ_WORKERS": {"prefetch": 0}})
     assert settings.workers[0].prefetch == 0
-    assert load_settings({}).workers[0].prefetch == 10
+    assert load_settings({}).workers[0].prefetch == 100
 
 
 def test_a_single_dict_for_dispatchers_is_accepted():
