@@ -533,7 +533,8 @@ def test_a_worker_claims_no_slow_job_ahead_of_its_threads(app, engine, launcher)
     support.wait_until(drained, timeout=60, interval=0.02)
     # Only claims for idle threads, each job starting as it is claimed: never more claimed
     # and waiting than the threads (the first claim's two, before their threads start them).
-    assert 1 <= most_waiting <= 2
+    # Claimed ahead, the other six would have waited 0.3 s or more: seen by any sample.
+    assert most_waiting <= 2
 
 
 @pytest.mark.processes

@@ -11,10 +11,10 @@ and with one claim per idle thread the threads of a busy worker mostly wait for 
 So while a backlog lasts (its last claim came back full) a worker claims jobs beyond its idle
 threads, queued in its pool for the next thread that frees, and refills the queue once half of
 it ran. How many: what its threads get through in :data:`AHEAD_SECONDS` by its last runs'
-mean, at most ``prefetch``. No-op jobs fill the whole ``prefetch``; jobs of a tenth of a second
-or longer are never claimed ahead, so a worker never sits on slow jobs that another worker's
-idle threads could run (and before it timed a run, it claims for idle threads only). The
-claimed-ahead jobs are claims like any other (in
+mean, at most ``prefetch``. No-op jobs fill the whole ``prefetch``; jobs that run longer than
+``AHEAD_SECONDS`` per thread (60 ms with 3 threads) are never claimed ahead, so a worker
+doesn't sit on slow jobs that another worker's idle threads could run (and before it timed a
+run, it claims for idle threads only). The claimed-ahead jobs are claims like any other (in
 :class:`HeldJobs`, never stray), but they never count as started:
 
 * a worker that stops puts them back to ready at once, before it waits for its running jobs;
