@@ -14,6 +14,7 @@ import datetime as dt
 import enum
 import json
 import logging
+import time
 import typing as t
 
 from flask_solidq import log_writer
@@ -81,11 +82,33 @@ def _utc_time(created: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT` lines, each second's date and time formatted once.
+
+    ``logging.Formatter`` turns every record's time into a date and time string again (a
+    ``localtime`` and a ``strftime`` call): for a worker logging thousands of lines a second,
+    a tenth of what a line costs, for the same string.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second, text = self._second  # one tuple: threads never see half an update
+        if second != int(record.created):
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (int(record.created), text)
+        return self.default_msec_format % (text, record.msecs)
+
+
 def formatter(log_format: LogFormat) -> logging.Formatter:
     """The formatter of ``log_format``."""
     if log_format is LogFormat.JSON:
         return JsonFormatter()
-    return logging.Formatter(TEXT_FORMAT)
+    return TextFormatter()
 
 
 def configure(

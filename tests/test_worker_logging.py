@@ -205,6 +205,18 @@ def make_record(message: str = "hello %s", *args: t.Any, **extra: t.Any) -> logg
     return record
 
 
+def test_the_text_formatter_writes_what_logging_s_own_does_across_seconds():
+    ours = log_format.TextFormatter()
+    stdlib = logging.Formatter(log_format.TEXT_FORMAT)
+    start = 1_764_561_599.25  # a quarter second before a minute turns
+    for offset in (0.0, 0.5, 0.74, 0.75, 0.9, 61.001, 0.3):  # back in time too
+        record = logging.LogRecord("flask_solidq", logging.INFO, "", 0, "line", (), None)
+        record.created = start + offset
+        record.msecs = (record.created - int(record.created)) * 1000
+        assert ours.format(record) == stdlib.format(record)
+        assert ours.formatTime(record, "%H:%M") == stdlib.formatTime(record, "%H:%M")
+
+
 def test_the_json_formatter_writes_one_object_per_line_with_the_extra_fields():
     record = make_record(
         "SolidQ %s\nsecond line", "x", event="job_failed", job_id=3, duration=0.5, attempt=None
