@@ -11,12 +11,12 @@ on it.
 
 So a :class:`LineWriter` writes lines the way the finisher stores outcomes: a thread takes a
 line, the writer's own thread wakes, lingers :data:`LINGER` for the lines that follow, and
-writes them all with one call (a few calls a drain's millisecond instead of one per line).
+writes them all with one call (one call every couple of milliseconds, not one per line).
 What this costs: a line reaches the descriptor up to a couple of milliseconds after it was
 logged, and a process killed outright (SIGKILL, a crash of the interpreter) loses the lines of
 its last milliseconds. Lines at WARNING and above are written before the logging call returns
 (after the lines before them, in order), and every line is written when logging shuts down
-(at the interpreter's exit, and before a forked process exits).
+(at the interpreter's exit, and before a forked process exits) and before a fork.
 """
 
 from __future__ import annotations
@@ -117,11 +117,23 @@ def _write_all(descriptor: int, data: bytes) -> None:
         data = data[written:]
 
 
+def _before_fork() -> None:
+    """Write the pending lines and end the writers' threads before a fork: the supervisor
+    forks its workers with no thread of its own running (see
+    :mod:`flask_solidq.processes.supervisor`), and a line logged next starts a thread again,
+    in the parent and in the child."""
+    for writer in list(_writers):
+        try:
+            writer.close()
+        except OSError:  # stderr is gone: the lines are lost, as a write's would be
+            pass
+
+
 def _after_fork_in_child() -> None:
-    """A forked process starts with no pending line (its parent writes them) and no thread
-    (threads don't survive a fork; locks held by one would stay held)."""
+    """A forked child starts its writers afresh: their locks as new, no thread (threads don't
+    survive a fork) and no pending line."""
     for writer in list(_writers):
         writer._reset()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)

@@ -1,7 +1,7 @@
 """The line writer behind ``flask solidq work``'s stderr handler: every line written whole and
 in order, from any number of threads; WARNING lines and flushes written before they return;
-a forked process never writes its parent's pending lines again; and the handler built on it
-writes what logging.shutdown leaves pending before a process exits."""
+a fork writes the pending lines first and happens with no writer thread running; and the
+handler built on it writes what logging.shutdown leaves pending before a process exits."""
 
 from __future__ import annotations
 
@@ -103,24 +103,27 @@ def test_a_line_written_now_and_a_flush_are_on_the_descriptor_when_they_return(p
     writer.close()
 
 
-# Python 3.12+ warns of a fork in a process with threads (the writer's): this one is the point.
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_a_forked_process_writes_only_its_own_lines(pipe):
+@pytest.mark.filterwarnings("error::DeprecationWarning")  # 3.12+: a fork with threads running
+def test_a_fork_writes_the_pending_lines_first_and_starts_with_no_writer_thread(pipe):
     read, write = pipe
     writer = log_writer.LineWriter(write)
-    with writer._writing:  # hold the parent's line back across the fork
-        writer.write(b"parent\n")
-        pid = os.fork()
-        if pid == 0:  # the child: its copy of the pending line must go
-            try:
-                writer.write(b"child\n")
-                writer.flush()
-            finally:
-                os._exit(0)
+    writer.linger = 60.0  # the parent's line would wait a minute but for the fork
+    writer.write(b"parent\n")
+    assert writer._thread is not None
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            writer.write(b"child\n", now=True)
+            code = 0
+        finally:
+            os._exit(code)
+    # The supervisor forks with no thread of its own running: the writer's ended first.
+    assert writer._thread is None
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+    assert read_until(read, 2) == [b"parent", b"child"]  # written once, by the parent, first
     writer.close()
-    assert sorted(read_until(read, 2)) == [b"child", b"parent"]
     assert read_available(read) == b""
 
 
