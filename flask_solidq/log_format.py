@@ -101,6 +101,8 @@ class TextFormatter(logging.Formatter):
         if second != int(record.created):
             text = time.strftime(self.default_time_format, self.converter(record.created))
             self._second = (int(record.created), text)
+        if self.default_msec_format is None:  # as logging.Formatter: no milliseconds then
+            return text
         return self.default_msec_format % (text, record.msecs)
 
 
