@@ -30,6 +30,11 @@ import weakref
 LINGER = 0.002
 #: How long the writer's thread waits for a line before it ends (the next line starts another).
 IDLE_TIMEOUT = 1.0
+#: The most lines waiting for the writer's thread: past them, the thread that logs writes them
+#: itself. Should stderr stop taking lines (its reader stalled), the logging threads then wait
+#: on it, as they would with :class:`logging.StreamHandler`, rather than the lines piling up in
+#: memory.
+MAX_PENDING = 10_000
 
 _writers: weakref.WeakSet[LineWriter] = weakref.WeakSet()
 
@@ -53,9 +58,10 @@ class LineWriter:
         self._thread: threading.Thread | None = None
 
     def write(self, line: bytes, *, now: bool = False) -> None:
-        """Write ``line``: soon, or before returning when ``now``."""
+        """Write ``line``: soon, or before returning when ``now`` (or when
+        :data:`MAX_PENDING` lines wait)."""
         self._pending.append(line)
-        if now:
+        if now or len(self._pending) >= MAX_PENDING:
             self.flush()
             return
         # ``_sleeping`` is set before the writer's thread looks for lines and cleared after it

@@ -103,6 +103,19 @@ def test_a_line_written_now_and_a_flush_are_on_the_descriptor_when_they_return(p
     writer.close()
 
 
+def test_past_the_most_pending_lines_the_logging_thread_writes_them_itself(pipe, monkeypatch):
+    read, write = pipe
+    monkeypatch.setattr(log_writer, "MAX_PENDING", 3)
+    writer = log_writer.LineWriter(write)
+    writer.linger = 60.0  # the writer's thread holds its lines for a minute
+    writer.write(b"one\n")
+    writer.write(b"two\n")
+    assert read_available(read) == b""
+    writer.write(b"three\n")  # the third: written before write() returns
+    assert read_available(read) == b"one\ntwo\nthree\n"
+    writer.close()
+
+
 @pytest.mark.filterwarnings("error::DeprecationWarning")  # 3.12+: a fork with threads running
 def test_a_fork_writes_the_pending_lines_first_and_starts_with_no_writer_thread(pipe):
     read, write = pipe
