@@ -198,3 +198,16 @@ def log_problems(text: str, limit: int = 12) -> list[str]:
     if len(odd) > limit:
         odd = odd[:limit] + [f"... and {len(odd) - limit} more lines"]
     return odd
+
+
+def print_drain_details(details: list[list[t.Any]], problems: list[str]) -> None:
+    """The per-drain table (wall time, stop time, exactly-once check) and the worker output
+    other than routine INFO lines, as bench/throughput.py and bench/scale.py print them."""
+    headers = ["backend", "run", "spawn to last finish s", "SIGTERM to exit s", "check"]
+    print(table(headers, details))
+    print()
+    if problems:
+        print("Worker output other than INFO lines:")
+        print("\n".join(f"  {line}" for line in problems))
+    else:
+        print("Worker output: INFO lines only.")

@@ -108,14 +108,7 @@ def run_workers(options: argparse.Namespace) -> None:
     )
     print(common.table(["backend", "processes", *(f"{n} threads" for n in threads_list)], rows))
     print()
-    headers = ["backend", "run", "spawn to last finish s", "SIGTERM to exit s", "check"]
-    print(common.table(headers, details))
-    print()
-    if problems:
-        print("Worker output other than INFO lines:")
-        print("\n".join(f"  {line}" for line in problems))
-    else:
-        print("Worker output: INFO lines only.")
+    common.print_drain_details(details, problems)
     print(f"# total {time.monotonic() - started:.0f} s; load at the end: {_load()}")
 
 

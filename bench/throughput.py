@@ -210,17 +210,7 @@ def main() -> None:
     print(f"End-to-end no-op jobs/s ({options.jobs:,} jobs per drain; processes x threads)")
     print(common.table(["backend", "1x3 jobs/s", "2x3 jobs/s"], rates))
     print()
-    print(
-        common.table(
-            ["backend", "run", "spawn to last finish s", "SIGTERM to exit s", "check"], details
-        )
-    )
-    print()
-    if problems:
-        print("Worker output other than INFO lines:")
-        print("\n".join(f"  {line}" for line in problems))
-    else:
-        print("Worker output: INFO lines only.")
+    common.print_drain_details(details, problems)
     print(f"# load at the end: {', '.join(f'{value:.2f}' for value in os.getloadavg())}")
 
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib
 import os
+import pathlib
+import sys
+import textwrap
 import time
+import types
 import typing as t
 import uuid
 
@@ -145,3 +150,41 @@ def count(engine: sa.Engine, table: sa.Table | type[models.Base]) -> int:
     table = getattr(table, "__table__", table)
     with engine.connect() as connection:
         return int(connection.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
+
+
+@contextlib.contextmanager
+def late_definition(
+    directory: pathlib.Path, monkeypatch: t.Any, prefix: str, limit: str
+) -> t.Iterator[tuple[types.ModuleType, str]]:
+    """A module in ``directory`` (prepended to sys.path) defining ``late``, a job limited by
+    ``limits_rate(<limit>)``, imported to enqueue its jobs; a test then forgets it
+    (unregisters it, drops it from sys.modules), as in a worker that hasn't imported it yet.
+    Yields (module, job name); forgets whatever definition of it is left afterwards."""
+    from flask_solidq.definitions import registry
+
+    module_name = f"{prefix}_test_late_{uuid.uuid4().hex}"
+    job_name = f"{prefix}_test.late_{uuid.uuid4().hex[:8]}"
+    (directory / f"{module_name}.py").write_text(
+        textwrap.dedent(
+            f"""
+            from flask_solidq import limits_rate
+            from tests.support import solidq
+
+
+            @solidq.job(name={job_name!r})
+            @limits_rate({limit})
+            def late(note=None):
+                pass
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(directory))
+    module = importlib.import_module(module_name)
+    try:
+        yield module, job_name
+    finally:
+        registry.unregister(module.late)
+        found = registry.find(job_name)
+        if found is not None:
+            registry.unregister(found)
+        sys.modules.pop(module_name, None)

@@ -15,15 +15,12 @@
 from __future__ import annotations
 
 import collections
-import importlib
 import os
 import signal
 import sys
-import textwrap
 import threading
 import time
 import typing as t
-import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -116,7 +113,8 @@ class Gate:
 def test_a_pool_holds_threads_plus_prefetch_jobs_and_runs_the_front_first():
     gate = Gate()
     wakes: list[int] = []
-    pool = Pool(1, lambda: wakes.append(1), prefetch=2, refill_at=2)
+    pool = Pool(1, lambda: wakes.append(1))
+    pool.set_ahead(2, limit=2)
     try:
         assert (pool.idle_threads, pool.free_slots) == (1, 3)
         pool.post(gate.job, "first")
@@ -130,7 +128,7 @@ def test_a_pool_holds_threads_plus_prefetch_jobs_and_runs_the_front_first():
     finally:
         gate.release.set()
         assert pool.shutdown(5)
-    # Each end woke the worker: a slot (refill_at 2 counted with the threads idle) was free.
+    # The ends woke the worker: the free slots reached the refill mark, the thread went idle.
     assert wakes
 
 
@@ -153,7 +151,7 @@ def test_a_pool_wakes_its_worker_once_per_refill_and_as_a_thread_goes_idle():
 
 
 def test_what_a_pool_holds_ahead_is_capped_by_the_ledger_s_prefetch():
-    pool = Pool(2, lambda: None, prefetch=3)
+    pool = Pool(2, lambda: None)
     try:
         pool.set_ahead(50, limit=3)
         assert (pool.capacity, pool.refill_at) == (5, 2)
@@ -167,7 +165,8 @@ def test_a_queued_job_is_listed_until_just_before_it_starts():
     ledger = StartLedger(3)
     gate = Gate()
     gate.ledger = ledger
-    pool = Pool(1, lambda: None, prefetch=2, ledger=ledger)
+    pool = Pool(1, lambda: None, ledger=ledger)
+    pool.set_ahead(2, limit=2)
     try:
         pool.post(gate.job, "a", job_id=11)
         support.wait_until(lambda: gate.started == ["a"], timeout=5)
@@ -188,7 +187,8 @@ def test_a_queued_job_is_listed_until_just_before_it_starts():
 def test_closing_a_pool_hands_back_its_queued_jobs_listed_until_unlisted():
     ledger = StartLedger(3)
     gate = Gate()
-    pool = Pool(1, lambda: None, prefetch=2, ledger=ledger)
+    pool = Pool(1, lambda: None, ledger=ledger)
+    pool.set_ahead(2, limit=2)
     try:
         pool.post(gate.job, "running", job_id=1)
         support.wait_until(lambda: gate.started == ["running"], timeout=5)
@@ -297,31 +297,12 @@ def test_a_claim_without_limited_jobs_ignores_the_cap(app, engine):
 
 @pytest.fixture
 def late_definition(tmp_path, monkeypatch):
-    """A module on sys.path defining a rate-limited job with room for all, imported to
-    enqueue its jobs and then forgotten, as in a worker that hasn't imported it yet."""
-    module_name = f"prefetch_test_late_{uuid.uuid4().hex}"
-    job_name = f"prefetch_test.late_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module_name}.py").write_text(
-        textwrap.dedent(
-            f"""
-            from flask_solidq import limits_rate
-            from tests.support import solidq
-
-
-            @solidq.job(name={job_name!r})
-            @limits_rate(to=100, per=60, burst=100, key="global")
-            def late(note=None):
-                pass
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(module_name)
-    yield module, job_name
-    found = registry.find(job_name)
-    if found is not None:
-        registry.unregister(found)
-    sys.modules.pop(module_name, None)
+    """A rate-limited job (with room for all) defined in a module the test forgets after enqueueing
+    (see support.late_definition). Yields (module, job name)."""
+    with support.late_definition(
+        tmp_path, monkeypatch, "prefetch", 'to=100, per=60, burst=100, key="global"'
+    ) as late:
+        yield late
 
 
 def test_late_imported_limited_jobs_past_the_cap_go_back_to_ready(app, engine, late_definition):

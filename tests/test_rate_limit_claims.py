@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib
 import json
 import logging
 import re
 import sys
-import textwrap
 import threading
 import typing as t
-import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -499,33 +496,12 @@ def test_a_job_whose_definition_cannot_be_loaded_is_claimed_without_a_check(
 
 @pytest.fixture
 def late_definition(tmp_path, monkeypatch):
-    """A module on sys.path defining a rate-limited job, imported once to enqueue its jobs
-    and then forgotten (unregistered, dropped from sys.modules), as in a worker that hasn't
-    imported it yet. Yields (module, job name)."""
-    module_name = f"rate_test_late_{uuid.uuid4().hex}"
-    job_name = f"rate_test.late_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module_name}.py").write_text(
-        textwrap.dedent(
-            f"""
-            from flask_solidq import limits_rate
-            from tests.support import solidq
-
-
-            @solidq.job(name={job_name!r})
-            @limits_rate(to=1, per=60, key="global")
-            def late(note=None):
-                pass
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(module_name)
-    yield module, job_name
-    registry.unregister(module.late)
-    found = registry.find(job_name)
-    if found is not None:
-        registry.unregister(found)
-    sys.modules.pop(module_name, None)
+    """A rate-limited job (of 1 a minute) defined in a module the test forgets after enqueueing
+    (see support.late_definition). Yields (module, job name)."""
+    with support.late_definition(
+        tmp_path, monkeypatch, "rate", 'to=1, per=60, key="global"'
+    ) as late:
+        yield late
 
 
 def test_a_job_of_a_definition_imported_only_at_claim_is_checked(app, engine, late_definition):

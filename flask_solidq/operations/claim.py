@@ -245,7 +245,8 @@ def _claim_from(
                 memory.pop(queue_name, None)
             if cap is not None:
                 # A limited definition imported only now must count against the cap too.
-                checked = _import_definitions(jobs) or checked
+                if _import_unknown(jobs):
+                    checked = controls.checked_at_claim()
                 jobs, held_back = _within_cap(jobs, checked, cap)
                 kept = {job.id for job in jobs}
                 candidates = [row for row in candidates if row.job_id in kept]
@@ -277,13 +278,13 @@ def _claim_from(
     return ClaimBatch(taken, deferrals, limited, held_back)
 
 
-def _import_definitions(jobs: list[ClaimedJob]) -> frozenset[str] | None:
-    """Import the definitions of ``jobs`` this process hasn't registered (the hooks would
-    import them anyway); when there were any, return what the controls check now."""
+def _import_unknown(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
+    """Import the definitions of ``jobs`` this process hasn't registered (a worker would
+    import them to perform the jobs anyway); return those jobs."""
     unknown = [job for job in jobs if not registry.is_registered(job.class_name)]
     for job in unknown:
         registry.find(job.class_name, job.arguments)
-    return controls.checked_at_claim() if unknown else None
+    return unknown
 
 
 def _within_cap(
@@ -334,9 +335,7 @@ def _check_late_definitions(
     checked: their claims go back to ready, where the worker's next claim finds them (they
     were never started, and no budget was charged for them).
     """
-    unknown = [job for job in jobs if not registry.is_registered(job.class_name)]
-    for job in unknown:
-        registry.find(job.class_name, job.arguments)
+    unknown = _import_unknown(jobs)
     checked = controls.checked_at_claim() if unknown else frozenset()
     limited = [job for job in unknown if job.class_name in checked]
     if not limited:

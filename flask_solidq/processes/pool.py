@@ -1,10 +1,11 @@
 """The worker's thread pool: runs claimed jobs, keeps a few claimed ahead, and says when it can
 take more.
 
-A pool of ``size`` threads holds up to ``size + prefetch`` jobs: those running and those
-queued for the next thread that frees. A thread that finishes takes the next queued job
-itself, so with jobs queued it never waits for its worker's next claim (a claim costs about
-the same whatever its size, so claiming ahead also makes each claim feed more jobs).
+A pool of ``size`` threads holds up to ``size`` jobs plus those its worker claims ahead
+(``prefetch`` at most): those running and those queued for the next thread that frees. A
+thread that finishes takes the next queued job itself, so with jobs queued it never waits for
+its worker's next claim (a claim costs about the same whatever its size, so claiming ahead
+also makes each claim feed more jobs).
 
 Which queued jobs have not started is shared with the supervisor through a
 :class:`StartLedger`, so that a worker that dies puts them back to ready instead of failing
@@ -103,12 +104,13 @@ class Queued(t.NamedTuple):
 
 
 class Pool:
-    """``size`` daemon threads running the jobs posted, up to ``size + prefetch`` held at once.
+    """``size`` daemon threads running the jobs posted, and holding up to as many more queued
+    as :meth:`set_ahead` last said (none until it does).
 
     When a job ends, ``on_idle`` runs (the worker's wake-up) if the worker may now want to
-    claim: a thread became idle, or the free slots just reached ``refill_at``. A pool with
-    ``prefetch=0`` wakes its worker as its first idle thread frees, as a claim-per-idle-thread
-    worker needs (the worker counts the idle threads when it claims).
+    claim: a thread became idle, or the free slots just reached ``refill_at``. A pool that
+    holds nothing ahead wakes its worker as its first idle thread frees, as a
+    claim-per-idle-thread worker needs (the worker counts the idle threads when it claims).
 
     Daemon threads, unlike ``ThreadPoolExecutor``'s, don't hold the interpreter open at exit:
     a job still running after the shutdown timeout has had its claim released, and must not
@@ -120,14 +122,14 @@ class Pool:
         size: int,
         on_idle: t.Callable[[], None],
         *,
-        prefetch: int = 0,
-        refill_at: int = 1,
         ledger: StartLedger | None = None,
         name: str = "solidq-worker",
     ) -> None:
         self.size = size
-        self.capacity = size + prefetch
-        self.refill_at = max(1, refill_at)
+        #: Jobs running and queued at most: ``size`` until :meth:`set_ahead` says more.
+        self.capacity = size
+        #: Free slots that wake the worker to refill the queue (see :meth:`set_ahead`).
+        self.refill_at = 1
         self.ledger = ledger
         self._on_idle = on_idle
         self._running = 0

@@ -255,8 +255,8 @@ class Worker(Poller):
 
     def _claim_size(self, pool: Pool) -> int:
         """How many jobs to claim now: the free slots while a backlog lasts (claiming
-        ahead), once at least :attr:`refill_at` are free or a thread is idle; otherwise, or
-        while rate-limited jobs are held back, just the idle threads."""
+        ahead), once at least the pool's ``refill_at`` are free or a thread is idle;
+        otherwise, or while rate-limited jobs are held back, just the idle threads."""
         idle = pool.idle_threads
         if self.worker.prefetch and self._backlog and not self._holding_back:
             self._claim_ahead(pool)
