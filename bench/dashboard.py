@@ -126,6 +126,7 @@ def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
         ("blocked keys", "/solidq/blocked"),
         ("processes", "/solidq/processes"),
         ("recurring", "/solidq/recurring"),
+        ("metrics (Prometheus)", "/solidq/metrics"),
     ]
 
 

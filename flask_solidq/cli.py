@@ -12,6 +12,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from flask_solidq import cli_jobs
+from flask_solidq import cli_monitoring
 from flask_solidq import db
 from flask_solidq import install as install_module
 from flask_solidq import log_format
@@ -188,6 +189,7 @@ def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) ->
 
 
 cli_jobs.register(solidq_group, lambda: _queue_engine())  # jobs, job, retry, discard, run-now
+cli_monitoring.register(solidq_group, lambda: _queue_engine())  # health, metrics
 
 
 @solidq_group.command("pause")

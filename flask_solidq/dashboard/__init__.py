@@ -16,6 +16,7 @@ from flask import Blueprint
 
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
+from flask_solidq.dashboard import metrics_view
 from flask_solidq.dashboard import views
 from flask_solidq.resources import resource_dir
 
@@ -40,4 +41,5 @@ def register(app: Flask, url_prefix: str) -> None:
     blueprint.after_request(csrf.set_cookie)
     blueprint.context_processor(csrf.template_context)
     views.add_routes(blueprint)
+    metrics_view.add_routes(blueprint)
     app.register_blueprint(blueprint, url_prefix=url_prefix)

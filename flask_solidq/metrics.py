@@ -1,0 +1,274 @@
+"""The queue's figures in Prometheus's format, for the dashboard's ``/metrics`` and
+``flask solidq metrics`` (node_exporter's textfile collector).
+
+Every figure is read from the database when it is scraped (:class:`QueueCollector`, in a
+fresh registry per scrape), so any web process or host answers the same, and nothing is
+counted in memory: a worker's counters would be lost with it and differ between processes.
+For the same reason there are no counters: finished jobs are cleared, failed ones retried or
+discarded, so a count of rows can go down, which Prometheus would read as a counter reset.
+Jobs finished or failed lately are gauges over the last hour instead, read along an index.
+
+Labels stay few: queues, job names and process kinds are bounded by the app's code; budgets
+can be one per account, so only the :data:`MAX_BUDGETS` with the most waiting jobs are named
+and the rest add up under ``budget="(other)"``. No job ids, no coalesce keys.
+
+prometheus_client is an optional extra (``pip install "flask-solidq[metrics]"``); the figures
+(:func:`read_figures`) need only the database.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import health
+from flask_solidq import models
+from flask_solidq.controls import budgets
+from flask_solidq.errors import SolidQError
+from flask_solidq.operations import queues
+from flask_solidq.operations import throughput
+from flask_solidq.processes.dispatcher import Dispatcher
+from flask_solidq.processes.scheduler import Scheduler
+from flask_solidq.processes.supervisor import ForkSupervisor
+from flask_solidq.processes.supervisor import ThreadSupervisor
+from flask_solidq.processes.worker import Worker
+
+if t.TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+
+#: The window of the ``*_last_hour`` gauges.
+WINDOW = dt.timedelta(hours=1)
+#: Budgets named in ``solidq_rate_limit_waiting_jobs``, those with the most waiting jobs.
+MAX_BUDGETS = 20
+#: The ``budget`` label of the jobs waiting on every other budget.
+OTHER_BUDGETS = "(other)"
+#: Process kinds listed even when none is registered (as 0), so an alert on "no worker
+#: alive" needs no ``absent()``.
+KINDS = (ForkSupervisor.kind, ThreadSupervisor.kind, Worker.kind, Dispatcher.kind, Scheduler.kind)
+
+Reading = t.Callable[[], t.ContextManager[sa.Connection]]
+
+
+class MetricsUnavailable(SolidQError):
+    """The metrics need prometheus_client, which isn't installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The metrics need prometheus_client, which isn't installed: "
+            'pip install "flask-solidq[metrics]".'
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """What a scrape reports, read in one transaction."""
+
+    #: Each queue with jobs or a pause; ``finished`` holds those of the last hour.
+    queue_counts: list[queues.QueueCounts]
+    #: Failed executions created in the last hour (not yet retried or discarded), by queue.
+    failed_last_hour: dict[str, int]
+    #: (budget key, deferred jobs waiting): the most crowded first, then (other).
+    waiting_by_budget: list[tuple[str, int]]
+    #: Budgets with any job waiting.
+    budgets_waiting: int
+    coalescing: list[queues.CoalesceSummary]
+    #: (kind, "alive" or "silent") -> processes.
+    processes: dict[tuple[str, str], int]
+
+
+def read_figures(
+    connection: sa.Connection, *, threshold: float, max_budgets: int = MAX_BUDGETS
+) -> Figures:
+    """Read every figure in ``connection``'s transaction, times measured on the database's
+    clock.
+
+    :param threshold: the seconds of silence after which a process counts as silent.
+    :param max_budgets: the budgets named; the rest add up under :data:`OTHER_BUDGETS`.
+    """
+    now = health.database_now(connection)
+    finished = throughput.finished_per_minute(connection, now - WINDOW).per_queue
+    waiting = budgets.waiting(connection)
+    return Figures(
+        queue_counts=queues.queue_counts(connection, now, finished=finished),
+        failed_last_hour=_failed_since(connection, now - WINDOW),
+        waiting_by_budget=_top_budgets(waiting, max_budgets),
+        budgets_waiting=len(waiting),
+        coalescing=queues.coalesce_summary(connection),
+        processes=_processes_by_kind(connection, now, threshold),
+    )
+
+
+def _failed_since(connection: sa.Connection, since: dt.datetime) -> dict[str, int]:
+    """Failed executions created from ``since``, by their job's queue (looked up by primary
+    key, as :func:`~flask_solidq.operations.queues.queue_counts` does)."""
+    queue_name = sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()
+    statement = (
+        sa.select(queue_name.label("queue_name"), sa.func.count())
+        .select_from(FAILED)
+        .where(FAILED.c.created_at >= since)
+        .group_by(sa.literal_column("queue_name"))
+    )
+    return {name: int(size) for name, size in connection.execute(statement)}
+
+
+def _top_budgets(waiting: list[budgets.Waiting], limit: int) -> list[tuple[str, int]]:
+    ranked = sorted(waiting, key=lambda entry: (-entry.size, entry.key))
+    named = [(entry.key, entry.size) for entry in ranked[:limit]]
+    rest = sum(entry.size for entry in ranked[limit:])
+    return named + [(OTHER_BUDGETS, rest)] if rest else named
+
+
+def _processes_by_kind(
+    connection: sa.Connection, now: dt.datetime, threshold: float
+) -> dict[tuple[str, str], int]:
+    counts: collections.Counter[tuple[str, str]] = collections.Counter(
+        {(kind, state): 0 for kind in KINDS for state in ("alive", "silent")}
+    )
+    for row in queues.process_rows(connection):
+        silent = (now - row.last_heartbeat_at).total_seconds() > threshold
+        counts[(row.kind, "silent" if silent else "alive")] += 1
+    return dict(counts)
+
+
+class QueueCollector:
+    """A prometheus_client collector whose ``collect`` reads the figures when scraped."""
+
+    def __init__(self, reading: Reading, *, threshold: float) -> None:
+        self.reading = reading
+        self.threshold = threshold
+
+    def collect(self) -> list[Metric]:
+        with self.reading() as connection:
+            figures = read_figures(connection, threshold=self.threshold)
+        return families(figures)
+
+
+def exposition(
+    reading: Reading, *, threshold: float, accept: str | None = None
+) -> tuple[bytes, str]:
+    """The figures, exposed in the format the ``Accept`` header asks for (Prometheus's text
+    format unless it asks for OpenMetrics), and that format's content type.
+
+    :param reading: opens a read-only transaction on the queue's database.
+    :raises MetricsUnavailable: prometheus_client isn't installed.
+    """
+    try:
+        from prometheus_client import exposition as prometheus_exposition
+        from prometheus_client.registry import CollectorRegistry
+    except ImportError as error:
+        raise MetricsUnavailable() from error
+    registry = CollectorRegistry()
+    registry.register(QueueCollector(reading, threshold=threshold))
+    encode, content_type = prometheus_exposition.choose_encoder(accept or "")
+    return encode(registry), content_type
+
+
+def families(figures: Figures) -> list[Metric]:
+    """The metric families of ``figures`` (README: Deploying, for what each means)."""
+    from prometheus_client.core import GaugeMetricFamily as Gauge
+
+    jobs = Gauge("solidq_jobs", "Jobs by queue and state.", labels=["queue", "state"])
+    latency = Gauge(
+        "solidq_queue_latency_seconds",
+        "How long the queue's oldest ready job has waited; 0 with none ready.",
+        labels=["queue"],
+    )
+    paused = Gauge("solidq_queue_paused", "1 while the queue is paused.", labels=["queue"])
+    finished = Gauge(
+        "solidq_jobs_finished_last_hour",
+        "Jobs finished in the last hour that are still kept.",
+        labels=["queue"],
+    )
+    failed = Gauge(
+        "solidq_jobs_failed_last_hour",
+        "Jobs that failed in the last hour, not yet retried or discarded.",
+        labels=["queue"],
+    )
+    for queue in figures.queue_counts:
+        for state, size in _states(queue):
+            jobs.add_metric([queue.queue_name, state], size)
+        latency.add_metric([queue.queue_name], queue.latency)
+        paused.add_metric([queue.queue_name], 1 if queue.paused else 0)
+        finished.add_metric([queue.queue_name], queue.finished)
+        failed.add_metric([queue.queue_name], figures.failed_last_hour.get(queue.queue_name, 0))
+    return [
+        jobs,
+        latency,
+        paused,
+        finished,
+        failed,
+        *_budget_families(figures),
+        *_coalesce_families(figures),
+        _process_family(figures),
+    ]
+
+
+def _states(queue: queues.QueueCounts) -> list[tuple[str, int]]:
+    """Each state's jobs; every job is in one (deferred ones aren't in scheduled)."""
+    return [
+        ("ready", queue.ready),
+        ("scheduled", queue.scheduled - queue.deferred),
+        ("deferred", queue.deferred),
+        ("claimed", queue.claimed),
+        ("blocked", queue.blocked),
+        ("failed", queue.failed),
+    ]
+
+
+def _budget_families(figures: Figures) -> list[Metric]:
+    from prometheus_client.core import GaugeMetricFamily as Gauge
+
+    waiting = Gauge(
+        "solidq_rate_limit_waiting_jobs",
+        f"Jobs a rate limit deferred that wait, by budget: the {MAX_BUDGETS} budgets with the"
+        f" most, the rest under {OTHER_BUDGETS}.",
+        labels=["budget"],
+    )
+    for key, size in figures.waiting_by_budget:
+        waiting.add_metric([key], size)
+    budgets_waiting = Gauge(
+        "solidq_rate_limit_budgets_waiting",
+        "Rate-limit budgets with deferred jobs waiting.",
+        value=figures.budgets_waiting,
+    )
+    return [waiting, budgets_waiting]
+
+
+def _coalesce_families(figures: Figures) -> list[Metric]:
+    from prometheus_client.core import GaugeMetricFamily as Gauge
+
+    open_keys = Gauge(
+        "solidq_coalesce_open_keys",
+        "Coalesce keys with an open job that new calls join, by job name.",
+        labels=["job"],
+    )
+    calls = Gauge(
+        "solidq_coalesce_waiting_calls",
+        "Calls collected by coalescing jobs that haven't run yet, by job name.",
+        labels=["job"],
+    )
+    for entry in figures.coalescing:
+        open_keys.add_metric([entry.class_name], entry.open_keys)
+        calls.add_metric([entry.class_name], entry.waiting_calls)
+    return [open_keys, calls]
+
+
+def _process_family(figures: Figures) -> Metric:
+    from prometheus_client.core import GaugeMetricFamily as Gauge
+
+    processes = Gauge(
+        "solidq_processes",
+        "Registered processes by kind: alive (heartbeat within SOLIDQ_PROCESS_ALIVE_THRESHOLD)"
+        " or silent (past it: about to be pruned).",
+        labels=["kind", "state"],
+    )
+    for (kind, state), size in sorted(figures.processes.items()):
+        processes.add_metric([kind, state], size)
+    return processes
