@@ -52,6 +52,7 @@ from bench import common  # noqa: E402
 from bench import throughput  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
+from flask_solidq.operations import processes as registry  # noqa: E402
 from flask_solidq.operations.claim import QueueSelector  # noqa: E402
 from flask_solidq.operations.claim import claim_batch  # noqa: E402
 
@@ -59,8 +60,6 @@ READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
-#: The process id the timed claims are made for (claimed executions have no foreign key).
-PROCESS_ID = 1
 #: Claims per limit and database made before timing starts (connections, caches, plans).
 WARM_UP = 10
 #: A claim is "not flat" when its median grew by more than this factor and ...
@@ -169,6 +168,8 @@ class Backlog:
     fill_seconds: float = 0.0
     engine: sa.Engine | None = None
     claim_engine: sa.Engine | None = None
+    #: The registered process the claims are made for (a claim only takes jobs for one).
+    process_id: int = 0
     times: dict[int, list[float]] = dataclasses.field(default_factory=dict)
     short: dict[int, int] = dataclasses.field(default_factory=dict)
 
@@ -222,6 +223,14 @@ def _measure_backend(
             state = app.extensions["solidq"]
             cleanup.callback(state.dispose)
             backlog.engine, backlog.claim_engine = state.engine, state.claim_engine
+            backlog.process_id = registry.register(
+                state.engine,
+                kind="Worker",
+                name="bench-claimer",
+                pid=os.getpid(),
+                supervisor_id=None,
+                metadata={},
+            )
         for limit in limits:
             _time_claims(backlogs, limit, claims)
     return backlogs
@@ -234,7 +243,7 @@ def _time_claims(backlogs: list[Backlog], limit: int, claims: int) -> None:
         for backlog in backlogs:
             assert backlog.engine is not None and backlog.claim_engine is not None
             begun = time.perf_counter()
-            batch = claim_batch(backlog.claim_engine, selector, limit, PROCESS_ID)
+            batch = claim_batch(backlog.claim_engine, selector, limit, backlog.process_id)
             elapsed = (time.perf_counter() - begun) * 1000
             put_back(backlog.engine, [job.id for job in batch.jobs])
             if index < WARM_UP:

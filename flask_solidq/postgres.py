@@ -21,6 +21,10 @@ SCHEDULED_CHANNEL = "solidq_scheduled"
 def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     """Lock up to ``:limit`` ready rows, delete them, insert their claims and read the jobs.
 
+    Only while ``:process_id`` is registered: its row is locked first (``FOR KEY SHARE``,
+    which a heartbeat's update doesn't wait for but a pruning's ``FOR UPDATE`` does), and a
+    claim by a process whose row is gone claims nothing (see :mod:`flask_solidq.operations.claim`).
+
     ``guarded``: claim nothing if one of the locked rows is a job of the definitions named in
     ``:checked`` (those a control may defer at claim), and say so with one row whose
     ``checked`` is true; the caller then claims in a transaction that runs the hooks. A batch
@@ -44,9 +48,12 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
         columns += ", FALSE AS checked"
     return sa.text(
         f"""
-        WITH candidates AS (
+        WITH registered AS (
+            SELECT id FROM solidq_processes WHERE id = :process_id FOR KEY SHARE
+        ), candidates AS (
             SELECT id, job_id FROM solidq_ready_executions
-            WHERE queue_name NOT IN (SELECT queue_name FROM solidq_pauses) {queue_filter}
+            WHERE EXISTS (SELECT 1 FROM registered)
+            AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses) {queue_filter}
             ORDER BY priority, job_id
             LIMIT :limit
             {lock}

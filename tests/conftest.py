@@ -63,6 +63,17 @@ def engine(app: Flask) -> sa.Engine:
 
 
 @pytest.fixture(autouse=True)
+def claimers(request: pytest.FixtureRequest) -> None:
+    """Register the process ids a module's tests claim as (its ``CLAIMERS``), for each test
+    that uses ``app``: a claim only takes jobs for a registered process."""
+    process_ids = getattr(request.module, "CLAIMERS", ())
+    if process_ids and "app" in request.fixturenames:
+        app = request.getfixturevalue("app")
+        with app.app_context():
+            support.register_claimers(app.extensions["solidq"].engine, process_ids)
+
+
+@pytest.fixture(autouse=True)
 def no_leaked_threads() -> t.Iterator[None]:
     """Fail a test that leaves a thread of its own running."""
     before = set(threading.enumerate())

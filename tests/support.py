@@ -98,6 +98,34 @@ def delete_all_rows(engine: sa.Engine) -> None:
             connection.execute(table.delete())
 
 
+def register_claimers(engine: sa.Engine, process_ids: t.Iterable[int]) -> None:
+    """Register worker rows with exactly ``process_ids`` (those not registered yet), for tests
+    that claim as a process of their own choosing: a claim only takes jobs for a registered
+    process."""
+    now = utcnow()
+    processes = models.ProcessRecord.__table__
+    with engine.begin() as connection:
+        known = set(connection.scalars(sa.select(processes.c.id)))
+        process_ids = [process_id for process_id in process_ids if process_id not in known]
+        if not process_ids:
+            return
+        connection.execute(
+            processes.insert(),
+            [
+                {
+                    "id": process_id,
+                    "kind": "worker",
+                    "name": f"claimer-{process_id}",
+                    "pid": process_id,
+                    "hostname": "test",
+                    "last_heartbeat_at": now,
+                    "created_at": now,
+                }
+                for process_id in process_ids
+            ],
+        )
+
+
 @contextlib.contextmanager
 def releases() -> t.Iterator[list[dict[str, t.Any]]]:
     """Collect the payloads of the ``release_blocked`` signals sent inside the block."""

@@ -196,7 +196,8 @@ def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):
         assert len(stored) == 2 and '"good"' in stored[0] and '"listed"' in stored[1]
         # The committed job runs.
         with app.app_context():
-            claimed = claim.claim(engine, claim.QueueSelector(("*",)), 5, process_id=1)
+            support.register_claimers(engine, [9001])
+            claimed = claim.claim(engine, claim.QueueSelector(("*",)), 5, process_id=9001)
             outcomes = [execute.perform(job) for job in claimed]
         assert [outcome.kind for outcome in outcomes] == [execute.OutcomeKind.FINISHED] * 2
     finally:

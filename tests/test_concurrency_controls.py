@@ -78,6 +78,7 @@ def later(app: Flask, definition: t.Any, *args: t.Any, **options: t.Any) -> Enqu
 
 
 def claim(engine: sa.Engine, limit: int = 1) -> list[claim_operation.ClaimedJob]:
+    support.register_claimers(engine, [PROCESS_ID])
     return claim_operation.claim(engine, claim_operation.QueueSelector(("*",)), limit, PROCESS_ID)
 
 

@@ -197,7 +197,8 @@ def filled_dashboard(app: Flask, engine: sa.Engine) -> dict[str, int]:
     with app.app_context():
         for note in ("admitted", "deferred"):
             rate_limit_jobs.global_job.perform_later(note)
-    batch = claim_operation.claim_batch(engine, claim_operation.QueueSelector(("*",)), 10, 1)
+    support.register_claimers(engine, [9001])
+    batch = claim_operation.claim_batch(engine, claim_operation.QueueSelector(("*",)), 10, 9001)
     ((ids["claimed"],), (ids["deferred"],)) = (
         [job.id for job in batch.jobs],
         [entry.job.id for entry in batch.deferrals],

@@ -69,6 +69,7 @@ def test_a_blocked_job_names_its_concurrency_key_and_the_job_holding_the_slot(ap
         "It waits for a slot of the concurrency key concurrency_test.limited/acct-1, held by"
         " jobs not running yet (ready) or gone (until the lease ends); its lease ends at "
     )
+    support.register_claimers(engine, [PROCESS_ID])
     claimed = claim.claim_batch(engine, claim.QueueSelector(("*",)), 10, PROCESS_ID).jobs
     assert [job.id for job in claimed] == [holder]
     (reason,) = why(app, blocked)
@@ -81,6 +82,7 @@ def test_a_blocked_job_names_its_concurrency_key_and_the_job_holding_the_slot(ap
 def test_a_deferred_job_says_when_its_budget_admits_the_next_claim(app, engine):
     enqueue(app, rate_limit_jobs.global_job, "first")
     deferred = enqueue(app, rate_limit_jobs.global_job, "second")
+    support.register_claimers(engine, [PROCESS_ID])
     batch = claim.claim_batch(engine, claim.QueueSelector(("*",)), 10, PROCESS_ID)
     assert [entry.job.id for entry in batch.deferrals] == [deferred]
     (reason,) = why(app, deferred)

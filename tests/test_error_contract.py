@@ -32,7 +32,8 @@ if t.TYPE_CHECKING:
 UTC = dt.timezone.utc
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 EVERY_QUEUE = claim.QueueSelector(("*",))
-PROCESS_ID = 1
+PROCESS_ID = 9001
+CLAIMERS = (PROCESS_ID,)
 
 #: Every table an enqueue writes: none may hold a row after a refused one.
 ENQUEUE_TABLES = (

@@ -20,6 +20,7 @@ from flask_solidq import models
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from tests import support
 
 
 @contextlib.contextmanager
@@ -93,7 +94,8 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     # burst, and the other 18 wait as scheduled jobs, one slot 2.5 s after another.
     with app.app_context():
         engine = app.extensions["solidq"].engine
-        claimed = claim.claim(engine, claim.QueueSelector(("partners",)), 20, process_id=1)
+        support.register_claimers(engine, [9001])
+        claimed = claim.claim(engine, claim.QueueSelector(("partners",)), 20, process_id=9001)
         with engine.connect() as connection:
             keys = connection.scalars(sa.select(models.JobRecord.__table__.c.rate_limit_key)).all()
         state = solidq.rate_limiter.state(PARTNER_BUDGET)
@@ -248,10 +250,11 @@ def test_a_worker_finds_seeded_jobs_that_fail_that_are_deferred_and_that_block(t
     # burst and defers the other notifications, and the store's first rebuild.
     with app.app_context():
         engine = app.extensions["solidq"].engine
-        crm = claim.claim(engine, claim.QueueSelector(("crm",)), 20, process_id=1)
+        support.register_claimers(engine, [9001])
+        crm = claim.claim(engine, claim.QueueSelector(("crm",)), 20, process_id=9001)
         outcomes = [execute.perform(job) for job in crm]
-        finalize.finalize_all(engine, 1, outcomes, preserve_finished=True)
-        batch = claim.claim_batch(engine, claim.QueueSelector(("*",)), 50, process_id=1)
+        finalize.finalize_all(engine, 9001, outcomes, preserve_finished=True)
+        batch = claim.claim_batch(engine, claim.QueueSelector(("*",)), 50, process_id=9001)
         counts = state_counts(engine)
         with engine.connect() as connection:
             errors = connection.scalars(sa.select(models.FailedExecution.__table__.c.error)).all()

@@ -22,6 +22,9 @@ from tests import worker_jobs
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+#: The process the tests claim as (registered by conftest's ``claimers``).
+CLAIMER = 9001
+CLAIMERS = (CLAIMER,)
 
 
 def _terminate_other_sessions(url: sa.URL) -> int:
@@ -115,7 +118,7 @@ def test_a_claim_is_heard_reads_its_jobs_whole_and_survives_a_lost_connection(ap
     sa.event.listen(engine, "before_cursor_execute", before)
     sa.event.listen(engine, "after_cursor_execute", after)
     try:
-        jobs = claim.claim(engine, everywhere, 5, process_id=7)
+        jobs = claim.claim(engine, everywhere, 5, process_id=CLAIMER)
     finally:
         sa.event.remove(engine, "before_cursor_execute", before)
         sa.event.remove(engine, "after_cursor_execute", after)
@@ -125,14 +128,14 @@ def test_a_claim_is_heard_reads_its_jobs_whole_and_survives_a_lost_connection(ap
     assert "é first" in json.dumps(json.loads(t.cast(str, jobs[1].arguments)), ensure_ascii=False)
     if engine.dialect.name == "postgresql":  # one statement; the others take a transaction
         (statement,) = [text for text in heard if "solidq_ready_executions" in text]
-        assert statement.lstrip().startswith("WITH candidates AS")
+        assert statement.lstrip().startswith("WITH registered AS")
     if engine.dialect.name == "sqlite":
         return  # no server, no connection to lose
     with app.app_context():
         third = worker_jobs.record.perform_later("third")
     assert _terminate_other_sessions(engine.url) >= 1
     with pytest.raises(sa.exc.DBAPIError):
-        claim.claim(engine, everywhere, 5, process_id=7)
-    assert [job.id for job in claim.claim(engine, everywhere, 5, process_id=7)] == [
+        claim.claim(engine, everywhere, 5, process_id=CLAIMER)
+    assert [job.id for job in claim.claim(engine, everywhere, 5, process_id=CLAIMER)] == [
         third.provider_job_id
     ]

@@ -43,6 +43,8 @@ PAUSED = claim.QueueSelector(("paused",))
 #: Seconds the second claim may take; it never waits on the first one's locks, so a claim
 #: still running after this is blocked.
 CLAIM_DEADLINE = 10.0
+#: The processes the tests claim as (registered by conftest's ``claimers``).
+CLAIMERS = (9001, 9002, 9003)
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +105,9 @@ def claims_while_first_is_open(
 ) -> tuple[list[int], list[int]]:
     """Claim 3 for process 1 and keep its transaction open while process 2 claims 3."""
     with db.transaction(engine):
-        held = ids(claim.claim(engine, first, 3, process_id=1))
+        held = ids(claim.claim(engine, first, 3, process_id=9001))
         # Should this fail, leaving the block rolls back and frees the second claimer.
-        other = claim_elsewhere(engine, second, 3, process_id=2)
+        other = claim_elsewhere(engine, second, 3, process_id=9002)
     return held, other
 
 
@@ -126,7 +128,7 @@ def test_an_all_queues_worker_claims_while_another_holds_its_claim_open(app, eng
 
     assert held == enqueued[:3]
     assert other == enqueued[3:6]
-    assert claimed_by(engine) == {1: set(held), 2: set(other)}
+    assert claimed_by(engine) == {9001: set(held), 9002: set(other)}
 
 
 def test_a_single_queue_worker_claims_while_another_holds_its_claim_open(app, engine):
@@ -161,8 +163,8 @@ def test_workers_share_around_a_paused_queue_and_never_claim_its_jobs(app, engin
     assert other == mail[3:6]
     assert held_by_queue == mail[6:9]
     assert other_by_queue == mail[9:]
-    assert claim.claim(engine, PAUSED, 5, process_id=3) == []
-    assert claim.claim(engine, ALL, 5, process_id=3) == []
+    assert claim.claim(engine, PAUSED, 5, process_id=9003) == []
+    assert claim.claim(engine, ALL, 5, process_id=9003) == []
     assert support.count(engine, models.ReadyExecution) == len(paused)
     assert not set(paused) & set().union(*claimed_by(engine).values())
 

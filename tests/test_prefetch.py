@@ -60,6 +60,12 @@ HANDOFF = 0.5
 LIMITED_SECONDS = 1.0
 
 
+def claim_ten(engine: sa.Engine, **options: t.Any) -> claim.ClaimBatch:
+    """Claim up to ten jobs as :data:`PROCESS_ID` (registered first)."""
+    support.register_claimers(engine, [PROCESS_ID])
+    return claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, **options)
+
+
 # Jobs. Their names start with ``prefetch_test.`` (job names are process-wide).
 
 
@@ -248,7 +254,7 @@ def ready_ids(engine: sa.Engine) -> list[int]:
 def test_a_claim_admits_no_more_limited_jobs_than_its_cap_and_charges_none_beyond(app, engine):
     limited = [enqueue(app, roomy, index) for index in range(10)]
 
-    batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=2)
+    batch = claim_ten(engine, limited_cap=2)
 
     assert [job.id for job in batch.jobs] == limited[:2]
     assert sorted(batch.limited) == limited[:2]
@@ -257,7 +263,7 @@ def test_a_claim_admits_no_more_limited_jobs_than_its_cap_and_charges_none_beyon
     assert ready_ids(engine) == limited[2:]
     assert support.count(engine, CLAIMED) == 2
     # Not charged: the budget's burst of 3 has exactly one admission left.
-    after = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID)
+    after = claim_ten(engine)
     assert [job.id for job in after.jobs] == limited[2:3]
     assert [deferral.job.id for deferral in after.deferrals] == limited[3:]
 
@@ -268,7 +274,7 @@ def test_a_capped_claim_takes_the_queue_order_up_to_the_first_limited_job_past_t
     second_limited = enqueue(app, roomy, "l2")
     second_plain = enqueue(app, plain, "p2")
 
-    batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=1)
+    batch = claim_ten(engine, limited_cap=1)
 
     assert [job.id for job in batch.jobs] == [first_plain, first_limited]
     assert batch.limited == (first_limited,)
@@ -281,7 +287,7 @@ def test_a_cap_of_zero_claims_only_what_comes_before_the_first_limited_job(app, 
     limited = enqueue(app, roomy, "limited")
     enqueue(app, plain, "after")
 
-    batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=0)
+    batch = claim_ten(engine, limited_cap=0)
 
     assert [job.id for job in batch.jobs] == [before]
     assert batch.held_back == 2
@@ -290,7 +296,7 @@ def test_a_cap_of_zero_claims_only_what_comes_before_the_first_limited_job(app, 
 
 def test_a_claim_without_limited_jobs_ignores_the_cap(app, engine):
     jobs = [enqueue(app, plain, index) for index in range(5)]
-    batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=0)
+    batch = claim_ten(engine, limited_cap=0)
     assert [job.id for job in batch.jobs] == jobs
     assert (batch.limited, batch.held_back) == ((), 0)
 
@@ -317,7 +323,7 @@ def test_late_imported_limited_jobs_past_the_cap_go_back_to_ready(app, engine, l
     for definition in known:
         registry.unregister(definition)
     try:
-        batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=1)
+        batch = claim_ten(engine, limited_cap=1)
     finally:
         for definition in known:
             registry.register(definition)
@@ -340,7 +346,7 @@ def test_a_late_imported_limited_definition_counts_against_the_cap_whatever_the_
     registry.unregister(module.late)
     sys.modules.pop(module.__name__)
 
-    batch = claim.claim_batch(engine, EVERY_QUEUE, 10, PROCESS_ID, limited_cap=1)
+    batch = claim_ten(engine, limited_cap=1)
 
     assert batch.limited == (late[0],)
     assert batch.held_back == 2 if engine.dialect.name == "postgresql" else 3

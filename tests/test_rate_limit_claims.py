@@ -56,6 +56,8 @@ BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
 
 #: The process id the claims of these tests belong to (no process row needed).
 PROCESS_ID = 4343
+#: Registered by conftest's ``claimers``: a claim only takes jobs for a registered process.
+CLAIMERS = (PROCESS_ID,)
 
 EVERY_QUEUE = claim.QueueSelector(("*",))
 
@@ -755,11 +757,12 @@ def test_a_batch_without_limited_jobs_costs_the_plain_claims_statements(app, eng
 
 
 #: Statements of a claim whose batch holds limited jobs of one budget that exists, as
-#: measured: select the candidates, read their jobs, lock the budget, save it, insert the
-#: deferred jobs' scheduled executions, insert the claims, delete the ready rows; on
+#: measured: lock the process's row, select the candidates, read their jobs, lock the budget,
+#: save it, insert the deferred jobs' scheduled executions, insert the claims, delete the
+#: ready rows; on
 #: PostgreSQL, a NOTIFY for the dispatchers of the deferred jobs (the guarded one-statement
 #: claim is not tried again for a second after a batch it refused, as the warm-up's was).
-LIMITED_CLAIM_STATEMENTS = {"postgresql": 8, "sqlite": 7, "mysql": 7}
+LIMITED_CLAIM_STATEMENTS = {"postgresql": 9, "sqlite": 8, "mysql": 8}
 
 #: Two more when the budget is seen the first time: insert its row, lock it.
 NEW_BUDGET_STATEMENTS = 2
@@ -871,6 +874,7 @@ def test_without_the_budgets_table_limited_jobs_wait_a_minute_and_one_error_is_l
     unlimited = later(app, rate_limit_jobs.unlimited, "u")
     with setup.begin() as connection:
         connection.exec_driver_sql("DROP TABLE solidq_rate_limits")
+    support.register_claimers(queue, CLAIMERS)
     caplog.set_level(logging.ERROR, logger="flask_solidq")
     try:
         before = utcnow()

@@ -449,11 +449,12 @@ def test_a_claim_that_stalled_before_locking_its_budget_doesnt_lower_it(
 
     monkeypatch.setattr(budgets, "lock", lock)
     selector = claim.QueueSelector(("*",))
+    support.register_claimers(engine, [9001, 9002, 9003])
     stalled: list[claim.ClaimBatch | BaseException] = []
 
     def claim_stalled() -> None:
         try:
-            stalled.append(claim.claim_batch(engine, selector, 1, process_id=1))
+            stalled.append(claim.claim_batch(engine, selector, 1, process_id=9001))
         except BaseException as error:  # noqa: BLE001 - reported below
             stalled.append(error)
 
@@ -469,7 +470,7 @@ def test_a_claim_that_stalled_before_locking_its_budget_doesnt_lower_it(
         thread.join(10)
     # Meanwhile another claim takes the second job: the budget admits it (on SQLite, the
     # first claim was admitted and this one is refused).
-    other = claim.claim_batch(engine, selector, 1, process_id=2)
+    other = claim.claim_batch(engine, selector, 1, process_id=9002)
     resume.set()
     thread.join(10)
     (first,) = stalled
@@ -481,7 +482,7 @@ def test_a_claim_that_stalled_before_locking_its_budget_doesnt_lower_it(
     # per after the admission.
     slot = refused.deferrals[0].until
     time.sleep(max(0.0, seconds(slot - real_utcnow())))
-    claim.claim_batch(engine, selector, 1, process_id=3)
+    claim.claim_batch(engine, selector, 1, process_id=9003)
 
     admissions = [row.created_at for row in support.rows(engine, CLAIMED)]
     assert most_in_a_window(admissions, limit.per) <= limit.to, [

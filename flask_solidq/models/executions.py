@@ -61,8 +61,10 @@ class ScheduledExecution(Base):
 class ClaimedExecution(Base):
     """A job a worker process has claimed and is running.
 
-    ``process_id`` has no foreign key: claims of a process whose row is gone are found with a
-    left join and handled by whoever notices (see the runtime's pruning).
+    ``process_id`` has no foreign key; instead a claim locks its process's row and inserts
+    nothing when the row is gone (see :mod:`flask_solidq.operations.claim`), so a pruned
+    process can't claim. Claims of a process whose row was deleted by hand are found with a
+    left join and handled by every supervisor's maintenance.
     """
 
     __tablename__ = "solidq_claimed_executions"

@@ -26,6 +26,13 @@ that one and every later one ready, untouched (not deleted, not charged): what i
 prefix of the queue order, as without the cap, and it says it held jobs back so the worker
 claims them once it has threads for them.
 
+Only a registered process claims. A process paused past the alive threshold (SIGSTOP, a VM
+paused, a debugger) is pruned by a live supervisor, which fails or releases its claims and
+deletes its row; when it wakes, its claim thread may poll before its heartbeat finds the row
+gone. So every claim locks the process's row in its own transaction (shared, first) and claims
+nothing when the row is gone: no claim can commit under a process that no longer exists,
+whichever of the pruning and the claim locks the row first.
+
 A claim that took jobs sends ``signals.claim`` once it committed (one per worker poll).
 """
 
@@ -59,6 +66,7 @@ READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PAUSES = t.cast(sa.Table, models.Pause.__table__)
+PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 INSERT_CLAIMED = CLAIMED.insert()
 
@@ -168,7 +176,8 @@ def claim_batch(
     claim that meets one more stops there, later queues included.
 
     Each queue's claim commits on its own. A deadlock (MySQL) is tried again. When jobs were
-    claimed, ``signals.claim`` is sent after the commit.
+    claimed, ``signals.claim`` is sent after the commit. A ``process_id`` that is not
+    registered (pruned while it was paused) claims nothing.
     """
     jobs: list[ClaimedJob] = []
     deferrals: list[Deferral] = []
@@ -232,6 +241,8 @@ def _claim_from(
         memory[queue_name] = time.monotonic() + CHECKED_MEMORY
     held_back = 0
     with db.write(engine) as connection:
+        if connection.execute(_REGISTERED, params).first() is None:
+            return ClaimBatch([], [])
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
             return ClaimBatch([], [])
@@ -440,6 +451,15 @@ def _ready_index(*columns: sa.Column[t.Any]) -> str:
             return str(index.name)
     raise LookupError(f"no index on {READY.name} {wanted}")
 
+
+#: The claiming process's row, locked for the claim's transaction: shared, so claims and
+#: heartbeats (PostgreSQL's ``FOR KEY SHARE``) go on, but a pruning's ``FOR UPDATE`` of the row
+#: waits for the claim to commit, or the claim for the pruning (and then finds no row).
+_REGISTERED = (
+    sa.select(PROCESSES.c.id)
+    .where(PROCESSES.c.id == sa.bindparam("process_id"))
+    .with_for_update(read=True, key_share=True)
+)
 
 _VARIANTS = [(by_queue, skip_locked) for by_queue in (False, True) for skip_locked in (False, True)]
 _CANDIDATES = {variant: _build_candidates(*variant) for variant in _VARIANTS}

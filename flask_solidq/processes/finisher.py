@@ -139,10 +139,17 @@ class Finisher:
     def _store(self, batch: list[Outcome]) -> None:
         process_id = self.process_id()
         if process_id is None:  # pruned: our claims were failed or released by someone else
+            log_dropped(batch, "this process was pruned")
             return
         with self._app_context():
-            finalize.finalize_all(
+            stored = finalize.finalize_all(
                 self.engine, process_id, batch, preserve_finished=self.preserve_finished
+            )
+        if len(stored) < len(batch):
+            kept = {outcome.claimed.id for outcome in stored}
+            log_dropped(
+                [outcome for outcome in batch if outcome.claimed.id not in kept],
+                f"its claim is no longer process {process_id}'s",
             )
         if self.on_stored is not None:
             self.on_stored(batch)
@@ -151,3 +158,22 @@ class Finisher:
         """A fresh app context per batch, so a receiver using the app's session gets one
         that is torn down after it."""
         return self.app.app_context() if self.app is not None else contextlib.nullcontext()
+
+
+def log_dropped(outcomes: t.Sequence[Outcome], why: str) -> None:
+    """Say, one WARNING per job, that an outcome was not stored and why.
+
+    It happens to a process that was silent past the alive threshold (paused by SIGSTOP, a
+    VM's pause or a debugger, or starved) and was pruned meanwhile: its claims were failed or
+    released (``SOLIDQ_ON_WORKER_DEATH``) by a supervisor, so what the database says of the
+    job stands, and the job's "finished" line in this process's log does not.
+    """
+    for outcome in outcomes:
+        logger.warning(
+            "SolidQ dropped the %s outcome of job %s (%s): %s; the queue keeps what the"
+            " pruning did with it (SOLIDQ_ON_WORKER_DEATH)",
+            outcome.kind.value,
+            outcome.claimed.id,
+            outcome.claimed.class_name,
+            why,
+        )

@@ -90,7 +90,6 @@ class Supervisor(Runnable):
             self.interrupts.install()
             try:
                 self.boot()
-                self.handle_orphaned_claims()
                 self.maintain()
                 for spec in self.specs:
                     self.start_runner(spec)
@@ -208,7 +207,10 @@ class Supervisor(Runnable):
         self.interrupts.wake()
 
     def maintain(self) -> None:
-        """Heartbeat, and prune processes silent past the threshold, when each is due."""
+        """Heartbeat, and prune processes silent past the threshold, when each is due; then
+        handle claims whose process is gone (a row deleted by hand, or claims a process made
+        before this release checked its registration), so a live supervisor reaps them
+        without waiting for a restart."""
         now = time.monotonic()
         self.heartbeat_if_due()
         if now < self._next_prune:
@@ -232,6 +234,7 @@ class Supervisor(Runnable):
                     row.pid,
                     row.hostname,
                 )
+            self.handle_orphaned_claims()
         except sa.exc.SQLAlchemyError as error:
             if not self.outage.failed(
                 error, started=started, retry_every=interval, where=ThreadActivity.MAINTENANCE

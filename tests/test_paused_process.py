@@ -1,0 +1,120 @@
+"""A worker paused past the alive threshold (SIGSTOP, as a VM pause, a debugger or a stalled
+container does) is pruned by its supervisor, which is not paused. When it wakes, its claim
+thread may poll before its heartbeat finds its row gone: it must claim nothing, drop the late
+outcome of the job it held (saying so), stop, and be replaced; the job it held follows
+``SOLIDQ_ON_WORKER_DEATH``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import typing as t
+
+import pytest
+import sqlalchemy as sa
+
+from tests import runtime_support
+from tests import support
+from tests import worker_jobs
+from tests.runtime_support import CLAIMED
+from tests.runtime_support import READY
+from tests.test_shutdown import enqueue_sleep
+from tests.test_shutdown import running
+
+pytestmark = pytest.mark.processes
+
+runs_table = runtime_support.runs_table
+launcher = runtime_support.launcher
+
+#: Jobs enqueued while the worker is paused, for whoever claims first when it wakes.
+ARRIVALS = 6
+
+#: Seconds the woken worker's claim thread polls while its heartbeat is held back (see
+#: :func:`heartbeats_held_back`).
+CLAIMING_WINDOW = 1.0
+
+
+@contextlib.contextmanager
+def heartbeats_held_back(engine: sa.Engine) -> t.Iterator[None]:
+    """PostgreSQL: hold every write to ``solidq_processes`` back (a heartbeat is one) for the
+    block, but not a claim's ``FOR KEY SHARE`` of a process row, so a woken worker claims
+    before it can learn it was pruned, every time. Elsewhere the race runs as it comes."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as connection, connection.begin():
+        connection.exec_driver_sql("LOCK TABLE solidq_processes IN SHARE MODE")
+        yield
+
+
+@pytest.mark.parametrize("policy", ["fail", "release"])
+def test_a_worker_paused_past_the_threshold_claims_nothing_when_it_wakes(
+    app, engine, launcher, policy
+):
+    held = enqueue_sleep(app, "held", 2.0, rerun_seconds=0)
+    work = launcher.start(
+        config={"SOLIDQ_PROCESS_ALIVE_THRESHOLD": 2, "SOLIDQ_ON_WORKER_DEATH": policy}
+    )
+    paused = support.wait_until(lambda: running(engine, "held"), timeout=30).pid
+    (worker,) = runtime_support.processes(engine, "Worker")
+
+    os.kill(paused, signal.SIGSTOP)
+    try:
+        # Its own supervisor, still running, prunes it and handles the job it held.
+        support.wait_until(
+            lambda: worker.id not in {row.id for row in runtime_support.processes(engine)},
+            timeout=20,
+        )
+        with app.app_context():
+            arrivals = [
+                worker_jobs.record.perform_later(f"arrival-{index}").provider_job_id
+                for index in range(ARRIVALS)
+            ]
+        with heartbeats_held_back(engine):
+            # The claim thread wakes and polls (every 50 ms) while the heartbeat that would
+            # stop it waits: it must find the jobs that arrived and claim none of them.
+            os.kill(paused, signal.SIGCONT)
+            time.sleep(CLAIMING_WINDOW)
+    finally:
+        os.kill(paused, signal.SIGCONT)
+
+    # It wakes, stops (its heartbeat finds it pruned) and is replaced; every job runs.
+    done = {*arrivals, held} if policy == "release" else set(arrivals)
+    support.wait_until(lambda: runtime_support.finished_ids(engine) == done, timeout=30)
+    record_runs = runtime_support.runs(engine, "worker_test.record")
+    assert sorted(run.value for run in record_runs) == sorted(
+        f"arrival-{index}" for index in range(ARRIVALS)
+    )
+    assert paused not in {run.pid for run in record_runs}, "the pruned worker claimed"
+    support.wait_until(lambda: replaced(engine, paused), timeout=20)
+    assert support.count(engine, CLAIMED) == 0
+    assert support.count(engine, READY) == 0
+
+    # The job it held: failed as pruned, or run again by the replacement (both runs finish:
+    # a pause can't stop the run that was under way).
+    held_runs = [(run.pid == paused, run.finished_at is not None) for run in held_job_runs(engine)]
+    errors = runtime_support.failures(engine)
+    if policy == "fail":
+        assert errors[held]["exception_class"] == "flask_solidq.ProcessPrunedError"
+        assert held_runs == [(True, True)]
+    else:
+        assert errors == {}
+        assert held_runs == [(True, True), (False, True)]
+    # Its late outcome was dropped, and its log says so.
+    support.wait_until(
+        lambda: f"dropped the finished outcome of job {held} (worker_test.sleep)" in work.output(),
+        timeout=10,
+    )
+
+
+def replaced(engine, paused: int) -> bool:
+    """Whether one worker is registered, and not the paused one."""
+    return [row.pid == paused for row in runtime_support.processes(engine, "Worker")] == [False]
+
+
+def held_job_runs(engine):
+    """The runs of the held sleep job, in the order they started."""
+    runs = [run for run in runtime_support.runs(engine, "worker_test.sleep") if run.value == "held"]
+    return sorted(runs, key=lambda run: run.started_at)
