@@ -3,7 +3,9 @@ with htmx, over the same read operations (:mod:`flask_solidq.operations.browse`,
 :mod:`~flask_solidq.operations.queues`) and actions (:mod:`~flask_solidq.operations.actions`)
 the CLI and the Python API use: no SQL of its own.
 
-Closed by default (:mod:`.access`), every action a POST with a CSRF token (:mod:`.csrf`).
+Closed by default (:mod:`.access`), every action a POST with a signed CSRF token from the
+dashboard's own origin (:mod:`.csrf`), every parameter checked before it reaches the database
+(:mod:`.params`), every response with a strict Content-Security-Policy (:mod:`.headers`).
 Templates are under ``templates/solidq/`` (an app overrides one by putting a file of the same
 name in its own templates folder), static files under ``static/solidq/``.
 """
@@ -16,7 +18,9 @@ from flask import Blueprint
 
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
+from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import metrics_view
+from flask_solidq.dashboard import params
 from flask_solidq.dashboard import views
 from flask_solidq.resources import resource_dir
 
@@ -29,6 +33,7 @@ NAME = "solidq_dashboard"
 
 def register(app: Flask, url_prefix: str) -> None:
     """Add the dashboard to ``app`` at ``url_prefix``."""
+    csrf.check_setting(app.config)
     blueprint = Blueprint(
         NAME,
         __name__,
@@ -38,7 +43,9 @@ def register(app: Flask, url_prefix: str) -> None:
     )
     blueprint.before_request(access.check)
     blueprint.before_request(csrf.check)
+    blueprint.before_request(params.check)
     blueprint.after_request(csrf.set_cookie)
+    blueprint.after_request(headers.add)
     blueprint.context_processor(csrf.template_context)
     views.add_routes(blueprint)
     metrics_view.add_routes(blueprint)

@@ -13,11 +13,11 @@ import datetime as dt
 
 from flask import Blueprint
 from flask import render_template
-from flask import request
 
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
+from flask_solidq.dashboard import params
 from flask_solidq.dashboard import views
 from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
@@ -60,7 +60,7 @@ def budgets_page() -> str:
     """Every ``solidq_rate_limits`` row: its limit, admits available now, next admission, and
     the jobs it deferred that wait (with when the first is looked at again)."""
     now = utcnow()
-    after = request.args.get("after") or None
+    after = params.text_cursor("after")
     with views.reading() as connection:
         page = control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
         keys = [row.key for row in page]
@@ -109,7 +109,7 @@ def coalescing_page() -> str:
     """Per coalescing job: open keys, waiting calls, the oldest call's age; then the open
     keys themselves, oldest first."""
     now = utcnow()
-    after = request.args.get("after", type=int)
+    after = params.int_cursor("after")
     with views.reading() as connection:
         summary = queues.coalesce_summary(connection)
         keys = control_reads.open_key_page(connection, after=after, limit=PAGE_SIZE)
@@ -129,8 +129,8 @@ def blocked_page() -> str:
     """Concurrency keys with blocked jobs (how many, since when, their semaphore), and every
     semaphore with its lease; two lists, each paged on its own."""
     now = utcnow()
-    after = request.args.get("after") or None
-    semaphores_after = request.args.get("semaphores_after") or None
+    after = params.text_cursor("after")
+    semaphores_after = params.text_cursor("semaphores_after")
     with views.reading() as connection:
         blocked = control_reads.blocked_key_page(connection, after=after, limit=PAGE_SIZE)
         semaphores = control_reads.semaphore_page(
@@ -157,7 +157,7 @@ def processes_page() -> str:
     """The registered processes: kind, name, host, pid, heartbeat age; those silent past
     ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
     now = utcnow()
-    after = request.args.get("after", type=int)
+    after = params.int_cursor("after")
     with views.reading() as connection:
         rows = control_reads.process_page(connection, after=after, limit=PAGE_SIZE)
     threshold = get_state().settings.process_alive_threshold
@@ -177,7 +177,7 @@ def recurring_page() -> str:
     """The stored recurring tasks: schedule, last run (from the ledger) and next run (from
     the schedule as stored)."""
     now = utcnow()
-    after = request.args.get("after") or None
+    after = params.text_cursor("after")
     with views.reading() as connection:
         rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(

@@ -17,10 +17,12 @@ from flask import redirect
 from flask import render_template
 from flask import request
 from flask import url_for
+from werkzeug.routing import PathConverter
 
 from flask_solidq import db
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
+from flask_solidq.dashboard import params
 from flask_solidq.operations import actions
 from flask_solidq.operations import browse
 from flask_solidq.operations import queues
@@ -31,6 +33,7 @@ from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
+    from flask.blueprints import BlueprintSetupState
     from werkzeug.wrappers import Response
 
 #: Jobs per page.
@@ -53,7 +56,8 @@ def add_routes(blueprint: Blueprint) -> None:
     blueprint.add_url_rule("/jobs", "jobs", jobs)
     blueprint.add_url_rule("/jobs/<reference>", "job", job)
     blueprint.add_url_rule(
-        "/jobs/<int:job_id>/<any(retry, discard, run_now):action>",
+        # Any text, so a bad id answers 400 with a message (params.job_id), not 404.
+        "/jobs/<job_id>/<any(retry, discard, run_now):action>",
         "job_action",
         job_action,
         methods=["POST"],
@@ -61,12 +65,29 @@ def add_routes(blueprint: Blueprint) -> None:
     blueprint.add_url_rule(
         "/failed/<any(retry, discard):action>", "failed_action", failed_action, methods=["POST"]
     )
+    blueprint.record_once(_add_queue_converter)
     blueprint.add_url_rule(
-        "/queues/<path:queue>/<any(pause, resume):action>",
+        "/queues/<solidq_queue:queue>/<any(pause, resume):action>",
         "queue_action",
         queue_action,
         methods=["POST"],
+        # Werkzeug would otherwise answer a path with "//" (a queue named "/evil", or "a//b")
+        # with a redirect to the path with the slashes merged, which names another queue.
+        merge_slashes=False,
     )
+
+
+class QueueConverter(PathConverter):
+    """A queue name in a path: any text, slashes included, even leading or doubled
+    (``path`` refuses a leading one), so every queue's name makes a URL of its own."""
+
+    regex = ".+?"
+    # Said again: Werkzeug infers it from the regex of a subclass, which has no "/".
+    part_isolating = False
+
+
+def _add_queue_converter(state: BlueprintSetupState) -> None:
+    state.app.url_map.converters["solidq_queue"] = QueueConverter
 
 
 def _engine() -> sa.Engine:
@@ -115,7 +136,7 @@ def jobs() -> str:
         abort(404)
     queue = request.args.get("queue") or None
     name = request.args.get("job") or None
-    before = request.args.get("before", type=int)
+    before = params.int_cursor("before")
     with reading() as connection:
         page = browse.list_jobs(
             connection, state, queue=queue, job=name, before=before, limit=PAGE_SIZE
@@ -137,7 +158,7 @@ def job(reference: str) -> str:
     """One job whole, with the actions its state allows."""
     now = utcnow()
     with reading() as connection:
-        detail = browse.find_job(connection, reference)
+        detail = browse.find_job(connection, params.job_reference(reference))
         reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
     if detail is None:
         abort(404)
@@ -159,14 +180,21 @@ _JOB_ACTIONS: dict[str, tuple[t.Callable[[sa.Engine, list[int]], int], str]] = {
 }
 
 
-def job_action(job_id: int, action: str) -> Response:
+def job_action(job_id: str, action: str) -> Response:
     operation, verb = _JOB_ACTIONS[action]
-    count = operation(_engine(), [job_id])
+    number = params.job_id(job_id)
+    count = operation(_engine(), [number])
     message = f"{verb} {count} job{'s' if count != 1 else ''}."
     target = "jobs" if action == "discard" and count else "job"
     if target == "jobs":
-        return _back(url_for(".jobs", state=request.form.get("state", "failed")), message)
-    return _back(url_for(".job", reference=job_id), message)
+        return _back(url_for(".jobs", state=_state_of_form()), message)
+    return _back(url_for(".job", reference=number), message)
+
+
+def _state_of_form() -> str:
+    """The list a discarded job's page returns to: its state's, or the failed jobs'."""
+    state = request.form.get("state", "")
+    return state if state in {member.value for member in browse.State} else "failed"
 
 
 def failed_action(action: str) -> Response:
@@ -185,6 +213,7 @@ def failed_action(action: str) -> Response:
 
 
 def queue_action(queue: str, action: str) -> Response:
+    queue = params.queue_name(queue)
     engine = _engine()
     if action == "pause":
         queues.pause(engine, queue)
@@ -194,6 +223,8 @@ def queue_action(queue: str, action: str) -> Response:
 
 
 def _back(location: str, message: str) -> Response:
+    """A 303 to ``location``, a path of the dashboard built with ``url_for`` (never a URL
+    from the request: no redirect leaves the dashboard)."""
     separator = "&" if "?" in location else "?"
     return redirect(f"{location}{separator}done={quote(message)}", code=303)
 

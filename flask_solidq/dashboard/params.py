@@ -1,0 +1,90 @@
+"""What the dashboard takes from a request, checked before it reaches the database: a value
+the database would refuse is answered with 400 and a line saying what was wrong, never with
+the driver's error as a 500.
+
+PostgreSQL refuses a NUL character in text and an integer past ``bigint``; MySQL refuses a
+queue name longer than its column. So every query, form and path parameter is refused whole
+when it holds a NUL (:func:`check`, before any view), ids and integer cursors are whole
+numbers that fit a ``bigint`` (:func:`job_id`, :func:`int_cursor`), and a queue named in a
+pause or resume path fits its column (:func:`queue_name`).
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+
+from flask import abort
+from flask import request
+
+#: The largest id a ``bigint`` (the jobs' primary key) holds.
+MAX_ID = 2**63 - 1
+#: The longest queue name the tables hold (``solidq_pauses.queue_name``, a ``String(255)``).
+MAX_QUEUE_NAME = 255
+
+_DIGITS = re.compile(r"[0-9]+")
+_SIGNED = re.compile(r"[-+]?[0-9]+")
+
+
+def refuse(message: str) -> t.NoReturn:
+    """Answer 400 with ``message`` (shown on Werkzeug's error page, escaped)."""
+    abort(400, description=message)
+
+
+def check() -> None:
+    """``before_request``: refuse a request any of whose parameters holds a NUL character
+    (no column of the queue's tables can hold one, and PostgreSQL's driver raises on it)."""
+    sources: list[tuple[str, t.Iterable[tuple[str, t.Any]]]] = [
+        ("query parameter", request.args.items(multi=True)),
+        ("path parameter", (request.view_args or {}).items()),
+    ]
+    if request.method == "POST":
+        sources.append(("form field", request.form.items(multi=True)))
+    for kind, items in sources:
+        for name, value in items:
+            if isinstance(value, str) and "\x00" in value:
+                refuse(f"The {kind} {name!r} holds a NUL character, which no name or id has.")
+
+
+def job_id(text: str, name: str = "job id") -> int:
+    """``text`` as a job's id: a whole number from 0 to :data:`MAX_ID`, or 400."""
+    if not _DIGITS.fullmatch(text) or int(text) > MAX_ID:
+        refuse(f"The {name} {_shown(text)} is not a job id: a whole number from 0 to {MAX_ID}.")
+    return int(text)
+
+
+def job_reference(text: str) -> int | str:
+    """A job page's reference: an id (checked as :func:`job_id`), or a job's ``job_id``
+    (anything not made of digits, looked up as text). A signed number, or a number in other
+    scripts' digits, is refused rather than looked up: it can only be a mistyped id."""
+    if _SIGNED.fullmatch(text) or text.isdigit():
+        return job_id(text)
+    return text
+
+
+def int_cursor(name: str) -> int | None:
+    """The keyset cursor ``name`` of the query string that holds an id: absent or empty is
+    the first page; anything but an id is 400 (a page silently restarted would hide it)."""
+    text = request.args.get(name) or None
+    return None if text is None else job_id(text, name=f"cursor {name!r}")
+
+
+def text_cursor(name: str) -> str | None:
+    """The keyset cursor ``name`` of the query string that holds a key (NULs are refused by
+    :func:`check`); absent or empty is the first page."""
+    return request.args.get(name) or None
+
+
+def queue_name(text: str) -> str:
+    """A queue named in a pause or resume path: at most :data:`MAX_QUEUE_NAME` characters."""
+    if len(text) > MAX_QUEUE_NAME:
+        refuse(
+            f"The queue name is {len(text)} characters long: a queue's name has at most"
+            f" {MAX_QUEUE_NAME}."
+        )
+    return text
+
+
+def _shown(text: str) -> str:
+    """``text`` as an error message quotes it: shortened, so a huge value makes a short page."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
