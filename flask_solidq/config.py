@@ -75,6 +75,8 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT": 30,
     "SOLIDQ_DATABASE_STATEMENT_TIMEOUT": 30,
     "SOLIDQ_DATABASE_PRE_PING": False,
+    "SOLIDQ_DATABASE_POOLER": None,
+    "SOLIDQ_DATABASE_LISTEN_URL": None,
     "SOLIDQ_ON_THREAD_ERROR": None,
     "SOLIDQ_CHECK_ARGUMENTS": True,
 }
@@ -170,6 +172,26 @@ class Settings:
     #: above notice a dead path. A web process that must not fail one enqueue after a database
     #: restart can turn it on.
     database_pre_ping: bool
+    #: ``SOLIDQ_DATABASE_POOLER``: ``"pgbouncer"`` when the queue reaches PostgreSQL through
+    #: PgBouncer (most hosted PostgreSQL puts it in front), in transaction or session pooling.
+    #: Transaction pooling hands each transaction any server connection, so nothing may live
+    #: on a session: the statement timeout and the claims' ``synchronous_commit=off`` are set
+    #: with ``SET LOCAL`` in each of the queue's transactions (in the round trip of its
+    #: ``BEGIN``, or in the query string of a single statement) instead of as startup options,
+    #: which PgBouncer refuses; psycopg prepares no statement on the server (a statement
+    #: prepared on one server connection doesn't exist on the next); and ``LISTEN`` needs
+    #: ``SOLIDQ_DATABASE_LISTEN_URL``. Default None: connected directly. Without it, PgBouncer's
+    #: refusal ("unsupported startup parameter", "prepared statement ... does not exist") is
+    #: logged as itself, naming this key, never as an outage.
+    database_pooler: str | None
+    #: ``SOLIDQ_DATABASE_LISTEN_URL``: with ``SOLIDQ_DATABASE_POOLER``, a URL (string or
+    #: ``sqlalchemy.URL``) that reaches the same PostgreSQL database directly, past the pooler,
+    #: for the one ``LISTEN`` connection of each worker and dispatcher: the notifications that
+    #: wake them at once when jobs become ready or are deferred to a time. A session-pooling
+    #: PgBouncer keeps sessions, so its own URL does too. Without it (default None) they poll:
+    #: a dispatcher at least every 0.2 s, the processes of one machine still wake each other
+    #: through its sockets, and ``flask solidq work`` logs one WARNING at start saying so.
+    database_listen_url: str | None
     #: ``SOLIDQ_ON_THREAD_ERROR``: called with each exception of the queue's own threads (a
     #: worker's claim, the finisher storing outcomes, heartbeats, a dispatcher's or the
     #: scheduler's poll, a supervisor's pruning), e.g. ``sentry_sdk.capture_exception``, as
@@ -222,6 +244,8 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         ),
         database_statement_timeout=_optional_seconds(config, "SOLIDQ_DATABASE_STATEMENT_TIMEOUT"),
         database_pre_ping=_bool(config, "SOLIDQ_DATABASE_PRE_PING"),
+        database_pooler=_pooler(config, "SOLIDQ_DATABASE_POOLER"),
+        database_listen_url=_listen_url(config, "SOLIDQ_DATABASE_LISTEN_URL"),
         on_thread_error=_optional_callable(config, "SOLIDQ_ON_THREAD_ERROR"),
         check_arguments=_bool(config, "SOLIDQ_CHECK_ARGUMENTS"),
     )
@@ -402,6 +426,45 @@ def _optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
     value = config[key]
     if value is not None and (not isinstance(value, str) or not value):
         raise TypeError(f"{key} must be None or the name of a bind, not {value!r}.")
+    return value
+
+
+#: The values ``SOLIDQ_DATABASE_POOLER`` takes besides None.
+POOLERS = ("pgbouncer",)
+
+
+def _pooler(config: t.Mapping[str, t.Any], key: str) -> str | None:
+    value = config[key]
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in POOLERS:
+        raise ValueError(
+            f"{key} must be None (connected directly) or 'pgbouncer' (through PgBouncer, in"
+            f" transaction or session pooling), not {value!r}."
+        )
+    return value.lower()
+
+
+def _listen_url(config: t.Mapping[str, t.Any], key: str) -> str | None:
+    """A database URL, kept as text with its password (the listener connects with it)."""
+    value = config[key]
+    if value is None:
+        return None
+    rendered = getattr(value, "render_as_string", None)
+    if rendered is not None:
+        value = rendered(hide_password=False)
+    if not isinstance(value, str) or "://" not in value:
+        raise TypeError(
+            f"{key} must be None or the URL of the queue's PostgreSQL database reached"
+            f" directly, past the pooler (such as 'postgresql+psycopg://user:pw@db-host:5432/app'),"
+            f" not {value!r}."
+        )
+    if config.get("SOLIDQ_DATABASE_POOLER") is None:
+        raise ValueError(
+            f"{key} is set but SOLIDQ_DATABASE_POOLER is not: connected directly, the queue"
+            " listens on its own connections; set SOLIDQ_DATABASE_POOLER = 'pgbouncer' if"
+            f" it goes through PgBouncer, or remove {key}."
+        )
     return value
 
 

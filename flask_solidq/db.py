@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import math
 import random
+import re
 import threading
 import time
 import typing as t
@@ -64,6 +66,12 @@ class ConnectionSettings:
     statement_timeout: float | None = 30.0
     #: Test a pooled connection before it is handed out.
     pre_ping: bool = False
+    #: The connection pooler between the queue and PostgreSQL (``"pgbouncer"``), or None for
+    #: a direct connection: see :func:`create_queue_engine`.
+    pooler: str | None = None
+    #: A URL that reaches PostgreSQL directly, past the pooler, for ``LISTEN`` (see
+    #: :func:`listen_engine`); None: behind a pooler, processes poll instead.
+    listen_url: sa.URL | None = None
 
 
 def create_queue_engine(
@@ -86,6 +94,7 @@ def create_queue_engine(
       the source of most of Solid Queue's MySQL deadlocks.
     * Every server database: the timeouts of ``connections`` (see :func:`connection_args`),
       and ``pool_pre_ping``.
+    * PostgreSQL behind a pooler (``connections.pooler``): see :func:`_configure_pooler`.
     * Every database: ``hide_parameters``, so no SQLAlchemy error's text (and so no log line
       or traceback) ever carries a job's arguments or keys.
     """
@@ -106,6 +115,7 @@ def create_queue_engine(
     if is_sqlite(engine):
         _configure_sqlite(engine)
     _set_mysql_statement_timeout(engine, connections.statement_timeout)
+    _configure_pooler(engine, connect_args, connections, _statement_timeout_prelude(connections))
     return engine
 
 
@@ -124,16 +134,22 @@ def create_claim_engine(
     lost claim only puts its job back to ready, to run again, as GoodJob's session locks do on
     a server crash. A finished job's commit is durable, and the write-ahead log is flushed in
     order, so no claim can be lost once its job's outcome is stored. Everything else commits
-    durably. Its connections have the same timeouts as the queue engine's.
+    durably. Its connections have the same timeouts as the queue engine's. Behind a pooler,
+    ``synchronous_commit`` is set in each of its transactions, as the statement timeout is
+    (see :func:`_configure_pooler`).
     """
     if url.get_backend_name() != "postgresql":
         return None
     connections = connections or ConnectionSettings()
     args = connection_args(url, connect_args, connections)
-    args["options"] = f"{args.get('options', '')} -c synchronous_commit=off".strip()
-    return sa.create_engine(
+    if connections.pooler is None:
+        args["options"] = f"{args.get('options', '')} -c synchronous_commit=off".strip()
+    engine = sa.create_engine(
         url, connect_args=args, hide_parameters=True, pool_pre_ping=connections.pre_ping
     )
+    prelude = _statement_timeout_prelude(connections) + "SET LOCAL synchronous_commit = off; "
+    _configure_pooler(engine, connect_args, connections, prelude)
+    return engine
 
 
 #: Keepalive probes sent before a silent PostgreSQL connection is given up.
@@ -152,7 +168,11 @@ def connection_args(
       no RST) is noticed within that timeout, not after the kernel's two hours;
       ``tcp_user_timeout`` of the same length, for data sent and never acknowledged; and
       ``statement_timeout`` in ``options``, before the app's own options so a
-      ``-c statement_timeout`` of the app's wins.
+      ``-c statement_timeout`` of the app's wins. Behind a pooler (``connections.pooler``),
+      no ``options`` (PgBouncer refuses a connection that sends them; the statement timeout
+      is set in each transaction instead, see :func:`_configure_pooler`), and psycopg's
+      automatic prepared statements are off (``prepare_threshold=None``): a statement
+      prepared on one server connection doesn't exist on the next transaction's.
     * MySQL/MariaDB (PyMySQL): ``connect_timeout``; PyMySQL exposes no TCP keepalive, so
       ``read_timeout`` and ``write_timeout`` detect a dead path instead: a reply may
       legitimately take as long as the statement timeout, so they are that plus the
@@ -172,7 +192,10 @@ def connection_args(
             args.setdefault("keepalives_interval", max(1, round(dead / 6)))
             args.setdefault("keepalives_count", KEEPALIVE_PROBES)
             args.setdefault("tcp_user_timeout", max(1, round(dead * 1000)))
-        if connections.statement_timeout is not None:
+        if connections.pooler is not None:
+            if driver == "psycopg":
+                args.setdefault("prepare_threshold", None)
+        elif connections.statement_timeout is not None:
             milliseconds = max(1, round(connections.statement_timeout * 1000))
             theirs = args.get("options", url.query.get("options", ""))
             args["options"] = f"-c statement_timeout={milliseconds} {theirs}".strip()
@@ -202,6 +225,190 @@ def _set_mysql_statement_timeout(engine: sa.Engine, seconds: float | None) -> No
         else:
             cursor.execute(f"SET SESSION max_execution_time={max(1, round(seconds * 1000))}")
         cursor.close()
+
+
+#: What to do when PgBouncer refuses what only a direct connection carries: startup options,
+#: or a prepared statement another server connection never saw.
+POOLER_FIX = (
+    "behind PgBouncer set SOLIDQ_DATABASE_POOLER = 'pgbouncer' (transaction pooling needs it:"
+    " no startup options, no prepared statements)"
+)
+
+#: PgBouncer's errors that :data:`POOLER_FIX` fixes.
+_POOLER_ERRORS = re.compile(
+    r"unsupported startup parameter|prepared statement \"[^\"]*\" (?:does not exist|already exists)"
+)
+
+#: Behind a pooler without a direct URL to ``LISTEN`` on, the longest a dispatcher sleeps
+#: between polls, in seconds: no notification from another machine can wake it earlier.
+UNHEARD_POLLING_INTERVAL = 0.2
+
+
+@dataclasses.dataclass
+class _Pooled:
+    """How an engine behind a pooler differs from one connected directly."""
+
+    #: ``SET LOCAL`` statements that open each of its transactions, each ending in "; ".
+    prelude: str
+    connect_args: dict[str, t.Any] | None
+    connections: ConnectionSettings
+    #: The engine on the direct listen URL, once built (see :func:`listen_engine`).
+    listener: sa.Engine | None = None
+
+
+_pooled: weakref.WeakKeyDictionary[sa.Engine, _Pooled] = weakref.WeakKeyDictionary()
+_pooled_lock = threading.Lock()
+
+
+def _statement_timeout_prelude(connections: ConnectionSettings) -> str:
+    """``SET LOCAL statement_timeout``, for a pooler's transactions ("" for no timeout)."""
+    if connections.statement_timeout is None:
+        return ""
+    milliseconds = max(1, round(connections.statement_timeout * 1000))
+    return f"SET LOCAL statement_timeout = {milliseconds}; "
+
+
+def _configure_pooler(
+    engine: sa.Engine,
+    connect_args: dict[str, t.Any] | None,
+    connections: ConnectionSettings,
+    prelude: str,
+) -> None:
+    """PostgreSQL behind a pooler (``connections.pooler``): transaction pooling gives each
+    transaction any server connection, so nothing the queue needs may live on a session.
+    What :func:`connection_args` would send as startup options is set with ``SET LOCAL``
+    (``prelude``) in each transaction instead: sent with its ``BEGIN`` (see
+    :func:`_begin_with_prelude`), and before each statement of :func:`fetch_autocommitted`
+    in the same round trip. ``LISTEN`` goes through :func:`listen_engine`.
+
+    Connected directly: only a connection PgBouncer refuses for its startup options is told
+    apart, its error naming the setting (:func:`_name_the_pooler_fix`)."""
+    if engine.dialect.name != "postgresql":
+        return
+    if connections.pooler is None:
+        _name_the_pooler_fix(engine)
+        return
+    _pooled[engine] = _Pooled(prelude, connect_args, connections)
+    if prelude:
+        # The dialect is the engine's own: SQLAlchemy turns an error raised here into its
+        # own (a lost connection invalidated), as for a statement's.
+        engine.dialect.do_begin = functools.partial(  # type: ignore[method-assign]
+            _begin_with_prelude, prelude.encode()
+        )
+
+
+def _begin_with_prelude(prelude: bytes, dbapi_connection: t.Any) -> None:
+    """Begin a transaction that runs ``prelude`` first (a pooled engine's ``do_begin``).
+
+    psycopg sends its ``BEGIN`` on the transaction's first statement, a round trip of its
+    own; ``BEGIN`` and the ``SET LOCAL`` statements go in that same round trip instead, on the
+    driver's libpq connection (psycopg reads the transaction's state from there, so it sends
+    no second ``BEGIN``). An autocommit connection's statements commit on their own: the
+    prelude travels with each (:func:`fetch_autocommitted`). Other drivers, or a connection
+    with its own isolation level, take a round trip more."""
+    driver = dbapi_connection.driver_connection
+    if getattr(driver, "autocommit", False):
+        return
+    pgconn: t.Any = getattr(driver, "pgconn", None)
+    plain = pgconn is not None and not (
+        driver.isolation_level is not None
+        or driver.read_only is not None
+        or driver.deferrable is not None
+    )
+    if not plain:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(prelude)
+        finally:
+            cursor.close()
+        return
+    from psycopg import pq
+
+    result = pgconn.exec_(b"BEGIN; " + prelude)
+    if result.status != pq.ExecStatus.COMMAND_OK:
+        raise _psycopg_error(pgconn, result)
+
+
+def _psycopg_error(pgconn: t.Any, result: t.Any) -> Exception:
+    """The psycopg error of a failed libpq ``result``: its SQLSTATE's class, or
+    ``OperationalError`` when the connection itself failed (no SQLSTATE)."""
+    import psycopg
+    from psycopg import errors
+    from psycopg import pq
+
+    if result.error_field(pq.DiagnosticField.SQLSTATE):
+        return errors.error_from_result(result, encoding=pgconn._encoding)
+    message = result.get_error_message(pgconn._encoding) or "the connection failed"
+    return psycopg.OperationalError(message.strip())
+
+
+def _name_the_pooler_fix(engine: sa.Engine) -> None:
+    """Connected directly as far as the queue knows: a connection PgBouncer refuses for its
+    startup options fails with an error that says to set ``SOLIDQ_DATABASE_POOLER`` (a
+    configuration to fix, not an outage: see :func:`is_pooler_error`)."""
+
+    @sa.event.listens_for(engine, "do_connect")
+    def connect(
+        dialect: sa.Dialect, _record: t.Any, cargs: tuple[t.Any, ...], cparams: dict[str, t.Any]
+    ) -> t.Any:
+        try:
+            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.Error as error:
+            if not is_pooler_error(error):
+                raise
+            raise _with_fix(error) from error
+
+
+def is_pooler_error(error: BaseException) -> bool:
+    """Whether ``error`` (a driver's, or SQLAlchemy's around one) is PgBouncer refusing what
+    only a direct connection carries: startup options, or a prepared statement that the
+    server connection of this transaction never saw. It means :data:`POOLER_FIX`."""
+    original = getattr(error, "orig", None) or error
+    return bool(_POOLER_ERRORS.search(str(original)))
+
+
+def _with_fix(error: Exception) -> Exception:
+    """The driver's ``error`` again (its class, so its SQLSTATE), its text ending with
+    :data:`POOLER_FIX`."""
+    text = str(error).rstrip()
+    if POOLER_FIX in text:
+        return error
+    return type(error)(f"{text}: {POOLER_FIX}")
+
+
+def is_pooled(engine: sa.Engine) -> bool:
+    """Whether ``engine`` reaches PostgreSQL through a pooler (``SOLIDQ_DATABASE_POOLER``)."""
+    return engine in _pooled
+
+
+def listen_engine(engine: sa.Engine) -> sa.Engine | None:
+    """The engine whose connections ``LISTEN`` for ``engine``'s wake-ups: ``engine`` itself
+    when connected directly; behind a pooler (which hands each transaction any server
+    connection, and drops the notifications of a session it doesn't keep), one on the direct
+    listen URL (``SOLIDQ_DATABASE_LISTEN_URL``), built once; None behind a pooler without
+    one: the processes poll."""
+    pooled = _pooled.get(engine)
+    if pooled is None:
+        return engine
+    url = pooled.connections.listen_url
+    if url is None:
+        return None
+    with _pooled_lock:
+        if pooled.listener is None:
+            # No startup options either: the URL may be a session-pooling PgBouncer's.
+            listening = dataclasses.replace(pooled.connections, listen_url=None)
+            pooled.listener = create_queue_engine(url, pooled.connect_args, listening)
+        return pooled.listener
+
+
+def polling_interval(engine: sa.Engine, interval: float) -> float:
+    """A dispatcher's ``interval`` between polls: at most :data:`UNHEARD_POLLING_INTERVAL`
+    when ``engine``'s wake-ups from other machines can't be heard (behind a pooler, without
+    a direct listen URL)."""
+    pooled = _pooled.get(engine)
+    if pooled is None or pooled.connections.listen_url is not None:
+        return interval
+    return min(interval, UNHEARD_POLLING_INTERVAL)
 
 
 _sqlite_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
@@ -348,8 +555,13 @@ def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
 
 def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
     """Whether processes can wake each other through the database: PostgreSQL's
-    ``LISTEN``/``NOTIFY``, heard through psycopg 3."""
-    return connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg"
+    ``LISTEN``/``NOTIFY``, heard through psycopg 3; behind a pooler, only with a direct URL
+    to listen on (see :func:`listen_engine`). Where they can't, nobody sends ``NOTIFY`` (a
+    lock at commit for no listener) and this machine's sockets wake its processes instead."""
+    if connection.dialect.name != "postgresql" or connection.dialect.driver != "psycopg":
+        return False
+    pooled = _pooled.get(connection if isinstance(connection, sa.Engine) else connection.engine)
+    return pooled is None or pooled.connections.listen_url is not None
 
 
 def notify(connection: sa.Connection, channel: str, payload: str = "") -> None:
@@ -388,20 +600,44 @@ def fetch_autocommitted(
     Other drivers, and an engine whose statements something listens to (tracing, query
     recording: see :func:`_has_execution_listeners`), go through an ordinary autocommit
     connection, so the listeners hear every statement as SQLAlchemy tells them.
+
+    Behind a pooler, the engine's ``SET LOCAL`` prelude (see :func:`_configure_pooler`) goes
+    in the same query string, before the statement: one round trip, one implicit
+    transaction, so the statement timeout holds on whichever server connection runs it. Its
+    parameters are then bound by psycopg on the client (a query string of several
+    statements can't carry them to the server), which costs no more CPU than binding on the
+    server (measured); without a pooler nothing changes. Through an ordinary connection the
+    prelude needs a transaction: the statement runs in one of its own.
     """
+    pooled_settings = _pooled.get(engine)
     if not _fast_path(engine):
+        if pooled_settings is not None and pooled_settings.prelude:
+            with engine.begin() as connection:
+                return [tuple(row) for row in connection.execute(statement, params)]
         with autocommit(engine) as connection:
             return [tuple(row) for row in connection.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement)
-    pooled = engine.raw_connection()
+    prelude = pooled_settings.prelude if pooled_settings is not None else ""
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        pooled = engine.raw_connection()
+    except dbapi_error as error:  # a new connection that failed: SQLAlchemy's error too
+        raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
     try:
         driver = pooled.driver_connection
-        driver.autocommit = True  # type: ignore[union-attr]
         try:
+            driver.autocommit = True  # type: ignore[union-attr]
+            if prelude:
+                return _fetch(engine, pooled, prelude + sql, params, client_side=True)
             return _fetch(engine, pooled, sql, params)
         finally:
             if pooled.is_valid:  # an invalidated connection is closed, never used again
                 driver.autocommit = False  # type: ignore[union-attr]
+    except dbapi_error as error:  # setting autocommit on a connection that broke
+        lost = _invalidate_if_lost(engine, pooled, error)
+        raise sa.exc.DBAPIError.instance(
+            sql, params, error, dbapi_error, connection_invalidated=lost
+        ) from error
     finally:
         pooled.close()
 
@@ -462,23 +698,49 @@ def _has_execution_listeners(engine: sa.Engine) -> bool:
 
 
 def _fetch(
-    engine: sa.Engine, pooled: t.Any, sql: str, params: dict[str, t.Any]
+    engine: sa.Engine,
+    pooled: t.Any,
+    sql: str,
+    params: dict[str, t.Any],
+    *,
+    client_side: bool = False,
 ) -> list[tuple[t.Any, ...]]:
-    """Execute ``sql`` on the pooled DBAPI connection ``pooled``; a driver error becomes
-    SQLAlchemy's, and a lost connection invalidates the pool's connections of its generation
-    (as SQLAlchemy's Connection does: a restarted server dropped them all)."""
+    """Execute ``sql`` on the pooled DBAPI connection ``pooled`` and return the rows of its
+    last statement (``sql`` may hold several when ``client_side``: psycopg binds the
+    parameters on the client); a driver error becomes SQLAlchemy's, and a lost connection
+    invalidates the pool's connections of its generation (as SQLAlchemy's Connection does: a
+    restarted server dropped them all). PgBouncer refusing a prepared statement says what to
+    set (:data:`POOLER_FIX`)."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
     try:
-        cursor = pooled.cursor()
+        cursor = _client_cursor(pooled) if client_side else pooled.cursor()
         cursor.execute(sql, params)
+        while client_side and cursor.nextset():
+            pass
         return list(cursor.fetchall()) if cursor.description else []
     except dbapi_error as error:
-        lost = engine.dialect.is_disconnect(error, pooled.dbapi_connection, None)
-        if lost:
-            engine.pool._invalidate(pooled, error)
+        lost = _invalidate_if_lost(engine, pooled, error)
+        driver_error = _with_fix(error) if is_pooler_error(error) else error
         raise sa.exc.DBAPIError.instance(
-            sql, params, error, dbapi_error, connection_invalidated=lost
+            sql, params, driver_error, dbapi_error, connection_invalidated=lost
         ) from error
+
+
+def _invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bool:
+    """Whether ``error`` lost ``pooled``'s connection; if so, invalidate the pool's
+    connections of its generation."""
+    lost = bool(engine.dialect.is_disconnect(error, pooled.dbapi_connection, None))  # type: ignore[arg-type]
+    if lost and pooled.is_valid:
+        engine.pool._invalidate(pooled, error)
+    return lost
+
+
+def _client_cursor(pooled: t.Any) -> t.Any:
+    """A psycopg cursor that binds parameters on the client, so one query string may hold
+    several statements (and no statement is ever prepared on the server)."""
+    from psycopg import ClientCursor
+
+    return ClientCursor(pooled.driver_connection)
 
 
 _DRIVER_SQL: dict[tuple[str, int, tuple[str, ...]], str] = {}
@@ -529,8 +791,11 @@ def is_deadlock(error: BaseException) -> bool:
     """Whether ``error`` is a deadlock or lock timeout that a fresh transaction may not hit:
     MySQL 1213/1205, PostgreSQL 40P01/40001, SQLite "database is locked"."""
     original = getattr(error, "orig", None)
-    if original is None:
-        return False
+    return original is not None and is_deadlock_error(original)
+
+
+def is_deadlock_error(original: BaseException) -> bool:
+    """:func:`is_deadlock` for a driver's own error (psycopg's, PyMySQL's, sqlite3's)."""
     code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
     if code in ("40P01", "40001"):
         return True

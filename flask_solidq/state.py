@@ -94,12 +94,16 @@ class SolidQState:
 
     @property
     def connections(self) -> db.ConnectionSettings:
-        """The timeouts of the queue's connections, from the ``SOLIDQ_DATABASE_*`` keys."""
+        """The timeouts of the queue's connections, and the pooler they go through, from the
+        ``SOLIDQ_DATABASE_*`` keys."""
+        listen_url = self.settings.database_listen_url
         return db.ConnectionSettings(
             connect_timeout=self.settings.database_connect_timeout,
             dead_connection_timeout=self.settings.database_dead_connection_timeout,
             statement_timeout=self.settings.database_statement_timeout,
             pre_ping=self.settings.database_pre_ping,
+            pooler=self.settings.database_pooler,
+            listen_url=sa.make_url(listen_url) if listen_url is not None else None,
         )
 
     def own_engines(self) -> list[sa.Engine]:

@@ -4,6 +4,12 @@
 ``SOLIDQ_TEST_POSTGRES_URL`` / ``SOLIDQ_TEST_MYSQL_URL`` are set: each test that uses it, or
 ``app``, runs once per backend. Each session works in scratch databases of its own, with the
 schema built once; tables are emptied after every test.
+
+With ``SOLIDQ_TEST_PGBOUNCER_URL`` too, the modules of :data:`THROUGH_PGBOUNCER` also run on
+``pgbouncer``: PostgreSQL's scratch database, whose apps (the worker processes' too) reach it
+through a PgBouncer in transaction pooling, set up for it (see
+:func:`tests.support.through_pgbouncer`). Only those: the rest of the suite would take as long
+again and test nothing a pooler changes.
 """
 
 from __future__ import annotations
@@ -22,12 +28,40 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
 
+#: The test modules (the process tests of PostgreSQL's fast path and wake-ups) that also run
+#: through PgBouncer.
+THROUGH_PGBOUNCER = {
+    "test_pgbouncer",
+    "test_worker_processes",
+    "test_rate_limit_processes",
+    "test_concurrency_processes",
+    "test_coalesce_processes",
+    "test_shutdown",
+}
+
+
 def _backends() -> list[t.Any]:
     backends = [pytest.param("sqlite", id="sqlite")]
     for backend in ("postgres", "mysql"):
         if support.backend_url(backend):
             backends.append(pytest.param(backend, id=backend))
+    if support.backend_url("postgres") and support.backend_url("pgbouncer"):
+        backends.append(pytest.param("pgbouncer", id="pgbouncer"))
     return backends
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``pgbouncer`` runs of the modules not in :data:`THROUGH_PGBOUNCER`."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        through = callspec is not None and callspec.params.get("database_url") == "pgbouncer"
+        module = getattr(item, "module", None)
+        name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
+        (dropped if through and name not in THROUGH_PGBOUNCER else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", params=_backends())
@@ -39,11 +73,12 @@ def database_url(
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('sqlite')}/queue.db"
     else:
-        url = support.create_scratch_database(t.cast(str, support.backend_url(backend)))
+        server = "postgres" if backend == "pgbouncer" else backend
+        url = support.create_scratch_database(t.cast(str, support.backend_url(server)))
     engine = sa.create_engine(url)
     models.metadata.create_all(engine)
     engine.dispose()
-    yield url
+    yield support.through_pgbouncer(url) if backend == "pgbouncer" else url
     if backend != "sqlite":
         support.drop_scratch_database(url)
 

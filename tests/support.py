@@ -29,6 +29,10 @@ solidq = SolidQ()
 BACKEND_URLS = {
     "postgres": "SOLIDQ_TEST_POSTGRES_URL",
     "mysql": "SOLIDQ_TEST_MYSQL_URL",
+    # A PgBouncer in transaction pooling in front of the PostgreSQL server above.
+    "pgbouncer": "SOLIDQ_TEST_PGBOUNCER_URL",
+    # Another in session pooling (tests/test_pgbouncer.py).
+    "pgbouncer_session": "SOLIDQ_TEST_PGBOUNCER_SESSION_URL",
 }
 
 
@@ -40,6 +44,7 @@ def create_app(database_url: str, **config: t.Any) -> Flask:
             "TESTING": True,
             "SQLALCHEMY_DATABASE_URI": database_url,
             "SOLIDQ_DASHBOARD": False,
+            **pooler_config(database_url),
             **config,
         }
     )
@@ -64,6 +69,36 @@ def app_emptied_after(database_url: str, **config: t.Any) -> t.Iterator[Flask]:
 def backend_url(backend: str) -> str | None:
     """The server URL a backend's tests use, from its environment variable."""
     return os.environ.get(BACKEND_URLS[backend])
+
+
+#: The ``application_name`` that marks a test database URL whose app goes through PgBouncer.
+THROUGH_PGBOUNCER = "solidq-test-through-pgbouncer"
+
+
+def through_pgbouncer(direct_url: str) -> str:
+    """``direct_url``, marked so that the apps made on it (:func:`create_app`, the worker
+    processes' too) reach it through the test PgBouncer, while the test's own engines on the
+    URL, which only set up and observe, connect directly."""
+    url = sa.make_url(direct_url).update_query_dict({"application_name": THROUGH_PGBOUNCER})
+    return url.render_as_string(hide_password=False)
+
+
+def pooler_config(database_url: str) -> dict[str, t.Any]:
+    """An app's settings for ``database_url``: for one :func:`through_pgbouncer` marked, the
+    database through PgBouncer, set up for it as an app behind PgBouncer must be (the pooler,
+    the direct URL to listen on, and no prepared statements on the app's own engine either);
+    nothing otherwise."""
+    url = sa.make_url(database_url)
+    if url.query.get("application_name") != THROUGH_PGBOUNCER:
+        return {}
+    bouncer = sa.make_url(t.cast(str, backend_url("pgbouncer")))
+    pooled = url.set(host=bouncer.host, port=bouncer.port)
+    return {
+        "SQLALCHEMY_DATABASE_URI": pooled.render_as_string(hide_password=False),
+        "SQLALCHEMY_ENGINE_OPTIONS": {"connect_args": {"prepare_threshold": None}},
+        "SOLIDQ_DATABASE_POOLER": "pgbouncer",
+        "SOLIDQ_DATABASE_LISTEN_URL": database_url,
+    }
 
 
 def create_scratch_database(server_url: str) -> str:

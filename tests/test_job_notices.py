@@ -168,6 +168,7 @@ def test_a_lost_postgres_listener_is_noticed_and_opened_again(app, caplog):
         engine = app.extensions["solidq"].engine
     if not db.supports_listen_notify(engine):
         return
+    caplog.set_level("INFO", logger="flask_solidq")  # a listener that worked: INFO
     listener = PostgresListener(engine, [postgres.READY_CHANNEL])
     try:
         assert listener.open()

@@ -86,7 +86,7 @@ class Dispatcher(Poller):
 
     def _delay_until(self, next_due_at: dt.datetime | None) -> float:
         """Seconds to sleep: until the next job is due, at most the polling interval."""
-        delay = self.dispatcher.polling_interval
+        delay = db.polling_interval(self.engine, self.dispatcher.polling_interval)
         if next_due_at is not None:
             delay = min(delay, max(0.0, (next_due_at - utcnow()).total_seconds()))
         with self._lock:

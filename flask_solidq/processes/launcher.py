@@ -17,6 +17,7 @@ from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher
 from flask_solidq.processes.scheduler import Scheduler
 from flask_solidq.processes.supervisor import ForkSupervisor
@@ -86,6 +87,7 @@ def supervisor(
             "Nothing to run: no workers, dispatchers or recurring tasks are configured."
         )
     log_subscriber.connect()
+    pg_listener.warn_if_unheard(settings)
     if only in (None, "worker"):
         hint_unused_queues(overrides.apply(settings.workers), known_queues(settings))
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor

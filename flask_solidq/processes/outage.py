@@ -41,21 +41,48 @@ QUERY_CANCELED = "57014"
 MYSQL_STATEMENT_TIMEOUTS = (1969, 3024)
 
 
+#: The packages of the drivers whose own errors (not wrapped by SQLAlchemy: raised around the
+#: statements, by the fast path of :mod:`flask_solidq.db` or a listener) are told apart too.
+DRIVERS = ("psycopg", "psycopg2", "pymysql", "MySQLdb", "sqlite3")
+
+
 def is_unreachable(error: BaseException) -> bool:
     """Whether ``error`` means the database couldn't be reached or the connection was lost
     (refused, timed out, reset, gone silent), rather than a statement that failed on a
-    server that answered."""
-    if isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated:
-        return True
-    if isinstance(error, sa.exc.InterfaceError):
-        return True
-    if not isinstance(error, sa.exc.OperationalError) or db.is_deadlock(error):
+    server that answered. SQLAlchemy's errors and the drivers' own (psycopg's, PyMySQL's)
+    are told apart alike. PgBouncer refusing what only a direct connection carries (startup
+    options, a prepared statement: see :func:`flask_solidq.db.is_pooler_error`) is a
+    setting to fix, never an outage."""
+    if db.is_pooler_error(error):
         return False
-    original = error.orig
+    if isinstance(error, sa.exc.DBAPIError):
+        if error.connection_invalidated or isinstance(error, sa.exc.InterfaceError):
+            return True
+        original = error.orig
+        return isinstance(error, sa.exc.OperationalError) and (original is None or _lost(original))
+    kind = _driver_error_kind(error)
+    return kind == "InterfaceError" or (kind == "OperationalError" and _lost(error))
+
+
+def _lost(original: BaseException) -> bool:
+    """Whether a driver's ``OperationalError`` is about the connection: not a deadlock nor
+    a statement over its time limit, which a server that answered reported."""
+    if db.is_deadlock_error(original):
+        return False
     if getattr(original, "sqlstate", None) == QUERY_CANCELED:
         return False
     args = getattr(original, "args", ())
     return not (args and args[0] in MYSQL_STATEMENT_TIMEOUTS)
+
+
+def _driver_error_kind(error: BaseException) -> str | None:
+    """``"OperationalError"`` or ``"InterfaceError"`` (PEP 249's classes) for an error of
+    one of :data:`DRIVERS`; None for anything else."""
+    for cls in type(error).__mro__:
+        if cls.__name__ in ("OperationalError", "InterfaceError"):
+            if cls.__module__.split(".")[0] in DRIVERS:
+                return cls.__name__
+    return None
 
 
 def describe(error: BaseException) -> str:
@@ -76,6 +103,7 @@ class Outage:
         self._lock = threading.Lock()
         self._since: float | None = None
         self._ended = float("-inf")
+        self._pooler_named = False
 
     @property
     def ongoing(self) -> bool:
@@ -99,6 +127,7 @@ class Outage:
         outage, the error goes to :attr:`report` (when there is one, and ``where`` is given).
         """
         if not is_unreachable(error):
+            self._name_the_pooler_fix(error)
             self._report(error, where)
             return False
         with self._lock:
@@ -124,6 +153,14 @@ class Outage:
             now = time.monotonic()
             elapsed, self._since, self._ended = now - self._since, None, now
         logger.info("SolidQ %s: database reachable again after %.1fs", self.who, elapsed)
+
+    def _name_the_pooler_fix(self, error: BaseException) -> None:
+        """PgBouncer refused what only a direct connection carries: say what to set, once
+        per process, where the error's own text doesn't (the caller logs the error)."""
+        if self._pooler_named or not db.is_pooler_error(error) or db.POOLER_FIX in str(error):
+            return
+        self._pooler_named = True
+        logger.warning("SolidQ %s: %s: %s", self.who, describe(error), db.POOLER_FIX)
 
     def _report(self, error: BaseException, where: ThreadActivity | None) -> None:
         if self.report is not None and where is not None:

@@ -10,6 +10,11 @@ stream of web requests shouldn't pay.
 The listener is a plain file descriptor to wait on beside the process's own wake-up pipe.
 Lost, it is noticed on the next read and opened again on the next poll; meanwhile the
 process polls, as it would anyway.
+
+Behind a pooler, a notification only reaches a session the server keeps: the listener
+connects through the direct URL of ``SOLIDQ_DATABASE_LISTEN_URL`` (see
+:func:`flask_solidq.db.listen_engine`). Without one nobody listens, nobody notifies, and
+``flask solidq work`` says so once at start (:func:`warn_if_unheard`).
 """
 
 from __future__ import annotations
@@ -19,17 +24,40 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import db
+from flask_solidq.processes.outage import is_unreachable
+
+if t.TYPE_CHECKING:
+    from flask_solidq.config import Settings
+
 logger = logging.getLogger("flask_solidq")
 
 
+def warn_if_unheard(settings: Settings) -> None:
+    """Warn once, as ``flask solidq work`` starts, when its processes can't hear PostgreSQL's
+    wake-ups: behind a pooler without a direct URL to listen on."""
+    if settings.database_pooler is None or settings.database_listen_url is not None:
+        return
+    logger.warning(
+        "SolidQ polls instead of listening for wake-ups: SOLIDQ_DATABASE_POOLER is set and"
+        " SOLIDQ_DATABASE_LISTEN_URL is not, and a pooler drops the notifications of the"
+        " sessions it doesn't keep. Jobs made ready or deferred on another machine wait for"
+        " a poll (a dispatcher's every %gs at most); set SOLIDQ_DATABASE_LISTEN_URL to a URL"
+        " of the same database that reaches PostgreSQL directly (or through session pooling)",
+        db.UNHEARD_POLLING_INTERVAL,
+    )
+
+
 class PostgresListener:
-    """A dedicated connection listening on ``channels``."""
+    """A dedicated connection listening on ``channels``, through ``engine`` or, behind a
+    pooler, the engine of the direct listen URL."""
 
     def __init__(self, engine: sa.Engine, channels: t.Sequence[str]) -> None:
-        self.engine = engine
+        self.engine = db.listen_engine(engine) or engine
         self.channels = list(channels)
         self._connection: t.Any = None
         self._warned = False
+        self._listened = False
 
     def open(self) -> bool:
         """Connect and listen, unless already listening; say whether it listens."""
@@ -48,6 +76,7 @@ class PostgresListener:
         if self._warned:
             logger.info("SolidQ hears %s again", ", ".join(self.channels))
             self._warned = False
+        self._listened = True
         return True
 
     def fileno(self) -> int | None:
@@ -79,7 +108,11 @@ class PostgresListener:
             self._connection = None
 
     def _lost(self, error: BaseException) -> None:
+        """Poll until the listener opens again, saying so once: at INFO when a listener that
+        worked lost its database (the process's outage warning says that), at WARNING
+        otherwise (a listen URL that never answered, a listener refused)."""
         self.close()
         if not self._warned:
-            logger.warning("SolidQ can't listen for wake-ups (%s); polling until it can", error)
+            level = logging.INFO if self._listened and is_unreachable(error) else logging.WARNING
+            logger.log(level, "SolidQ can't listen for wake-ups (%s); polling until it can", error)
             self._warned = True
