@@ -140,9 +140,12 @@ def start_work(
     config: dict[str, t.Any] | None = None,
     env: dict[str, str] | None = None,
     app: str = WORK_APP,
+    prefix: t.Sequence[str] = (),
 ) -> t.Any:
     """Start ``flask --app APP solidq work ARGUMENTS`` (``bench.app:create_app`` by default)
-    on ``url`` as a subprocess in a process group of its own, its output going to ``log``."""
+    on ``url`` as a subprocess in a process group of its own, its output going to ``log``.
+    ``prefix`` goes before the command: one that ``exec``s it (``ip netns exec NAME``) keeps
+    the subprocess's pid the supervisor's."""
     import json
     import subprocess
     import sys
@@ -155,7 +158,7 @@ def start_work(
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
-    command = [sys.executable, "-m", "flask", "--app", app, "solidq", "work", *arguments]
+    command = [*prefix, sys.executable, "-m", "flask", "--app", app, "solidq", "work", *arguments]
     return subprocess.Popen(
         command, cwd=ROOT, env=variables, stdout=log, stderr=log, start_new_session=True
     )
