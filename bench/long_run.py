@@ -26,8 +26,8 @@ For each backend, in a scratch database (dropped at the end):
    ``index_length`` of ``information_schema.TABLES`` after ``ANALYZE TABLE`` on MariaDB (an
    estimate from InnoDB's statistics).
 
-``--jobs 20000`` is a smoke check (about a minute a backend). The million took 10-15 minutes a
-backend on 2 cores shared with the database servers.
+``--jobs 20000`` is a smoke check (about 10 s a backend). The million took 4 minutes on
+PostgreSQL and 8 on MariaDB, on 2 cores shared with the database servers.
 """
 
 from __future__ import annotations
