@@ -805,9 +805,19 @@ def is_deadlock_error(original: BaseException) -> bool:
     return "database is locked" in str(original)
 
 
+#: The first pause before a deadlocked operation runs again, in seconds; it doubles with each
+#: attempt, up to :data:`DEADLOCK_BACKOFF_CAP`, and each pause is drawn at random below it.
+DEADLOCK_BACKOFF = 0.005
+DEADLOCK_BACKOFF_CAP = 0.25
+
+
 def retrying_deadlocks(operation: t.Callable[[], T], *, attempts: int = 3) -> T:
     """Run ``operation`` (which opens and commits its own transaction), again if it dies in a
     deadlock, up to ``attempts`` times in all.
+
+    Between attempts it waits a random time below an exponentially growing bound ("full
+    jitter"): the transactions that deadlocked together retry at different moments instead of
+    meeting again, as they would after equal pauses.
 
     Inside a caller's :func:`transaction` nothing is retried: the deadlock rolled the caller's
     whole transaction back, and only the caller can run it again.
@@ -818,8 +828,14 @@ def retrying_deadlocks(operation: t.Callable[[], T], *, attempts: int = 3) -> T:
         except sa.exc.DBAPIError as error:
             if attempt == attempts or not is_deadlock(error) or _ambient.get():
                 raise
-            time.sleep(random.uniform(0.005, 0.05) * attempt)
+            time.sleep(deadlock_pause(attempt))
     raise AssertionError("unreachable")
+
+
+def deadlock_pause(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th deadlock (1 for the first)."""
+    bound = min(DEADLOCK_BACKOFF_CAP, DEADLOCK_BACKOFF * 2 ** (attempt - 1))
+    return random.uniform(0, bound)
 
 
 def id_array(ids: t.Iterable[int]) -> str:

@@ -15,6 +15,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
@@ -39,7 +40,8 @@ class BudgetState:
 
     @property
     def limited(self) -> bool:
-        """Whether a claim now would be deferred."""
+        """Whether a claim now would be deferred (by this host's clock; the figures
+        themselves are the database's)."""
         return self.next_admission_at > utcnow()
 
 
@@ -58,21 +60,25 @@ class RateLimiter:
 
         :raises ValueError: no registered job declares a limit whose budgets include ``key``.
         """
-        now = utcnow()
-        return max(0.0, (self._next_admission_at(key, now) - now).total_seconds())
+        rate = _rate(key)
+        with db.read(self._engine()) as connection:
+            budget = budgets.read(connection, key) or gcra.Budget()
+            now = database_clock.now(connection)
+        return max(0.0, (budget.available_at(rate, now) - now).total_seconds())
 
     def state(self, key: str) -> BudgetState:
         """The budget of ``key``: next admission, jobs waiting, next check, last slot.
 
         :raises ValueError: no registered job declares a limit whose budgets include ``key``.
         """
-        now = utcnow()
+        rate = _rate(key)
         with db.read(self._engine()) as connection:
             budget = budgets.read(connection, key) or gcra.Budget()
             waiting = budgets.waiting(connection, key)
+            now = database_clock.now(connection)
         return BudgetState(
             key=key,
-            next_admission_at=budget.available_at(_rate(key), now),
+            next_admission_at=budget.available_at(rate, now),
             waiting=waiting[0].size if waiting else 0,
             next_check_at=waiting[0].next_check_at if waiting else None,
             last_slot_at=budget.last_slot_at,
@@ -87,12 +93,6 @@ class RateLimiter:
         return budgets.clear_idle_in_batches(
             self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
         )
-
-    def _next_admission_at(self, key: str, now: dt.datetime) -> dt.datetime:
-        rate = _rate(key)
-        with db.read(self._engine()) as connection:
-            budget = budgets.read(connection, key) or gcra.Budget()
-        return budget.available_at(rate, now)
 
     @staticmethod
     def _engine() -> sa.Engine:

@@ -14,6 +14,7 @@ Every name starts with ``rate_process_test.`` (job names are process-wide).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import typing as t
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from flask_solidq import current_job
+from flask_solidq import database_clock
 from flask_solidq import db as solidq_db
 from flask_solidq import limits_rate
 from flask_solidq import models
@@ -59,8 +61,15 @@ class Limit(t.NamedTuple):
         return self.per / (self.to - self.burst + 1)
 
 
-def record_run(job_name: str, value: object) -> None:
-    """Record this run: its admission (its claim's ``created_at``), its start, its budget."""
+def record_run(
+    job_name: str,
+    value: object,
+    *,
+    clock: t.Callable[[sa.Connection], dt.datetime] | None = None,
+) -> None:
+    """Record this run: its admission (its claim's ``created_at``), its start (this
+    process's clock at the top of the run, or ``clock`` read on the run's connection), its
+    budget."""
     started_at = utcnow()
     job_id = current_job.provider_job_id
     engine = t.cast(sa.Engine, current_app.extensions["solidq"].engine)
@@ -70,6 +79,8 @@ def record_run(job_name: str, value: object) -> None:
         .where(CLAIMED.c.job_id == job_id)
     )
     with solidq_db.write(engine) as connection:
+        if clock is not None:
+            started_at = clock(connection)
         claim = connection.execute(query).one()
         connection.execute(
             RUNS.insert(),
@@ -166,3 +177,14 @@ def slow(value: object) -> None:
 @solidq.job(name="rate_process_test.unlimited")
 def unlimited(value: object) -> None:
     record_run("rate_process_test.unlimited", value)
+
+
+#: The clock-skew test's limit: 5 in any second, one every 0.2 s.
+SKEWED = Limit(to=5, per=1.0, burst=1)
+
+
+@solidq.job(name="rate_process_test.skewed")
+@limits_rate(to=SKEWED.to, per=SKEWED.per, burst=SKEWED.burst, key="global")
+def skewed(value: object) -> None:
+    """Records its start by the database's clock: its worker's own clock may be skewed."""
+    record_run("rate_process_test.skewed", value, clock=database_clock.now)

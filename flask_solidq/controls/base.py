@@ -52,20 +52,29 @@ class Deferral(t.NamedTuple):
 
 class ClaimClock:
     """The time a claim charges budgets with and stamps its claims with: read once, at the
-    first call.
+    first call, from ``read`` (the claim passes the database's clock: see
+    :mod:`flask_solidq.database_clock`).
 
     The CLAIM hooks call it only after locking what they check, so a claim that waited for
     another's lock reads the clock after that one committed: no claim charges a budget with a
-    time older than the last one that charged it, which the limit's arithmetic relies on.
+    time older than the last one that charged it, which the limit's arithmetic relies on. And
+    since every claim reads the one clock of the database, a worker whose host clock runs
+    ahead or behind charges the budget as the others do.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, read: t.Callable[[], dt.datetime] = utcnow) -> None:
+        self._read = read
         self._now: dt.datetime | None = None
 
     def __call__(self) -> dt.datetime:
         if self._now is None:
-            self._now = utcnow()
+            self._now = self._read()
         return self._now
+
+    def read_or_host_time(self) -> dt.datetime:
+        """The time read, if a hook read it; otherwise this host's clock, without a round
+        trip (for stamps that decide nothing, such as a claim's ``created_at``)."""
+        return self._now if self._now is not None else utcnow()
 
 
 class Control:

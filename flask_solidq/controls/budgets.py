@@ -14,10 +14,10 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.controls.gcra import Budget
-from flask_solidq.timing import utcnow
 
 BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
@@ -60,6 +60,11 @@ class Locked:
             self._stored[asked] = row.key
 
 
+#: How far before the inserting host's time a new budget's ``tat`` is set: any ``tat`` before
+#: the claim's time admits as a missing budget would, and hosts' clocks are never a day apart.
+NEW_BUDGET_AGE = dt.timedelta(days=1)
+
+
 def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> Locked:
     """Lock the budgets of ``keys`` until the caller's transaction ends, inserting the missing
     ones (as idle budgets); return their states.
@@ -74,8 +79,12 @@ def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> 
         locked.add(row)
     missing = [key for key in wanted if key not in locked.rows]
     if missing:
+        # ``now`` is this host's time (the claim reads the database's clock only after the
+        # locks): a new budget's ``tat`` lies well before it, so the budget is idle whatever
+        # this host's clock says (one ahead of the database's would hold the first claims back).
+        idle = now - NEW_BUDGET_AGE
         rows = [
-            {"key": key, "tat": now, "last_slot_at": None, "created_at": now, "updated_at": now}
+            {"key": key, "tat": idle, "last_slot_at": None, "created_at": now, "updated_at": now}
             for key in missing
         ]
         db.insert_ignoring_duplicates(connection, BUDGETS, rows)
@@ -122,12 +131,14 @@ def clear_idle_in_batches(
     """
     cleared = 0
     while True:
-        now = utcnow()
-        idle = sa.and_(
-            BUDGETS.c.tat <= now,
-            sa.or_(BUDGETS.c.last_slot_at.is_(None), BUDGETS.c.last_slot_at <= now),
-        )
         with db.write(engine) as connection:
+            # The database's clock, which the claims charged the budgets with: by a host's
+            # clock running ahead, a budget still owing would look idle.
+            now = database_clock.now(connection)
+            idle = sa.and_(
+                BUDGETS.c.tat <= now,
+                sa.or_(BUDGETS.c.last_slot_at.is_(None), BUDGETS.c.last_slot_at <= now),
+            )
             ids = list(
                 connection.scalars(
                     sa.select(BUDGETS.c.id).where(idle).order_by(BUDGETS.c.id).limit(batch_size)

@@ -18,6 +18,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
@@ -31,7 +32,6 @@ from flask_solidq.definitions import declarations
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.operations.rows import JobRef
-from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
@@ -156,7 +156,9 @@ class ConcurrencyControl(Control):
         """
         if not any(job.concurrency_key for job in jobs):
             return Dispatched(jobs, set())
-        now = utcnow()
+        # Leases and blocked jobs expire by the database's clock, which the dispatcher's
+        # maintenance reads: one host's clock running ahead would end them early.
+        now = database_clock.now(connection)
         held_back: set[int] = set()
         discarded: set[int] = set()
         for job in sorted(jobs, key=lambda job: (job.concurrency_key or "", job.id)):

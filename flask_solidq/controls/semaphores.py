@@ -18,6 +18,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
@@ -122,7 +123,7 @@ def release_one(engine: sa.Engine, key: str, limit: int, duration: float) -> int
     return its id. Its own transaction; sends ``release_blocked``. The dispatcher's
     maintenance uses it for keys whose holders are gone."""
     with db.write(engine) as connection:
-        release = _release_next(connection, key, limit, duration, utcnow())
+        release = _release_next(connection, key, limit, duration, database_clock.now(connection))
     return _announce(key, release)
 
 
@@ -135,7 +136,7 @@ def hand_over(engine: sa.Engine, key: str, limit: int, duration: float) -> int |
     blocked jobs of a busy key aren't overtaken by a stream of newer ones.
     """
     with db.write(engine) as connection:
-        now = utcnow()
+        now = database_clock.now(connection)
         if not signal(connection, key, limit, duration, now):
             return None
         release = _release_next(connection, key, limit, duration, now)
@@ -180,7 +181,7 @@ def expire_all(engine: sa.Engine, batch_size: int) -> int:
             ids = list(
                 connection.scalars(
                     sa.select(SEMAPHORES.c.id)
-                    .where(SEMAPHORES.c.expires_at < utcnow())
+                    .where(SEMAPHORES.c.expires_at < database_clock.now(connection))
                     .limit(batch_size)
                 )
             )
@@ -193,11 +194,10 @@ def expire_all(engine: sa.Engine, batch_size: int) -> int:
 
 def releasable_keys(engine: sa.Engine, batch_size: int) -> list[str]:
     """Keys with blocked jobs past their expiry whose semaphore is gone or has a free slot:
-    what a dead holder left stuck."""
-    now = utcnow()
+    what a dead holder left stuck (expired by the database's clock)."""
     query = (
         sa.select(BLOCKED.c.concurrency_key)
-        .where(BLOCKED.c.expires_at < now)
+        .where(BLOCKED.c.expires_at < sa.bindparam("now"))
         .where(
             ~sa.exists().where(
                 SEMAPHORES.c.key == BLOCKED.c.concurrency_key, SEMAPHORES.c.value <= 0
@@ -208,7 +208,7 @@ def releasable_keys(engine: sa.Engine, batch_size: int) -> list[str]:
         .limit(batch_size)
     )
     with db.read(engine) as connection:
-        return list(connection.scalars(query))
+        return list(connection.scalars(query, {"now": database_clock.now(connection)}))
 
 
 _NEXT_BLOCKED = db.for_update(

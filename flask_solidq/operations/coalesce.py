@@ -88,6 +88,14 @@ def applies(job: Job) -> bool:
     return declaration is not None and declaration.enabled
 
 
+def debounces(job: Job) -> bool:
+    """Whether ``job``'s definition coalesces and times its job from its calls
+    (``debounce``, ``max_wait``): such an enqueue reads the database's clock, which the
+    dispatcher runs the job by (see :mod:`flask_solidq.database_clock`)."""
+    declaration = type(job)._coalesce
+    return applies(job) and t.cast("Coalesce", declaration).debounce is not None
+
+
 @dataclasses.dataclass
 class Pending:
     """One coalesced call, with everything it may need worked out before anything is

@@ -12,12 +12,12 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.operations.rows import JobRef
-from flask_solidq.timing import utcnow
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
@@ -85,9 +85,13 @@ def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> se
 def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True) -> int:
     """Make up to ``batch_size`` due scheduled jobs ready (or blocked, or discarded, as the
     controls decide), in one transaction; return how many left the scheduled table. On
-    PostgreSQL the transaction notifies the listening workers as it commits."""
-    now = utcnow()
+    PostgreSQL the transaction notifies the listening workers as it commits.
+
+    Due by the database's clock, read in the transaction: a dispatcher whose host clock runs
+    ahead would run jobs early (and hand rate-limited ones back to their budget before their
+    slot), one running behind would run them late."""
     with db.write(engine) as connection:
+        now = database_clock.now(connection)
         due = connection.execute(
             db.for_update(
                 sa.select(
@@ -126,10 +130,14 @@ def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True
     return len(due)
 
 
-def next_due_at(engine: sa.Engine) -> dt.datetime | None:
-    """When the earliest scheduled job comes due, or None when nothing is scheduled."""
+def next_due_in(engine: sa.Engine) -> float | None:
+    """Seconds until the earliest scheduled job comes due by the database's clock (0 when it
+    is due), or None when nothing is scheduled."""
     with db.read(engine) as connection:
-        return t.cast(
+        due_at = t.cast(
             "dt.datetime | None",
             connection.scalar(sa.select(sa.func.min(SCHEDULED.c.scheduled_at))),
         )
+        if due_at is None:
+            return None
+        return max(0.0, (due_at - database_clock.now(connection)).total_seconds())

@@ -13,6 +13,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import postgres
@@ -40,8 +41,8 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
-    now = utcnow()
     try:
+        now = _enqueue_time(engine, [job])
         if coalesce.applies(job):
             coalesce.admit_all(engine, coalesce.prepare([job], now, bulk=False), now, bulk=False)
             return
@@ -53,6 +54,15 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
             f"Enqueuing {type(job).job_name} failed: {_describe(exc)}"
         ) from exc
     _record_outcome(job, job_id, placed)
+
+
+def _enqueue_time(engine: sa.Engine, jobs: t.Sequence[Job]) -> dt.datetime:
+    """The time an enqueue stamps its jobs with: this host's clock, unless a job debounces
+    (its run is timed from its calls, and the dispatcher reads the database's clock), which
+    costs one round trip (none on SQLite)."""
+    if any(coalesce.debounces(job) for job in jobs):
+        return database_clock.read_now(engine)
+    return utcnow()
 
 
 def _describe(error: sa.exc.SQLAlchemyError) -> str:
@@ -85,7 +95,7 @@ def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     caller's own transaction is tried again (nothing was committed); other database errors
     propagate as SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
     """
-    now = utcnow()
+    now = _enqueue_time(engine, jobs)
     ordinary = [job for job in jobs if not coalesce.applies(job)]
     groups = coalesce.prepare([job for job in jobs if coalesce.applies(job)], now, bulk=True)
     rows = [build_row(job, now) for job in ordinary]

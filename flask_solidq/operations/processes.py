@@ -17,6 +17,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
@@ -24,7 +25,6 @@ from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.rows import JobRef
-from flask_solidq.timing import utcnow
 
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
@@ -41,9 +41,24 @@ def register(
     supervisor_id: int | None,
     metadata: t.Mapping[str, t.Any],
 ) -> int:
-    """Insert a starting process's row (on this host, heartbeat now); return its id."""
-    now = utcnow()
-    row = {
+    """Insert a starting process's row (on this host, heartbeat now by the database's
+    clock); return its id."""
+    with db.write(engine) as connection:
+        now = database_clock.now(connection)
+        return db.insert_returning_id(
+            connection, PROCESSES.insert(), _row(kind, name, pid, supervisor_id, metadata, now)
+        )
+
+
+def _row(
+    kind: str,
+    name: str,
+    pid: int,
+    supervisor_id: int | None,
+    metadata: t.Mapping[str, t.Any],
+    now: dt.datetime,
+) -> dict[str, t.Any]:
+    return {
         "kind": kind,
         "last_heartbeat_at": now,
         "supervisor_id": supervisor_id,
@@ -53,17 +68,16 @@ def register(
         "name": name,
         "created_at": now,
     }
-    with db.write(engine) as connection:
-        return db.insert_returning_id(connection, PROCESSES.insert(), row)
 
 
 def heartbeat(engine: sa.Engine, process_id: int) -> bool:
-    """Touch the process's row; False when it's gone (someone pruned it)."""
+    """Touch the process's row (the database's clock: a pruning on another host compares it
+    with that clock); False when it's gone (someone pruned it)."""
     with db.write(engine) as connection:
         result = connection.execute(
             PROCESSES.update()
             .where(PROCESSES.c.id == process_id)
-            .values(last_heartbeat_at=utcnow())
+            .values(last_heartbeat_at=database_clock.now(connection))
         )
     return bool(result.rowcount)
 
@@ -90,12 +104,14 @@ def prune_dead(
     release or fail (``policy``) the jobs they had claimed; return them.
 
     Every supervisor prunes; ``SKIP LOCKED`` keeps two from pruning the same process.
+    Silence is measured by the database's clock, which the heartbeats are written with: a
+    supervisor whose host clock runs ahead would otherwise prune live processes.
     """
     pruned: list[ProcessRow] = []
     while True:
-        cutoff = utcnow() - dt.timedelta(seconds=threshold)
         removals: list[Removal] = []
         with db.write(engine) as connection:
+            cutoff = database_clock.now(connection) - dt.timedelta(seconds=threshold)
             query = sa.select(*_COLUMNS).where(PROCESSES.c.last_heartbeat_at <= cutoff)
             if exclude is not None:
                 query = query.where(PROCESSES.c.id != exclude)

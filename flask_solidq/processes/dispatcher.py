@@ -74,7 +74,7 @@ class Dispatcher(Poller):
             job_notices.announce_ready(self.engine, notified=db.supports_listen_notify(self.engine))
         if count >= batch_size:
             return 0.0
-        return self._delay_until(dispatch.next_due_at(self.engine))
+        return self._delay_until(dispatch.next_due_in(self.engine))
 
     def _maintain_concurrency(self) -> None:
         """Every ``concurrency_maintenance_interval`` (and at start): expire semaphores and
@@ -84,11 +84,12 @@ class Dispatcher(Poller):
         self._next_maintenance = time.monotonic() + self.dispatcher.concurrency_maintenance_interval
         concurrency.maintain(self.engine, self.dispatcher.batch_size)
 
-    def _delay_until(self, next_due_at: dt.datetime | None) -> float:
-        """Seconds to sleep: until the next job is due, at most the polling interval."""
+    def _delay_until(self, due_in: float | None) -> float:
+        """Seconds to sleep: until the next job is due (``due_in`` seconds, by the database's
+        clock), at most the polling interval."""
         delay = db.polling_interval(self.engine, self.dispatcher.polling_interval)
-        if next_due_at is not None:
-            delay = min(delay, max(0.0, (next_due_at - utcnow()).total_seconds()))
+        if due_in is not None:
+            delay = min(delay, due_in)
         with self._lock:
             self._wake_at = utcnow() + dt.timedelta(seconds=delay)
         return delay

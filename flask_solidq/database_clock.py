@@ -1,0 +1,53 @@
+"""One clock decides: the database server's.
+
+Workers, dispatchers and supervisors run on hosts whose clocks drift apart (a VM resumed, NTP
+stepping, a container's clock off by seconds). A promise that compares times written by one
+host with times read by another (a rate limit's next admission, a heartbeat's age, a scheduled
+job's due time, a concurrency lease's expiry) holds only if every host reads the same clock,
+so those reads ask the database, inside the transaction that decides:
+
+* PostgreSQL: ``clock_timestamp()``, the time at the moment it is read (``now()`` would be the
+  transaction's start, older than a lock the transaction waited for);
+* MariaDB/MySQL: ``UTC_TIMESTAMP(6)``, read when its statement starts;
+* SQLite: this host's clock. A SQLite database is a file on one host, and every process that
+  opens it reads that host's clock.
+
+A host's own clock still serves what only that host compares: how long it sleeps between
+polls, the times in its log lines, and the delays its callers compute (``wait=``,
+``wait_until=``), which mean that host's "in five minutes".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq.timing import as_utc
+from flask_solidq.timing import utcnow
+
+_QUERIES = {
+    "postgresql": sa.text("SELECT clock_timestamp()"),
+    "mysql": sa.text("SELECT UTC_TIMESTAMP(6)"),
+    "mariadb": sa.text("SELECT UTC_TIMESTAMP(6)"),
+}
+
+
+def now(connection: sa.Connection) -> dt.datetime:
+    """The database server's current time, aware UTC, read on ``connection`` (one round
+    trip on a server database; none on SQLite)."""
+    query = _QUERIES.get(connection.dialect.name)
+    if query is None:
+        return utcnow()
+    return as_utc(connection.scalar(query))
+
+
+def read_now(engine: sa.Engine) -> dt.datetime:
+    """:func:`now` on the open :func:`flask_solidq.db.transaction` of ``engine``, or on a
+    connection of its own."""
+    if engine.dialect.name not in _QUERIES:
+        return utcnow()
+    opened = db.write(engine) if db.in_transaction(engine) else engine.connect()
+    with opened as connection:
+        return now(connection)
