@@ -169,3 +169,18 @@ def test_a_restart_under_a_worker_logs_one_warning_per_process_and_no_error(
     assert max(warnings.values()) == 1, output
     assert output.count("database reachable again") == sum(warnings.values()), output
     assert "WARNING SolidQ can't listen" not in output, output
+
+
+def test_a_success_begun_before_the_outage_ends_none(caplog: pytest.LogCaptureFixture):
+    """A claim whose reply beat the restart succeeds after another thread's failure started
+    the outage: it proves nothing about the database now."""
+    caplog.set_level("INFO", logger="flask_solidq")
+    outage = Outage("Worker w")
+    before = time.monotonic()
+    lost = sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    assert outage.failed(lost, started=time.monotonic(), retry_every=1)
+    outage.succeeded(started=before)
+    assert outage.ongoing
+    outage.succeeded(started=time.monotonic())
+    assert not outage.ongoing
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]

@@ -285,7 +285,7 @@ class Runnable:
                         "SolidQ heartbeat of %s failed; trying again", self.name, exc_info=True
                     )
                 continue
-            self.outage.succeeded()
+            self.outage.succeeded(started=started)
             if not alive:
                 logger.warning(
                     "SolidQ %s %s was pruned by another process; stopping", self.kind, self.name

@@ -112,7 +112,7 @@ class Finisher:
                 self._store(batch)
                 failures = 0
                 if self.outage is not None:
-                    self.outage.succeeded()
+                    self.outage.succeeded(started=started)
             except Exception as error:  # the database failed: keep the outcomes, try again
                 failures += 1
                 if self.outage is None or not self.outage.failed(

@@ -5,9 +5,11 @@ Each process (worker, dispatcher, scheduler, supervisor) has one :class:`Outage`
 loop, its heartbeat and the supervisor's maintenance report to it. The first of them to fail
 starts the outage and logs the warning; the first to succeed ends it, with an INFO line. An
 attempt that began before the outage ended and fails after (a heartbeat stuck on a connection
-that died with the outage) belongs to the old outage and starts no new one. Failures that
-aren't about reaching the database (a bug, a constraint, a deadlock, a statement timeout) are
-not outages: :meth:`Outage.failed` returns False and the caller logs them as before.
+that died with the outage) belongs to the old outage and starts no new one; one that began
+before the outage started and succeeds after (a claim whose reply beat the restart) ends none.
+Failures that aren't about reaching the database (a bug, a constraint, a deadlock, a statement
+timeout, a pooler refusing what only a direct connection carries) are not outages:
+:meth:`Outage.failed` returns False and the caller logs them as before.
 
 Every failure it is told of, but the repeats of an ongoing outage, also goes to the process's
 report of thread errors (``SOLIDQ_ON_THREAD_ERROR`` and ``signals.thread_error``), so an error
@@ -143,12 +145,14 @@ class Outage:
         self._report(error, where)
         return True
 
-    def succeeded(self) -> None:
-        """Report that an attempt reached the database: an outage ends, with one INFO line."""
+    def succeeded(self, *, started: float | None = None) -> None:
+        """Report that an attempt begun at ``started`` (``time.monotonic()``) reached the
+        database: an outage ends, with one INFO line. An attempt begun before the outage did
+        proves nothing (its reply came before the database went away) and ends none."""
         if self._since is None:  # the common case, without the lock
             return
         with self._lock:
-            if self._since is None:
+            if self._since is None or (started is not None and started < self._since):
                 return
             now = time.monotonic()
             elapsed, self._since, self._ended = now - self._since, None, now

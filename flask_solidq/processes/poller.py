@@ -26,6 +26,11 @@ class Poller(Runnable):
     #: (the supervisor died), so no orphan keeps claiming jobs.
     parent_pid: int | None = None
 
+    #: Whether the current poll asked the database anything; a poll that had nothing to ask
+    #: (a worker whose threads and claimed-ahead jobs are all taken) sets it False, and so
+    #: ends no outage: it proves nothing about a database that went away.
+    reached_database = True
+
     def poll(self) -> float:
         """Do one unit of work; return the seconds to sleep before the next."""
         raise NotImplementedError
@@ -38,10 +43,12 @@ class Poller(Runnable):
                 break
             self._waker.clear()
             started = time.monotonic()
+            self.reached_database = True
             try:
                 delay = self.poll()
                 failures = 0
-                self.outage.succeeded()
+                if self.reached_database:
+                    self.outage.succeeded(started=started)
             # The poll loop: a database that's down, or a bug in one poll, is logged and the
             # process carries on after a growing pause instead of dying. An unreachable
             # database is logged once per outage (see outage.py), anything else every time;

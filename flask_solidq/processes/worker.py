@@ -231,9 +231,11 @@ class Worker(Poller):
         whose controls deferred jobs (over their rate limit), so the threads don't sit idle
         behind waiting jobs, or after a full claim for the idle threads that leaves room to
         claim ahead; at most :data:`CLAIMS_PER_POLL` claims a poll."""
-        for _ in range(CLAIMS_PER_POLL):
+        for attempt in range(CLAIMS_PER_POLL):
             size = self._claim_size(pool)
             if not size:
+                if attempt == 0:  # nothing asked of the database: no sign it answers
+                    self.reached_database = False
                 return
             batch = claim_operation.claim_batch(
                 self.state.claim_engine,
