@@ -234,10 +234,11 @@ POOLER_FIX = (
     " no startup options, no prepared statements)"
 )
 
-#: PgBouncer's errors that :data:`POOLER_FIX` fixes.
-_POOLER_ERRORS = re.compile(
-    r"unsupported startup parameter|prepared statement \"[^\"]*\" (?:does not exist|already exists)"
-)
+#: PgBouncer's errors that :data:`POOLER_FIX` fixes: its refusal of startup options, and the
+#: server's about a prepared statement the connection it landed on doesn't have, has already,
+#: or has for another statement ("does not exist", "already exists", "bind message supplies
+#: 11 parameters, but prepared statement ... requires 3"); the queue prepares none itself.
+_POOLER_ERRORS = re.compile(r'unsupported startup parameter|prepared statement "[^"]*"')
 
 #: Behind a pooler without a direct URL to ``LISTEN`` on, the longest a dispatcher sleeps
 #: between polls, in seconds: no notification from another machine can wake it earlier.

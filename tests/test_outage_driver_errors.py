@@ -130,6 +130,15 @@ def test_a_prepared_statement_gone_names_the_setting_and_is_no_outage(
     named = [r for r in caplog.records if db.POOLER_FIX in r.getMessage()]
     assert len(named) == 1 and named[0].levelname == "WARNING"
     assert "can't reach" not in caplog.text
+    # The server's words when the pooler hands a prepared statement's Bind to a connection
+    # that prepared another under its name (SQLSTATE 08P01, an OperationalError of psycopg's).
+    import psycopg
+
+    mixed = psycopg.errors.ProtocolViolation(
+        'bind message supplies 11 parameters, but prepared statement "_pg3_1" requires 3'
+    )
+    assert isinstance(mixed, psycopg.OperationalError)
+    assert db.is_pooler_error(mixed) and not is_unreachable(mixed)
 
 
 @pytest.mark.parametrize("database_url", test_faults.server_backends()[:1], indirect=True)
