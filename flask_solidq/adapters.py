@@ -110,15 +110,17 @@ def _wake_local_processes(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     this machine, once the jobs are committed: they start at once instead of at their next
     poll. (Enqueues don't ``NOTIFY`` on PostgreSQL: see
     :mod:`flask_solidq.processes.pg_listener`.)"""
-    due = False
+    due: set[str] = set()
     scheduled_at: list[dt.datetime] = []
     for job in jobs:
         if job.scheduled_at is None or job.scheduled_at <= (job.enqueued_at or job.scheduled_at):
-            due = True
+            due.add(job.queue_name)
         else:
             scheduled_at.append(job.scheduled_at)
     if due:
-        db.after_commit(engine, lambda: job_notices.announce_ready(engine, notified=False))
+        db.after_commit(
+            engine, lambda: job_notices.announce_ready(engine, notified=False, queues=due)
+        )
     if scheduled_at:
         earliest = min(scheduled_at)
         db.after_commit(

@@ -12,6 +12,7 @@ next poll.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import hashlib
@@ -34,6 +35,9 @@ DISPATCHER = "dispatcher"
 #: The longest path a Unix socket can have (Linux's sun_path, less its terminator).
 _MAX_PATH = 107
 
+#: What separates a socket's name from its tag (base64 never holds a dot).
+TAG_MARK = "."
+
 
 class HostBell:
     """The sockets of one queue database on this machine."""
@@ -41,12 +45,21 @@ class HostBell:
     def __init__(self, url: sa.URL) -> None:
         self.directory = _directory(url)
 
-    def listen(self, kind: str) -> Listener | None:
+    def listen(self, kind: str, tag: str = "") -> Listener | None:
         """Bind a socket that hears the datagrams sent to ``kind``; None when this machine
-        can't have one (no Unix sockets, a path too long, a directory not ours)."""
-        path = os.path.join(self.directory, f"{kind}-{os.getpid()}-{secrets.token_hex(4)}.sock")
+        can't have one (no Unix sockets, a path too long, a directory not ours).
+
+        ``tag`` (a worker's queues) goes into the socket's name, when it fits, so a sender can
+        pass this listener over (see :meth:`ring`); one that doesn't fit is left out, and the
+        listener hears every ring of its kind.
+        """
+        name = f"{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+        path = os.path.join(self.directory, f"{name}.sock")
         if len(path) > _MAX_PATH or not hasattr(socket, "AF_UNIX"):
             return None
+        tagged = os.path.join(self.directory, f"{name}{TAG_MARK}{_encode_tag(tag)}.sock")
+        if tag and len(tagged) <= _MAX_PATH:
+            path = tagged
         try:
             sock = _bound_socket(self.directory, path)
         except OSError as error:
@@ -54,8 +67,11 @@ class HostBell:
             return None
         return Listener(sock, path)
 
-    def ring(self, kind: str, message: bytes = b"") -> None:
-        """Send ``message`` to every socket of ``kind``; never raises, never blocks."""
+    def ring(
+        self, kind: str, message: bytes = b"", *, only: t.Callable[[str], bool] | None = None
+    ) -> None:
+        """Send ``message`` to every socket of ``kind`` (of those with a tag, only to those
+        whose tag ``only`` accepts); never raises, never blocks."""
         try:
             entries = list(os.scandir(self.directory))
         except OSError:
@@ -63,7 +79,10 @@ class HostBell:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
             for entry in entries:
-                if entry.name.startswith(f"{kind}-"):
+                if not entry.name.startswith(f"{kind}-"):
+                    continue
+                tag = _tag_of(entry.name)
+                if only is None or tag is None or only(tag):
                     _send(sender, entry.path, message)
 
 
@@ -93,6 +112,23 @@ class Listener:
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(self.path))
         self.socket.close()
+
+
+def _encode_tag(tag: str) -> str:
+    return base64.urlsafe_b64encode(tag.encode()).decode().rstrip("=")
+
+
+def _tag_of(filename: str) -> str | None:
+    """The tag in a socket's file name; None for a socket without one (or an unreadable
+    one: such a listener hears everything)."""
+    stem = filename.removesuffix(".sock")
+    if TAG_MARK not in stem:
+        return None
+    encoded = stem.split(TAG_MARK, 1)[1]
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _bound_socket(directory: str, path: str) -> socket.socket:

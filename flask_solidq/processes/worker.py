@@ -183,11 +183,20 @@ class Worker(Poller):
         self.finisher.start()
         job_notices.listen_ready(self.wake_up)
         self._subscription = job_notices.Subscription(
-            self.state.claim_engine, WORKER, lambda _payload: self.wake_up()
+            self.state.claim_engine,
+            WORKER,
+            self._heard_ready,
+            tag=job_notices.worker_tag(self.selector),
         )
 
     def watched(self) -> list[Watched]:
         return self._subscription.watched() if self._subscription is not None else []
+
+    def _heard_ready(self, payload: bytes | str) -> None:
+        """Another process made jobs ready: wake up, unless it named queues this worker
+        doesn't claim from."""
+        if job_notices.concerns(payload, self.selector.matches):
+            self.wake_up()
 
     def poll(self) -> float:
         pool = t.cast(Pool, self.pool)
