@@ -4,7 +4,7 @@ filling (issue 18 item 5)?
 
     python bench/deadlock_stress.py [--claim-attempts 3,10] [--rounds 2]
                                     [--bulk-jobs 20000] [--chunk 500] [--singles 2000]
-                                    [--backends mysql,postgres] [--delete-by-key-join]
+                                    [--backends mysql,postgres]
 
 For each backend and each ``--claim-attempts`` value (rounds interleaved, each round in a
 rotated order), in a scratch database of its own (dropped at the end):
@@ -47,8 +47,10 @@ The columns:
   failed, every job id was started exactly once (the run log the worker processes append to,
   ``SOLIDQ_BENCH_RUN_LOG``), and the jobs stored are those the enqueuers say they enqueued.
 
-``--delete-by-key-join`` (MySQL/MariaDB) is an experiment on the cause of the deadlocks: see
-:func:`delete_by_key_join`.
+The deadlocks it measured on MariaDB (51-117 a run) came from the claim's ``DELETE ... WHERE
+id IN (...)`` of its ready rows, planned as a full scan while the statistics said the table
+held a row or so; the claim now deletes them through a join by primary key
+(:func:`flask_solidq.db.delete_by_ids`), and the runs saw none.
 
 The machine has 2 cores shared with the database servers: 60 worker threads in 12 processes,
 three enqueuers and the server on 2 cores is the point (the contention the probe saw), so the
@@ -89,7 +91,6 @@ from flask_solidq.operations import claim  # noqa: E402
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 ATTEMPTS_VARIABLE = "SOLIDQ_BENCH_CLAIM_ATTEMPTS"
-KEY_JOIN_VARIABLE = "SOLIDQ_BENCH_DELETE_BY_KEY_JOIN"
 PAUSES_VARIABLE = "SOLIDQ_BENCH_DEADLOCK_PAUSES"
 CLAIM_OPERATION = "claim._claim_from"
 WORK_APP = "bench.deadlock_stress:create_app"
@@ -113,8 +114,6 @@ def create_app() -> Flask:
     app = bench_app.create_app()
     if os.environ.get(PAUSES_VARIABLE):
         record_deadlock_pauses(os.environ[PAUSES_VARIABLE])
-    if os.environ.get(KEY_JOIN_VARIABLE) == "1":
-        delete_by_key_join(app)
     return app
 
 
@@ -141,43 +140,6 @@ def _operation_name(operation: t.Any) -> str:
     name = getattr(operation, "__qualname__", type(operation).__name__)
     module = str(getattr(operation, "__module__", "")).rsplit(".", 1)[-1]
     return f"{module}.{name}".replace(".<locals>.<lambda>", "").replace(" ", "_")
-
-
-def delete_by_key_join(app: Flask) -> None:
-    """MySQL/MariaDB, ``--delete-by-key-join``: the claim's ``DELETE FROM
-    solidq_ready_executions WHERE id IN (...)`` goes to the server as ``DELETE r FROM (SELECT
-    ... AS id UNION ALL ...) k STRAIGHT_JOIN solidq_ready_executions r ON r.id = k.id``, an
-    experiment (rewritten on its way to the cursor), not the library's statement.
-
-    When InnoDB's statistics say the ready table holds at most a row or so (a table that is
-    drained as fast as it fills, or new), MariaDB 10.11 plans ``id IN`` of 3 or more ids as a
-    full scan (EXPLAIN: type ALL; 2 ids or fewer: range), and a scanning ``DELETE`` locks
-    every row it passes, the rows other claims hold included: two claims deleting rows of
-    their own wait for each other's. ``ORDER BY id`` doesn't change that plan (ALL, filesort);
-    the join reads the primary key once per id (eq_ref) whatever the statistics say.
-    """
-    if sa.make_url(app.config["SQLALCHEMY_DATABASE_URI"]).get_backend_name() != "mysql":
-        return
-    sa.event.listen(sa.Engine, "before_cursor_execute", _rewrite_delete, retval=True)
-
-
-READY_DELETE = re.compile(
-    r"^DELETE FROM solidq_ready_executions WHERE solidq_ready_executions\.id IN \((.*)\)$"
-)
-
-
-def _rewrite_delete(
-    connection: t.Any, cursor: t.Any, statement: str, parameters: t.Any, context: t.Any, many: bool
-) -> tuple[str, t.Any]:
-    match = READY_DELETE.match(statement)
-    if match is None or many:
-        return statement, parameters
-    ids = " UNION ALL ".join(
-        f"SELECT {placeholder} AS id" if index == 0 else f"SELECT {placeholder}"
-        for index, placeholder in enumerate(match.group(1).split(", "))
-    )
-    joined = f"DELETE r FROM ({ids}) k STRAIGHT_JOIN solidq_ready_executions r ON r.id = k.id"
-    return joined, parameters
 
 
 # --- the enqueuers (processes of their own, spawned) ----------------------------------------
@@ -399,7 +361,6 @@ def _load(
         "SOLIDQ_BENCH_RUN_LOG": str(run_log),
         PAUSES_VARIABLE: str(pauses),
         ATTEMPTS_VARIABLE: str(run.attempts),
-        KEY_JOIN_VARIABLE: "1" if options.delete_by_key_join else "0",
     }
     went = time.time()
     context = multiprocessing.get_context("spawn")
@@ -641,11 +602,6 @@ def main() -> None:
     parser.add_argument("--singles", type=int, default=2_000, help="perform_later calls")
     parser.add_argument("--backends", default="mysql,postgres", help="backends to measure")
     parser.add_argument(
-        "--delete-by-key-join",
-        action="store_true",
-        help="experiment: the claim's DELETE of its ready rows joins its ids (MySQL)",
-    )
-    parser.add_argument(
         "--timeout", type=float, default=170.0, help="seconds a run may take from the enqueues"
     )
     options = parser.parse_args()
@@ -678,7 +634,6 @@ def main() -> None:
         f"{PROCESSES} worker processes x {THREADS} threads; 2 x {options.bulk_jobs:,} jobs"
         f" enqueued in bulk (chunks of {options.chunk}) and {options.singles:,} single"
         " enqueues at the same time"
-        + ("; the claim's DELETE joins its ids (experiment)" if options.delete_by_key_join else "")
     )
     headers = [
         "backend",

@@ -114,6 +114,15 @@ class QueueSelector:
     def has_prefixes(self) -> bool:
         return not self.all_queues and any(queue.endswith("*") for queue in self.queues)
 
+    def matches(self, queue_name: str) -> bool:
+        """Whether this selector claims from ``queue_name``."""
+        return any(
+            queue == "*"
+            or queue == queue_name
+            or (queue.endswith("*") and queue_name.startswith(queue[:-1]))
+            for queue in self.queues
+        )
+
     def relations(self, engine: sa.Engine) -> list[str | None]:
         """The queue names to claim from, in order; ``None`` stands for every queue at once.
 
@@ -282,7 +291,7 @@ def _claim_from(
             )
         # By primary key: deleting by job_id deadlocked on MySQL (Solid Queue PR #240).
         if candidates:
-            connection.execute(_DELETE_READY, {"ids": [id_ for id_, _ in candidates]})
+            db.delete_by_ids(connection, READY, [id_ for id_, _ in candidates])
         if not checked:
             jobs = _read_jobs(connection, job_ids)
     if not checked:
@@ -472,7 +481,6 @@ _REGISTERED = (
 
 _VARIANTS = [(by_queue, skip_locked) for by_queue in (False, True) for skip_locked in (False, True)]
 _CANDIDATES = {variant: _build_candidates(*variant) for variant in _VARIANTS}
-_DELETE_READY = READY.delete().where(READY.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 
 def _ready_queues_like(connection: sa.Connection, prefix: str) -> list[str]:

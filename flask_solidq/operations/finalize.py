@@ -36,6 +36,10 @@ CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
 COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
+#: How many times in all a batch of outcomes that deadlocked (MariaDB: two finishers' deletes
+#: of their claims) is stored; the finisher itself tries again after that, with an ERROR line.
+DEADLOCK_ATTEMPTS = 5
+
 INSERT_FAILED = FAILED.insert()
 UPDATE_RETRIED = (
     JOBS.update()
@@ -65,10 +69,8 @@ def finalize_all(
         rows = db.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
         kept = {job_id for (job_id,) in rows}
     else:
-        with db.write(engine) as connection:
-            kept = set(delete_held_claims(connection, process_id, job_ids))
-            held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
-            _store(connection, held, now, preserve_finished=preserve_finished)
+        store = functools.partial(_store_held, engine, process_id, outcomes, now, preserve_finished)
+        kept = db.retrying_deadlocks(store, attempts=DEADLOCK_ATTEMPTS)
     stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
     try:
         controls.finish(
@@ -109,6 +111,22 @@ def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
         and not db.in_transaction(engine)
         and all(outcome.kind in _DONE for outcome in outcomes)
     )
+
+
+def _store_held(
+    engine: sa.Engine,
+    process_id: int,
+    outcomes: list[Outcome],
+    now: dt.datetime,
+    preserve_finished: bool,
+) -> set[int]:
+    """Release the claims ``process_id`` still holds among ``outcomes`` and store those
+    outcomes, in one transaction; return the job ids stored."""
+    with db.write(engine) as connection:
+        kept = set(delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes]))
+        held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
+        _store(connection, held, now, preserve_finished=preserve_finished)
+    return kept
 
 
 def delete_held_claims(connection: sa.Connection, process_id: int, job_ids: list[int]) -> list[int]:
