@@ -22,9 +22,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.models.base import UTCDateTime
+from flask_solidq import database_clock
 from flask_solidq.operations import queues
-from flask_solidq.timing import utcnow
 
 
 class Verdict(enum.IntEnum):
@@ -108,19 +107,6 @@ class Report:
         }
 
 
-def database_now(connection: sa.Connection) -> dt.datetime:
-    """The database's current time, aware UTC (PostgreSQL's is its transaction's start).
-    SQLite has no server: its clock is this host's."""
-    dialect = connection.dialect.name
-    if dialect == "postgresql":
-        now: sa.ColumnElement[t.Any] = sa.func.timezone("UTC", sa.func.now())
-    elif dialect in ("mysql", "mariadb"):
-        now = sa.func.utc_timestamp(6)
-    else:
-        return utcnow()
-    return t.cast(dt.datetime, connection.scalar(sa.select(sa.type_coerce(now, UTCDateTime()))))
-
-
 def check_host(
     connection: sa.Connection,
     *,
@@ -131,7 +117,7 @@ def check_host(
     """Judge the supervisors registered on ``hostname`` (those of ``supervisor_pid`` only,
     when given) and their processes: healthy when one of them heartbeat within ``threshold``
     seconds and every process of each live one did too."""
-    now = database_now(connection)
+    now = database_clock.now(connection)
     rows = [_process_health(row, now, threshold) for row in queues.process_rows(connection)]
     candidates = [
         row

@@ -25,7 +25,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import health
+from flask_solidq import database_clock
 from flask_solidq import models
 from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
@@ -92,7 +92,7 @@ def read_figures(
     :param threshold: the seconds of silence after which a process counts as silent.
     :param max_budgets: the budgets named; the rest add up under :data:`OTHER_BUDGETS`.
     """
-    now = health.database_now(connection)
+    now = database_clock.now(connection)
     finished = throughput.finished_per_minute(connection, now - WINDOW).per_queue
     waiting = budgets.waiting(connection)
     return Figures(
