@@ -31,6 +31,7 @@ from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import params
 from tests import dashboard_jobs as jobs
 from tests import support
+from tests import test_dashboard as dashboard_tests
 from tests import test_dashboard_browser as browser_tests
 from tests.concurrency_support import job_state
 from tests.test_dashboard import Page
@@ -57,28 +58,12 @@ TOO_BIG = str(2**63)
 LARGEST = str(2**63 - 1)
 
 
-@pytest.fixture(autouse=True)
-def clean_job_module() -> t.Iterator[None]:
-    jobs.FAILURES.clear()
-    yield
-    jobs.FAILURES.clear()
-
-
-@pytest.fixture
-def app(database_url: str) -> t.Iterator[Flask]:
-    """Overrides conftest's ``app``: the dashboard on (testing mode opens it)."""
-    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
-        yield app
-
-
-@pytest.fixture(autouse=True)
-def _push_request_context() -> None:
-    """Overrides pytest-flask's: each test-client request gets its own context, as served."""
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+# The dashboard tests' fixtures: the dashboard on, a request context per request, the job
+# module's failures cleared.
+clean_job_module = dashboard_tests.clean_job_module
+app = dashboard_tests.app
+_push_request_context = dashboard_tests._push_request_context
+client = dashboard_tests.client
 
 
 @pytest.fixture
