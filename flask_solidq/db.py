@@ -286,6 +286,11 @@ def _configure_pooler(
     Connected directly: only a connection PgBouncer refuses for its startup options is told
     apart, its error naming the setting (:func:`_name_the_pooler_fix`)."""
     if engine.dialect.name != "postgresql":
+        if connections.pooler is not None:
+            raise ValueError(
+                f"SOLIDQ_DATABASE_POOLER = {connections.pooler!r} is for PostgreSQL behind"
+                f" PgBouncer, but the queue's database is {engine.dialect.name}: leave it unset."
+            )
         return
     if connections.pooler is None:
         _name_the_pooler_fix(engine)

@@ -244,6 +244,14 @@ def test_a_listen_url_without_a_pooler_is_refused_with_the_fix(tmp_path: t.Any):
         support.create_app(f"sqlite:///{tmp_path}/q.db", SOLIDQ_DATABASE_POOLER="pgpool")
 
 
+def test_the_pooler_setting_on_another_database_is_refused(tmp_path: t.Any):
+    app = support.create_app(f"sqlite:///{tmp_path}/q.db", SOLIDQ_DATABASE_POOLER="pgbouncer")
+    with app.app_context():
+        with pytest.raises(ValueError, match="is for PostgreSQL behind PgBouncer"):
+            app.extensions["solidq"].engine  # noqa: B018 - building the engine refuses
+        support.db.engines[None].dispose()
+
+
 def test_the_pooler_sends_no_startup_options_and_prepares_nothing() -> None:
     url = sa.make_url("postgresql+psycopg://u@bouncer:6432/app")
     pooled = db.ConnectionSettings(pooler="pgbouncer")
