@@ -23,10 +23,10 @@ from tests.runtime_support import READY
 BATCH_SIZES = (1, 3, 10)
 
 #: Statements per claim, by dialect, as measured. PostgreSQL claims in one statement
-#: (data-modifying CTEs); the others lock the process's row (a claim only commits for a
-#: registered process), select the candidates, insert the claims, delete the ready rows and
+#: (data-modifying CTEs); the others select the candidates (locking the process's row, so a
+#: claim only commits for a registered process), insert the claims, delete the ready rows and
 #: read the jobs.
-CLAIM_STATEMENTS = {"postgresql": 1, "sqlite": 5, "mysql": 5}
+CLAIM_STATEMENTS = {"postgresql": 1, "sqlite": 4, "mysql": 4}
 
 #: Statements to store a batch of finished outcomes, by dialect, as measured. PostgreSQL
 #: releases the claims and finishes the jobs in one statement; SQLite and MariaDB delete the

@@ -176,7 +176,7 @@ def test_the_candidates_select_reads_its_index_in_order_without_a_sort(app, engi
     queues.pause(engine, "paused")
     statement = claim._candidates(queue_name, skip_locked=True)
     compiled = statement.compile(dialect=engine.dialect)
-    values = compiled.construct_params({"queue_name": queue_name, "limit": 3})
+    values = compiled.construct_params({"queue_name": queue_name, "limit": 3, "process_id": 9001})
 
     with engine.connect() as connection:
         plan = connection.exec_driver_sql(f"EXPLAIN {compiled}", values).mappings().all()

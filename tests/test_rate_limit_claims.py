@@ -757,12 +757,13 @@ def test_a_batch_without_limited_jobs_costs_the_plain_claims_statements(app, eng
 
 
 #: Statements of a claim whose batch holds limited jobs of one budget that exists, as
-#: measured: lock the process's row, select the candidates, read their jobs, lock the budget,
-#: read the database's clock (not on SQLite, whose clock is this host's), save the budget,
-#: insert the deferred jobs' scheduled executions, insert the claims, delete the ready rows; on
-#: PostgreSQL, a NOTIFY for the dispatchers of the deferred jobs (the guarded one-statement
-#: claim is not tried again for a second after a batch it refused, as the warm-up's was).
-LIMITED_CLAIM_STATEMENTS = {"postgresql": 10, "sqlite": 8, "mysql": 9}
+#: measured: select the candidates (locking the process's row), read their jobs, lock the
+#: budget, read the database's clock (not on SQLite: its clock is this host's), save
+#: the budget, insert the deferred jobs' scheduled executions, insert the claims, delete the
+#: ready rows; on PostgreSQL, a NOTIFY for the dispatchers of the deferred jobs (the guarded
+#: one-statement claim is not tried again for a second after a batch it refused, as the
+#: warm-up's was).
+LIMITED_CLAIM_STATEMENTS = {"postgresql": 9, "sqlite": 7, "mysql": 8}
 
 #: Two more when the budget is seen the first time: insert its row, lock it.
 NEW_BUDGET_STATEMENTS = 2

@@ -29,9 +29,9 @@ claims them once it has threads for them.
 Only a registered process claims. A process paused past the alive threshold (SIGSTOP, a VM
 paused, a debugger) is pruned by a live supervisor, which fails or releases its claims and
 deletes its row; when it wakes, its claim thread may poll before its heartbeat finds the row
-gone. So every claim locks the process's row in its own transaction (shared, first) and claims
-nothing when the row is gone: no claim can commit under a process that no longer exists,
-whichever of the pruning and the claim locks the row first.
+gone. So every claim locks the process's row in its own transaction (shared, in the select of
+its candidates, which finds none when the row is gone): no claim can commit under a process
+that no longer exists, whichever of the pruning and the claim locks the row first.
 
 A claim that took jobs sends ``signals.claim`` once it committed (one per worker poll).
 """
@@ -252,8 +252,6 @@ def _claim_from(
         memory[queue_name] = time.monotonic() + CHECKED_MEMORY
     held_back = 0
     with db.write(engine) as connection:
-        if connection.execute(_REGISTERED, params).first() is None:
-            return ClaimBatch([], [])
         candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
         if not candidates:
             return ClaimBatch([], [])
@@ -420,10 +418,22 @@ def _candidates(queue_name: str | None, skip_locked: bool) -> sa.Select[t.Any]:
     return _CANDIDATES[(queue_name is not None, skip_locked)]
 
 
+#: The claiming process's row, locked for the claim's transaction, inside the candidates'
+#: select (a claim takes nothing for a process that isn't registered): shared, so claims and
+#: heartbeats (PostgreSQL's ``FOR KEY SHARE``) go on, but a pruning's ``FOR UPDATE`` of the row
+#: waits for the claim to commit, or the claim for the pruning (and then finds no row). SQLite
+#: locks no row and needs none: from ``BEGIN IMMEDIATE`` on, no pruning can come between.
+_REGISTERED = (
+    sa.select(PROCESSES.c.id)
+    .where(PROCESSES.c.id == sa.bindparam("process_id"))
+    .with_for_update(read=True, key_share=True)
+)
+
+
 def _build_candidates(by_queue: bool, skip_locked: bool) -> sa.Select[t.Any]:
     order = (READY.c.priority, READY.c.job_id)
     query = sa.select(READY.c.id, READY.c.job_id).where(
-        READY.c.queue_name.not_in(sa.select(PAUSES.c.queue_name))
+        sa.exists(_REGISTERED), READY.c.queue_name.not_in(sa.select(PAUSES.c.queue_name))
     )
     if by_queue:
         query = query.where(READY.c.queue_name == sa.bindparam("queue_name"))
@@ -469,15 +479,6 @@ def _ready_index(*columns: sa.Column[t.Any]) -> str:
             return str(index.name)
     raise LookupError(f"no index on {READY.name} {wanted}")
 
-
-#: The claiming process's row, locked for the claim's transaction: shared, so claims and
-#: heartbeats (PostgreSQL's ``FOR KEY SHARE``) go on, but a pruning's ``FOR UPDATE`` of the row
-#: waits for the claim to commit, or the claim for the pruning (and then finds no row).
-_REGISTERED = (
-    sa.select(PROCESSES.c.id)
-    .where(PROCESSES.c.id == sa.bindparam("process_id"))
-    .with_for_update(read=True, key_share=True)
-)
 
 _VARIANTS = [(by_queue, skip_locked) for by_queue in (False, True) for skip_locked in (False, True)]
 _CANDIDATES = {variant: _build_candidates(*variant) for variant in _VARIANTS}
