@@ -20,6 +20,7 @@ from tests import support
 from tests import worker_jobs
 from tests.runtime_support import CLAIMED
 from tests.runtime_support import READY
+from tests.test_shutdown import claim_for_a_missing_process
 from tests.test_shutdown import enqueue_sleep
 from tests.test_shutdown import running
 
@@ -119,3 +120,16 @@ def held_job_runs(engine):
     """The runs of the held sleep job, in the order they started."""
     runs = [run for run in runtime_support.runs(engine, "worker_test.sleep") if run.value == "held"]
     return sorted(runs, key=lambda run: run.started_at)
+
+
+def test_a_live_supervisor_handles_claims_of_a_missing_process_without_a_restart(
+    app, engine, launcher
+):
+    launcher.start()
+    runtime_support.wait_for_kinds(engine, ["Dispatcher", "Supervisor(fork)", "Worker"])
+    # A claim whose process row is gone (deleted by hand, say), after the supervisor started.
+    vanished = claim_for_a_missing_process(app, engine)
+
+    errors = support.wait_until(lambda: runtime_support.failures(engine), timeout=10)
+    assert errors[vanished]["exception_class"] == "flask_solidq.ProcessMissingError"
+    assert support.count(engine, CLAIMED) == 0
