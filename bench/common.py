@@ -214,3 +214,12 @@ def print_drain_details(details: list[list[t.Any]], problems: list[str]) -> None
         print("\n".join(f"  {line}" for line in problems))
     else:
         print("Worker output: INFO lines only.")
+
+
+def jobs_left(engine: sa.Engine) -> int:
+    """Jobs ready or claimed: what a drain has still to finish."""
+    with engine.connect() as connection:
+        return sum(
+            connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+            for table in (models.ReadyExecution.__table__, models.ClaimedExecution.__table__)
+        )

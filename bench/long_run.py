@@ -178,15 +178,6 @@ def enqueue(app: Flask, count: int, batch: int) -> int:
     return first_id
 
 
-def left(engine: sa.Engine) -> int:
-    """Jobs ready or claimed: what the drain has still to finish."""
-    with solidq_db.read(engine) as connection:
-        return sum(
-            connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-            for table in (READY, CLAIMED)
-        )
-
-
 def drain(
     url: str, engine: sa.Engine, options: argparse.Namespace, workdir: pathlib.Path, result: Result
 ) -> pathlib.Path:
@@ -201,7 +192,7 @@ def drain(
         try:
             deadline = begun + options.timeout
             while True:
-                remaining = left(engine)
+                remaining = common.jobs_left(engine)
                 rss = {pid: procfs.rss_kib(pid) for pid in procfs.children(process.pid)}
                 sample = Sample(time.monotonic() - begun, remaining, _present(rss))
                 result.samples.append(sample)

@@ -64,8 +64,6 @@ from flask_solidq.operations import queues  # noqa: E402
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 PREFIX = "sqscale"
 SUBNET = "10.214"
 
@@ -238,7 +236,7 @@ def drain(
         resumed = time.time()
         queues.resume(engine, "default")
         deadline = time.monotonic() + options.timeout
-        while left(engine):
+        while common.jobs_left(engine):
             if any(process.poll() is not None for process, _, _ in started):
                 problems.append("a supervisor exited early")
                 break
@@ -284,14 +282,6 @@ def wait_registered(engine: sa.Engine, workers: int, processes: list[t.Any]) -> 
         if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
             raise RuntimeError(f"{registered} of {workers} workers registered; see their logs")
         time.sleep(0.1)
-
-
-def left(engine: sa.Engine) -> int:
-    with solidq_db.read(engine) as connection:
-        return sum(
-            connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-            for table in (READY, CLAIMED)
-        )
 
 
 def check(

@@ -30,7 +30,6 @@ from flask_solidq.dashboard import csrf
 from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import params
 from tests import dashboard_jobs as jobs
-from tests import support
 from tests import test_dashboard as dashboard_tests
 from tests import test_dashboard_browser as browser_tests
 from tests.concurrency_support import job_state
@@ -42,7 +41,6 @@ from tests.test_dashboard import paused
 from tests.test_job_actions import enqueue
 
 if t.TYPE_CHECKING:
-    from flask import Flask
     from flask.testing import FlaskClient
     from playwright.sync_api import Page as BrowserPage
     from werkzeug.test import TestResponse
@@ -64,23 +62,7 @@ clean_job_module = dashboard_tests.clean_job_module
 app = dashboard_tests.app
 _push_request_context = dashboard_tests._push_request_context
 client = dashboard_tests.client
-
-
-@pytest.fixture
-def make_app(app: Flask, database_url: str) -> t.Iterator[t.Callable[..., Flask]]:
-    """More apps on the same database with other settings (``app`` empties it after)."""
-    made: list[Flask] = []
-
-    def make(**config: t.Any) -> Flask:
-        other = support.create_app(database_url, **{"SOLIDQ_DASHBOARD": True, **config})
-        made.append(other)
-        return other
-
-    yield make
-    for other in made:
-        with other.app_context():
-            other.extensions["solidq"].dispose()
-            support.db.engines[None].dispose()
+make_app = dashboard_tests.make_app
 
 
 def signed(key: str | bytes, value: str = "") -> str:
