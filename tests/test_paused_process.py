@@ -15,12 +15,14 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import db
+from flask_solidq.timing import utcnow
 from tests import runtime_support
 from tests import support
 from tests import worker_jobs
 from tests.runtime_support import CLAIMED
 from tests.runtime_support import READY
-from tests.test_shutdown import claim_for_a_missing_process
+from tests.runtime_support import SCHEDULED
 from tests.test_shutdown import enqueue_sleep
 from tests.test_shutdown import running
 
@@ -128,8 +130,27 @@ def test_a_live_supervisor_handles_claims_of_a_missing_process_without_a_restart
     launcher.start()
     runtime_support.wait_for_kinds(engine, ["Dispatcher", "Supervisor(fork)", "Worker"])
     # A claim whose process row is gone (deleted by hand, say), after the supervisor started.
-    vanished = claim_for_a_missing_process(app, engine)
+    vanished = claim_of_a_missing_process_beside_a_worker(app, engine)
 
     errors = support.wait_until(lambda: runtime_support.failures(engine), timeout=10)
     assert errors[vanished]["exception_class"] == "flask_solidq.ProcessMissingError"
     assert support.count(engine, CLAIMED) == 0
+
+
+def claim_of_a_missing_process_beside_a_worker(app, engine) -> int:
+    """A job claimed by a process id no row has, made while a worker polls: the job is
+    scheduled an hour ahead first, so no claim or dispatch of the worker's touches it (a
+    ready row deleted under a polling MariaDB worker can deadlock with its claim)."""
+    with app.app_context():
+        job = worker_jobs.record.set(queue="nobody", wait=3600).perform_later("lost")
+    job_id = t.cast(int, job.provider_job_id)
+
+    def move() -> None:
+        with engine.begin() as connection:
+            connection.execute(SCHEDULED.delete().where(SCHEDULED.c.job_id == job_id))
+            connection.execute(
+                CLAIMED.insert().values(job_id=job_id, process_id=10**9, created_at=utcnow())
+            )
+
+    db.retrying_deadlocks(move)
+    return job_id
