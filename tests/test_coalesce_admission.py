@@ -248,6 +248,8 @@ def test_class_wide_key_forms_merge_every_call_under_their_stored_key(app, engin
     assert second.provider_job_id == first.provider_job_id
     assert support.count(engine, JOBS) == 1
     assert key_rows(engine) == {expected: (first.provider_job_id, 0)}
+    with pytest.raises(AttributeError):  # what the enqueue recorded; the caller can't rewrite it
+        second.coalesce_status = CREATED
     assert definition.coalesce_key_for(1) == definition.coalesce_key_for(2) == expected
 
 

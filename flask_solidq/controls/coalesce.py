@@ -139,7 +139,10 @@ def coalesce(
         on_full=(
             OnFull(
                 options.choice(
-                    on_full or "wait", [m.value for m in OnFull], option="on_full", decorator=name
+                    "wait" if on_full is None else on_full,
+                    [m.value for m in OnFull],
+                    option="on_full",
+                    decorator=name,
                 )
             )
             if collecting

@@ -236,8 +236,7 @@ class Job:
         self.provider_job_id: int | None = None
         #: Whether the last enqueue stored the job; None until one was tried.
         self.successfully_enqueued: bool | None = None
-        #: What coalescing did with this call (see :class:`CoalesceStatus`).
-        self.coalesce_status: CoalesceStatus | None = None
+        self._coalesce_status: CoalesceStatus | None = None
         #: The calls a collecting job performs, while it runs.
         self.coalesced_calls: list[Call] | None = None
         #: When the job is due: None for now.
@@ -506,6 +505,16 @@ class Job:
         """How the stored job this instance was loaded from was opened by ``coalesce``
         (``"discard"``, ``"replace"`` or ``"collect"``); None for any other job."""
         return self._coalesced_as
+
+    @property
+    def coalesce_status(self) -> CoalesceStatus | None:
+        """What coalescing did with this call (see :class:`CoalesceStatus`); None for a job
+        that doesn't coalesce, or before its enqueue. Read-only: the enqueue records it."""
+        return self._coalesce_status
+
+    def mark_coalesced(self, status: CoalesceStatus | None) -> None:
+        """Record what coalescing did with this call (the enqueue's, once it committed)."""
+        self._coalesce_status = status
 
     def mark_enqueued(self, now: dt.datetime) -> None:
         """Record that the job is being enqueued at ``now``: a relative ``wait`` becomes an

@@ -435,7 +435,7 @@ def _record(decision: Decision, *, bulk: bool) -> None:
     """Set a call's outcome on its job, and announce it (``signals.coalesce``): after its
     transaction committed, or, inside a caller's transaction, before that commits."""
     job = decision.pending.job
-    job.coalesce_status = decision.status
+    job.mark_coalesced(decision.status)
     job.provider_job_id = decision.job_id
     # As the seed's outcome table has it: a single enqueue that didn't raise reports True
     # (Active Job sets it), even when the call was discarded or a concurrency conflict

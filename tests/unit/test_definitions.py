@@ -700,6 +700,10 @@ def test_key_none_or_false_disables_every_control(disabled):
         (lambda: coalesce(key="k", on_conflict="replace", max_calls=5), ValueError, "max_calls="),
         (lambda: coalesce(key="k", on_full="wait"), ValueError, "on_full="),
         (lambda: coalesce(key="k", on_conflict="collect", on_full="drop"), ValueError, "on_full="),
+        # Only None means "wait": a value that is merely falsy is refused, not taken for it.
+        (lambda: coalesce(key="k", on_conflict="collect", on_full=""), ValueError, "on_full="),
+        (lambda: coalesce(key="k", on_conflict="collect", on_full=False), ValueError, "on_full="),
+        (lambda: coalesce(key="k", on_conflict="collect", on_full=0), ValueError, "on_full="),
         (lambda: coalesce(key="k", on_conflict="collect", max_calls=0), ValueError, "max_calls="),
         (lambda: coalesce(key="k", on_conflict="collect", max_calls="9"), TypeError, "max_calls="),
         (lambda: coalesce(key="k", max_wait=10), ValueError, "max_wait="),
