@@ -52,21 +52,12 @@ from flask import Flask  # noqa: E402
 from bench import app as bench_app  # noqa: E402
 from bench import common  # noqa: E402
 from bench import procfs  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
+from bench import throughput  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import maintenance  # noqa: E402
 from flask_solidq.timing import utcnow  # noqa: E402
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-EXECUTIONS = {
-    "ready": READY,
-    "claimed": CLAIMED,
-    "scheduled": t.cast(sa.Table, models.ScheduledExecution.__table__),
-    "blocked": t.cast(sa.Table, models.BlockedExecution.__table__),
-    "failed": t.cast(sa.Table, models.FailedExecution.__table__),
-}
 #: The tables whose sizes are shown one by one; the rest are summed into "other".
 SHOWN = ("solidq_jobs", "solidq_ready_executions", "solidq_claimed_executions")
 SAMPLE_EVERY = 2.0
@@ -222,18 +213,7 @@ def _present(rss: dict[int, int | None]) -> dict[int, int]:
 
 def check(engine: sa.Engine, first_id: int, run_log: pathlib.Path, result: Result) -> None:
     """Every job finished exactly once; the rates per segment from the finish stamps."""
-    with solidq_db.read(engine) as connection:
-        stamps = sorted(
-            connection.scalars(
-                sa.select(JOBS.c.finished_at).where(
-                    JOBS.c.id >= first_id, JOBS.c.finished_at.is_not(None)
-                )
-            )
-        )
-        leftovers = {
-            name: connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-            for name, table in EXECUTIONS.items()
-        }
+    stamps, leftovers = throughput.finish_stamps_and_leftovers(engine, first_id)
     runs: collections.Counter[int] = collections.Counter()
     with run_log.open() as lines:
         runs.update(int(line) for line in lines)

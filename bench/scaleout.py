@@ -293,18 +293,7 @@ def check(
     run_logs: list[pathlib.Path],
     problems: list[str],
 ) -> Drain:
-    with solidq_db.read(engine) as connection:
-        stamps = sorted(
-            connection.scalars(
-                sa.select(JOBS.c.finished_at).where(
-                    JOBS.c.id >= first_id, JOBS.c.finished_at.is_not(None)
-                )
-            )
-        )
-        leftovers = {
-            name: connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-            for name, table in throughput.LEFTOVERS.items()
-        }
+    stamps, leftovers = throughput.finish_stamps_and_leftovers(engine, first_id)
     runs: collections.Counter[int] = collections.Counter()
     per_host = []
     for run_log in run_logs:

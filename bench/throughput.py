@@ -130,19 +130,7 @@ def drain(
             common.kill_work(process)
     run.problems += common.log_problems(output.read_text(errors="replace"))
 
-    with solidq_db.read(engine) as connection:
-        stamps = [
-            row[0]
-            for row in connection.execute(
-                sa.select(JOBS.c.finished_at).where(
-                    JOBS.c.id >= first_id, JOBS.c.finished_at.is_not(None)
-                )
-            )
-        ]
-        leftovers = {
-            name: connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-            for name, table in LEFTOVERS.items()
-        }
+    stamps, leftovers = finish_stamps_and_leftovers(engine, first_id)
     if len(stamps) >= 2:
         first, last = min(stamps), max(stamps)
         in_first_batch = sum(1 for stamp in stamps if stamp == first)
@@ -165,6 +153,26 @@ def drain(
         issues.append(f"{len(twice)} jobs ran more than once (e.g. ids {twice[:5]})")
     run.check = "; ".join(issues) if issues else f"all {count:,} exactly once"
     return run
+
+
+def finish_stamps_and_leftovers(
+    engine: sa.Engine, first_id: int
+) -> tuple[list[dt.datetime], dict[str, int]]:
+    """The ``finished_at`` stamps of the jobs from ``first_id`` on, sorted, and how many rows
+    each execution table still holds (all 0 after a clean drain)."""
+    with solidq_db.read(engine) as connection:
+        stamps = sorted(
+            connection.scalars(
+                sa.select(JOBS.c.finished_at).where(
+                    JOBS.c.id >= first_id, JOBS.c.finished_at.is_not(None)
+                )
+            )
+        )
+        leftovers = {
+            name: connection.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+            for name, table in LEFTOVERS.items()
+        }
+    return stamps, leftovers
 
 
 def main() -> None:
