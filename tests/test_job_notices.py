@@ -183,3 +183,48 @@ def test_a_lost_postgres_listener_is_noticed_and_opened_again(app, caplog):
         assert support.wait_until(listener.drain) == [(postgres.READY_CHANNEL, "again")]
     finally:
         listener.close()
+
+
+def test_a_subscription_listens_from_the_moment_it_is_made(app):
+    """A process makes its subscription before its first poll: what is notified between that
+    poll and its first sleep is heard (the listener used to connect only at the first sleep,
+    and a job made ready in between waited a whole polling interval)."""
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+    heard: list[bytes | str] = []
+    subscription = job_notices.Subscription(engine, WORKER, heard.append)
+    try:
+        if db.supports_listen_notify(engine):
+            with db.write(engine) as connection:
+                db.notify(connection, postgres.READY_CHANNEL, "before the first sleep")
+        else:
+            job_notices.announce_ready(engine, notified=False, queues=["default"])
+        waker = Waker()
+        support.wait_until(lambda: waker.sleep(0.05, subscription.watched()) or heard)
+        waker.close()
+    finally:
+        subscription.close()
+    assert heard in (["before the first sleep"], [b'["default"]'])
+
+
+def test_a_subscription_whose_listener_comes_back_polls_once_for_what_it_missed(app):
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+    if not db.supports_listen_notify(engine):
+        assert engine.dialect.name != "postgresql"
+        return
+    gaps: list[str] = []
+    subscription = job_notices.Subscription(
+        engine, WORKER, lambda payload: None, on_gap=lambda: gaps.append("gap")
+    )
+    waker = Waker()
+    try:
+        assert waker.sleep(0.01, subscription.watched()) is None and gaps == []
+        backend_pid = subscription._database._connection.info.backend_pid
+        with db.autocommit(engine) as connection:
+            connection.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": backend_pid})
+        support.wait_until(lambda: waker.sleep(0.05, subscription.watched()) or gaps)
+        assert gaps == ["gap"]
+    finally:
+        waker.close()
+        subscription.close()

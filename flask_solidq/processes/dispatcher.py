@@ -53,7 +53,9 @@ class Dispatcher(Poller):
     def boot(self) -> None:
         super().boot()
         job_notices.listen_scheduled(self._scheduled)
-        self._subscription = job_notices.Subscription(self.engine, DISPATCHER, self._heard)
+        self._subscription = job_notices.Subscription(
+            self.engine, DISPATCHER, self._heard, on_gap=self.wake_up
+        )
 
     def shutdown(self) -> None:
         job_notices.forget(self._scheduled)

@@ -164,7 +164,14 @@ def _bell(engine: sa.Engine) -> HostBell:
 class Subscription:
     """What a worker or dispatcher hears from other processes: its machine's socket of its
     kind and, on PostgreSQL, the database's notifications on its channel. Each message is
-    handed to ``on_message`` with its payload (empty for "jobs are ready")."""
+    handed to ``on_message`` with its payload (empty for "jobs are ready").
+
+    Both listen from the moment the subscription exists, which the process makes before its
+    first poll: a notification sent between that poll and its first sleep is heard, not lost
+    to a polling interval (the listener used to connect at the first sleep, and a job made
+    ready in between waited a whole interval). A database listener that was lost and
+    connects again calls ``on_gap``: what was notified meanwhile went unheard, so the
+    process polls once more at once."""
 
     def __init__(
         self,
@@ -173,14 +180,17 @@ class Subscription:
         on_message: t.Callable[[bytes | str], None],
         *,
         tag: str = "",
+        on_gap: t.Callable[[], None] | None = None,
     ) -> None:
         self.kind = kind
         self.on_message = on_message
+        self.on_gap = on_gap
         self._host: Listener | None = _bell(engine).listen(kind, tag)
         self._database: PostgresListener | None = None
         if db.supports_listen_notify(engine):
             channel = postgres.READY_CHANNEL if kind == WORKER else postgres.SCHEDULED_CHANNEL
             self._database = PostgresListener(engine, [channel])
+            self._database.open()
 
     def watched(self) -> list[Watched]:
         """The descriptors to wait on now, with their handlers (reconnecting the database
@@ -188,7 +198,7 @@ class Subscription:
         watched: list[Watched] = []
         if self._host is not None:
             watched.append((self._host.fileno(), self._read_host))
-        if self._database is not None and self._database.open():
+        if self._database is not None and self._listening():
             fileno = self._database.fileno()
             if fileno is not None:
                 watched.append((fileno, self._read_database))
@@ -199,6 +209,18 @@ class Subscription:
             self._host.close()
         if self._database is not None:
             self._database.close()
+
+    def _listening(self) -> bool:
+        """Whether the database listener listens, connecting it if it was lost (and then
+        calling ``on_gap``)."""
+        database = t.cast(PostgresListener, self._database)
+        if database.is_open:
+            return True
+        if not database.open():
+            return False
+        if self.on_gap is not None:
+            self.on_gap()
+        return True
 
     def _read_host(self) -> None:
         for message in t.cast("Listener", self._host).drain():

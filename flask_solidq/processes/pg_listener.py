@@ -59,6 +59,11 @@ class PostgresListener:
         self._warned = False
         self._listened = False
 
+    @property
+    def is_open(self) -> bool:
+        """Whether it holds a connection (that may have broken since it was last read)."""
+        return self._connection is not None
+
     def open(self) -> bool:
         """Connect and listen, unless already listening; say whether it listens."""
         if self._connection is not None:

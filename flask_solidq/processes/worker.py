@@ -187,6 +187,7 @@ class Worker(Poller):
             WORKER,
             self._heard_ready,
             tag=job_notices.worker_tag(self.selector),
+            on_gap=self.wake_up,
         )
 
     def watched(self) -> list[Watched]:
