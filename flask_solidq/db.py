@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
 from flask_solidq import postgres
+from flask_solidq import sqlite as sqlite_connections
 
 T = t.TypeVar("T")
 
@@ -423,24 +424,7 @@ _sqlite_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref
 
 def _configure_sqlite(engine: sa.Engine) -> None:
     _sqlite_writers[engine] = threading.RLock()
-
-    @sa.event.listens_for(engine, "connect")
-    def set_pragmas(dbapi_connection: t.Any, _record: t.Any) -> None:
-        # Take transaction control away from the sqlite3 module, which would otherwise open
-        # deferred transactions behind SQLAlchemy's back; the "begin" listener opens them.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def begin(connection: sa.Connection) -> None:
-        read_only = connection.get_execution_options().get("solidq_read_only")
-        connection.connection.driver_connection.execute(  # type: ignore[union-attr]
-            "BEGIN" if read_only else "BEGIN IMMEDIATE"
-        )
+    sqlite_connections.configure(engine)
 
 
 _ambient: contextvars.ContextVar[dict[sa.Engine, sa.Connection] | None] = contextvars.ContextVar(

@@ -278,3 +278,41 @@ def test_signals_of_a_joined_enqueue_are_sent_at_once(app, engine, orders):
             worker_jobs.record.perform_later("I-1")
             support.db.session.rollback()
     assert len(sent) == 1  # provisional, as inside solidq.transaction()
+
+
+def test_the_first_enqueue_on_a_sqlite_file_not_yet_in_wal_mode_joins_the_app(tmp_path):
+    """A file made by ``db.create_all()`` (or ``flask db upgrade``) is in rollback-journal
+    mode until a queue connection switches it to WAL, which SQLite refuses while the app's
+    session holds the write lock: the first enqueue after a flush failed with "database is
+    locked" (issue 19, item 1). It joins the app's transaction instead, and a later queue
+    connection switches the file."""
+    url = f"sqlite:///{tmp_path}/fresh.db"
+    app = support.create_app(url)
+    with app.app_context():
+        support.db.create_all()
+        Base.metadata.create_all(support.db.engine)
+        assert support.db.session.execute(sa.text("PRAGMA journal_mode")).scalar() == "delete"
+        support.db.session.commit()
+        engine = app.extensions["solidq"].engine
+    kept = []
+    try:
+        for number, keep in (("W-1", False), ("W-2", True)):
+            with app.app_context():
+                support.db.session.add(Order(number=number))
+                support.db.session.flush()
+                job = worker_jobs.record.perform_later(number)
+                assert job.successfully_enqueued
+                if keep:
+                    support.db.session.commit()
+                    kept.append(job.provider_job_id)
+                else:
+                    support.db.session.rollback()
+        assert [row.id for row in support.rows(engine, JOBS)] == kept
+        with db.write(engine) as connection:
+            connection.execute(sa.text("SELECT 1"))
+        with sa.create_engine(url).connect() as connection:
+            assert connection.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        with app.app_context():
+            app.extensions["solidq"].dispose()
+            support.db.engines[None].dispose()

@@ -1,0 +1,78 @@
+"""What SQLite needs of the queue's connections.
+
+* Transactions are SQLAlchemy's alone: the ``sqlite3`` module would otherwise open deferred
+  transactions behind its back. A queue write opens ``BEGIN IMMEDIATE``, taking the database's
+  one write lock up front instead of failing to upgrade a read lock half-way (a deadlock
+  SQLite reports at once, never waits out); a read opens a plain ``BEGIN``.
+* Write-ahead logging, so the workers' reads don't wait for a writer nor a writer for them.
+  WAL is a property of the file, kept once set, and setting it needs the database to itself:
+  on a file made by ``flask db upgrade`` or ``db.create_all()`` the first queue connection of
+  a web process often opens while the app's session holds the write lock (an enqueue after a
+  flush, which joins the app's transaction). SQLite then refuses the switch at once with
+  "database is locked"; the connection carries on in the file's current journal mode, which
+  is correct, only slower under concurrency, and tries again each time it is checked out
+  until some connection has switched the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import typing as t
+
+import sqlalchemy as sa
+
+logger = logging.getLogger("flask_solidq")
+
+#: A pooled connection's ``info`` key: it couldn't switch the file to WAL yet.
+WAL_PENDING = "solidq_wal_pending"
+
+
+def configure(engine: sa.Engine) -> None:
+    """Set up every connection ``engine`` opens (see the module's docstring)."""
+    sa.event.listen(engine, "connect", _prepare)
+    sa.event.listen(engine, "checkout", _retry_wal)
+    sa.event.listen(engine, "begin", _begin)
+
+
+def _prepare(dbapi_connection: t.Any, record: t.Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        if not _enter_wal(cursor):
+            record.info[WAL_PENDING] = True
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _retry_wal(dbapi_connection: t.Any, record: t.Any, _proxy: t.Any) -> None:
+    if not record.info.get(WAL_PENDING):
+        return
+    cursor = dbapi_connection.cursor()
+    try:
+        if _enter_wal(cursor):
+            del record.info[WAL_PENDING]
+    finally:
+        cursor.close()
+
+
+def _enter_wal(cursor: t.Any) -> bool:
+    """Switch the file to WAL; False when another connection holds a lock that forbids it
+    now."""
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.OperationalError as error:
+        if "locked" not in str(error):
+            raise
+        logger.debug("SolidQ: the SQLite file is locked; WAL mode on a later connection")
+        return False
+    return True
+
+
+def _begin(connection: sa.Connection) -> None:
+    read_only = connection.get_execution_options().get("solidq_read_only")
+    connection.connection.driver_connection.execute(  # type: ignore[union-attr]
+        "BEGIN" if read_only else "BEGIN IMMEDIATE"
+    )
