@@ -23,6 +23,7 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq import models
+from flask_solidq.coalesce_marker import is_coalesced
 from flask_solidq.controls import options
 from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
@@ -42,6 +43,8 @@ logger = logging.getLogger("flask_solidq")
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 
 class OnConflict(str, enum.Enum):
@@ -149,7 +152,9 @@ class ConcurrencyControl(Control):
         return row["concurrency_key"] is not None
 
     def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
-        """Give each limited job a slot, or block it, or discard it (``on_conflict``).
+        """Give each limited job a slot, or block it, or discard it (``on_conflict``); a
+        coalesced job's retry that would be discarded fails instead, its work kept (seed 003:
+        with coalesce, a retry can't be discarded by the key).
 
         Semaphores are locked in key order, so two transactions that both touch keys a and b
         always lock a first and can't deadlock each other.
@@ -168,7 +173,9 @@ class ConcurrencyControl(Control):
             ):
                 continue
             held_back.add(job.id)
-            if limit.on_conflict is OnConflict.DISCARD:
+            if limit.on_conflict is OnConflict.DISCARD and _is_coalesced_retry(connection, job):
+                _fail_retry(connection, job, now)
+            elif limit.on_conflict is OnConflict.DISCARD:
                 connection.execute(JOBS.delete().where(JOBS.c.id == job.id))
                 discarded.add(job.id)
             else:
@@ -217,6 +224,44 @@ class ConcurrencyControl(Control):
             db.retrying_deadlocks(
                 lambda: semaphores.hand_over(engine, key, limit.to, limit.duration)
             )
+
+
+def _is_coalesced_retry(connection: sa.Connection, job: JobRef) -> bool:
+    """Whether ``job`` is a coalesced job going round again (a retry, by its rules or by
+    hand): opened by coalescing, and no longer its key's open job, which it stops being when
+    it starts or fails. A coalesced job on its first way to ready still is, and a conflict
+    discards it as it would any call. Read only on a conflict."""
+    row = connection.execute(
+        sa.select(
+            JOBS.c.arguments,
+            sa.exists().where(COALESCE_KEYS.c.job_id == job.id).label("open"),
+        ).where(JOBS.c.id == job.id)
+    ).first()
+    return row is not None and is_coalesced(row.arguments) and not row.open
+
+
+def _fail_retry(connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
+    """Keep a coalesced job's retry that found its key's slots taken as a failed job, with
+    its arguments and calls, for a human (or a later retry) to decide; the error says why."""
+    message = (
+        f"The retry of job {job.id} found every slot of its concurrency key taken. With"
+        " limits_concurrency(on_conflict='discard') a coalesced job's retry isn't discarded:"
+        " it fails with its work kept. Retry it once the slot is free, or declare"
+        " on_conflict='block' so retries wait their turn."
+    )
+    error = {
+        "exception_class": f"{errors.EnqueueError.__module__}.{errors.EnqueueError.__qualname__}",
+        "message": message,
+        "backtrace": [],
+    }
+    connection.execute(
+        FAILED.insert().values(job_id=job.id, error=json.dumps(error), created_at=now)
+    )
+    logger.warning(
+        "SolidQ job %s: its retry found its concurrency slots taken; it failed with its work"
+        " kept (on_conflict='discard' never discards a coalesced job's retry)",
+        job.id,
+    )
 
 
 def limit_of(source: sa.Connection | sa.Engine, job: JobRef) -> ConcurrencyLimit | None:

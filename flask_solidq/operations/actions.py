@@ -12,7 +12,8 @@ action returns how many jobs it changed.
   (or blocked, by its concurrency limit), keeping its row, its id, its ``executions`` count
   and its collected calls; its ``retry_on`` rules get their attempts back. The error goes
   with the failed execution, as on Solid Queue: a job that fails again records its new one.
-  A retried job doesn't coalesce.
+  A retried job doesn't coalesce. A job stored without a rate-limit or concurrency key takes
+  the one its definition gives it now (:mod:`~flask_solidq.operations.retry_keys`).
 * **discard** (failed, scheduled, ready or blocked jobs; never a running one): the job row
   is deleted with its executions and collected calls (foreign keys cascade), which frees its
   coalesce key if it held it; a ready job gives its concurrency slot back.
@@ -38,6 +39,7 @@ from flask_solidq import postgres
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.operations import queues
+from flask_solidq.operations import retry_keys
 from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
@@ -159,6 +161,7 @@ def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         runs = _runs_of_failures(connection, ids)
         connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
         _reset_rule_counters(connection, ids, runs, now)
+        retry_keys.take_current_keys(connection, ids, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
         db.notify(connection, postgres.READY_CHANNEL)
     return len(ids)

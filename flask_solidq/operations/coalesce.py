@@ -41,6 +41,8 @@ from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.coalesce_marker import MARKER
+from flask_solidq.coalesce_marker import MARKER_PREFIX
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
@@ -59,10 +61,6 @@ CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
 JOBS = job_rows.JOBS
 SCHEDULED = dispatch.SCHEDULED
 
-#: The payload field that records how a coalesced job was opened; always written first, so
-#: a worker tells a coalesced job by the payload's first characters (see ``MARKER_PREFIX``).
-MARKER = "coalesce"
-MARKER_PREFIX = '{"coalesce":'
 
 #: How many times an admission goes round after losing the race for a new key's row. Each
 #: round that loses means another admission committed that key meanwhile; the next round
@@ -178,15 +176,26 @@ def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list
 
 
 def admit_all(
-    engine: sa.Engine, groups: list[list[Pending]], now: dt.datetime, *, bulk: bool
-) -> None:
+    engine: sa.Engine,
+    groups: list[list[Pending]],
+    now: dt.datetime,
+    *,
+    bulk: bool,
+    announce: bool = True,
+) -> list[Decision]:
     """Admit each group's calls, key after key, one transaction per job a key's calls land
     in (all in the caller's transaction, when one is open), and record each call's outcome
-    as its transaction commits.
+    as its transaction commits; return the decisions.
+
+    With ``announce``, each decision is announced (``signals.coalesce``) as it is recorded;
+    without, the caller announces them (:func:`announce_all`) once it is past its own
+    handling of database errors: a receiver's error is the receiver's, never a failed
+    enqueue of a call that committed.
 
     :raises sqlalchemy.exc.SQLAlchemyError: the database failed; the calls admitted before
         keep their outcomes (they are committed, unless a caller's transaction rolls back).
     """
+    decided: list[Decision] = []
     for group in groups:
         remaining = group
         while remaining:
@@ -194,7 +203,17 @@ def admit_all(
             decisions = db.retrying_deadlocks(admission, attempts=DEADLOCK_ATTEMPTS)
             for decision in decisions:
                 _record(decision, bulk=bulk)
+                if announce:
+                    _announce(decision)
+            decided.extend(decisions)
             remaining = remaining[len(decisions) :]
+    return decided
+
+
+def announce_all(decisions: t.Iterable[Decision]) -> None:
+    """Send ``signals.coalesce`` for each decision :func:`admit_all` didn't announce."""
+    for decision in decisions:
+        _announce(decision)
 
 
 def _admit_in_transaction(
@@ -432,8 +451,8 @@ _STORED = (CoalesceStatus.CREATED, CoalesceStatus.COLLECTED, CoalesceStatus.REPL
 
 
 def _record(decision: Decision, *, bulk: bool) -> None:
-    """Set a call's outcome on its job, and announce it (``signals.coalesce``): after its
-    transaction committed, or, inside a caller's transaction, before that commits."""
+    """Set a call's outcome on its job: after its transaction committed, or, inside a
+    caller's transaction, before that commits."""
     job = decision.pending.job
     job.mark_coalesced(decision.status)
     job.provider_job_id = decision.job_id
@@ -441,6 +460,12 @@ def _record(decision: Decision, *, bulk: bool) -> None:
     # (Active Job sets it), even when the call was discarded or a concurrency conflict
     # destroyed its job; in bulk only a call whose data was stored reports True.
     job.successfully_enqueued = not bulk or decision.status in _STORED
+
+
+def _announce(decision: Decision) -> None:
+    """Announce a recorded outcome (``signals.coalesce``); none for a call a concurrency
+    conflict destroyed."""
+    job = decision.pending.job
     if decision.status is not None:
         definition = type(job)
         signals.coalesce.send(

@@ -41,18 +41,25 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
+    coalesced = coalesce.applies(job)
     try:
         now = _enqueue_time(engine, [job])
-        if coalesce.applies(job):
-            coalesce.admit_all(engine, coalesce.prepare([job], now, bulk=False), now, bulk=False)
-            return
-        row = build_row(job, now)
-        job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
+        if coalesced:
+            calls = coalesce.prepare([job], now, bulk=False)
+            decided = coalesce.admit_all(engine, calls, now, bulk=False, announce=False)
+        else:
+            row = build_row(job, now)
+            job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
     except sa.exc.SQLAlchemyError as exc:
         job.successfully_enqueued = False
         raise errors.EnqueueError(
             f"Enqueuing {type(job).job_name} failed: {_describe(exc)}"
         ) from exc
+    if coalesced:
+        # Past the database's errors: what a signal receiver raises is its own, and the
+        # call it heard about stays admitted and reported so.
+        coalesce.announce_all(decided)
+        return
     _record_outcome(job, job_id, placed)
 
 

@@ -1,0 +1,72 @@
+"""The keys a job takes when it is retried by hand.
+
+A job keeps the rate-limit and concurrency keys it was stored with. One stored without a key
+(enqueued before a later deploy declared ``limits_rate`` or ``limits_concurrency``) would keep
+none through every retry: a whole backlog of such jobs would share the bare budget, or run
+with no concurrency limit at all. A retry gives it the keys its definition gives it now, as a
+``retry_on`` retry does for the rate-limit key (:func:`flask_solidq.operations.execute.
+_rate_limit_key`). The job becomes due through the controls' DISPATCH hooks afterwards, so a
+new concurrency key takes a slot (or blocks) like any job's.
+"""
+
+from __future__ import annotations
+
+import logging
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import controls
+from flask_solidq import models
+from flask_solidq.operations import execute
+from flask_solidq.operations.claim import ClaimedJob
+
+if t.TYPE_CHECKING:
+    import datetime as dt
+
+logger = logging.getLogger("flask_solidq")
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+
+_KEYLESS = sa.select(
+    JOBS.c.id,
+    JOBS.c.active_job_id,
+    JOBS.c.class_name,
+    JOBS.c.queue_name,
+    JOBS.c.priority,
+    JOBS.c.arguments,
+    JOBS.c.concurrency_key,
+    JOBS.c.rate_limit_key,
+).where(sa.or_(JOBS.c.concurrency_key.is_(None), JOBS.c.rate_limit_key.is_(None)))
+
+
+def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetime) -> None:
+    """Give each of ``ids`` stored without a key the key its definition gives it now. In the
+    caller's transaction, before the jobs become due. The definition is loaded as a worker
+    loads it (by its stored import path, if this process hasn't imported it). A job whose
+    definition can't be loaded or whose key callable raises keeps what it has: it fails
+    again when it runs, as it would have."""
+    updates = []
+    for row in connection.execute(_KEYLESS.where(JOBS.c.id.in_(ids))):
+        found = _current_keys(ClaimedJob(*row))
+        values = {
+            column: found[column]
+            for column in ("concurrency_key", "rate_limit_key")
+            if getattr(row, column) is None and found[column] is not None
+        }
+        if values:
+            updates.append((row.id, values))
+    for job_id, values in updates:
+        connection.execute(
+            JOBS.update().where(JOBS.c.id == job_id).values(**values, updated_at=now)
+        )
+
+
+def _current_keys(stored: ClaimedJob) -> dict[str, t.Any]:
+    keys: dict[str, t.Any] = {"concurrency_key": None, "rate_limit_key": None}
+    try:
+        controls.stamp(execute.load(stored), keys)
+    except Exception:  # noqa: BLE001 - a job that can't be loaded or keyed keeps its keys
+        logger.debug("SolidQ: job %s keeps its keys on retry", stored.id, exc_info=True)
+        return {"concurrency_key": None, "rate_limit_key": None}
+    return keys
