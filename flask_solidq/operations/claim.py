@@ -495,7 +495,8 @@ def _ready_queues_like(connection: sa.Connection, prefix: str) -> list[str]:
     return list(connection.scalars(query))
 
 
-_SELECT_JOBS = sa.select(
+#: The columns of a :class:`ClaimedJob`, in its order.
+CLAIMED_JOB_COLUMNS = (
     JOBS.c.id,
     JOBS.c.active_job_id,
     JOBS.c.class_name,
@@ -504,4 +505,8 @@ _SELECT_JOBS = sa.select(
     JOBS.c.arguments,
     JOBS.c.concurrency_key,
     JOBS.c.rate_limit_key,
-).where(JOBS.c.id.in_(sa.bindparam("ids", expanding=True)))
+)
+
+_SELECT_JOBS = sa.select(*CLAIMED_JOB_COLUMNS).where(
+    JOBS.c.id.in_(sa.bindparam("ids", expanding=True))
+)

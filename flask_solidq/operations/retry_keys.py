@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import models
 from flask_solidq.operations import execute
+from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
 from flask_solidq.operations.claim import ClaimedJob
 
 if t.TYPE_CHECKING:
@@ -28,16 +29,9 @@ logger = logging.getLogger("flask_solidq")
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
-_KEYLESS = sa.select(
-    JOBS.c.id,
-    JOBS.c.active_job_id,
-    JOBS.c.class_name,
-    JOBS.c.queue_name,
-    JOBS.c.priority,
-    JOBS.c.arguments,
-    JOBS.c.concurrency_key,
-    JOBS.c.rate_limit_key,
-).where(sa.or_(JOBS.c.concurrency_key.is_(None), JOBS.c.rate_limit_key.is_(None)))
+_KEYLESS = sa.select(*CLAIMED_JOB_COLUMNS).where(
+    sa.or_(JOBS.c.concurrency_key.is_(None), JOBS.c.rate_limit_key.is_(None))
+)
 
 
 def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetime) -> None:
