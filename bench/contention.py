@@ -53,6 +53,7 @@ import sqlalchemy as sa  # noqa: E402
 from bench import common  # noqa: E402
 from bench import scale  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
+from flask_solidq import engines  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import processes as registry  # noqa: E402
 from flask_solidq.operations.claim import QueueSelector  # noqa: E402
@@ -74,8 +75,8 @@ def claim_engine(url: str) -> sa.Engine:
     """The engine a worker claims through: PostgreSQL's ``synchronous_commit=off`` claim
     engine, else the queue engine."""
     parsed = sa.make_url(url)
-    engine = solidq_db.create_claim_engine(parsed)
-    return engine if engine is not None else solidq_db.create_queue_engine(parsed)
+    engine = engines.create_claim_engine(parsed)
+    return engine if engine is not None else engines.create_queue_engine(parsed)
 
 
 def claimer_process(
@@ -289,7 +290,7 @@ def run_backend(backend: str, server_url: str, options: argparse.Namespace) -> l
         begun = time.perf_counter()
         scale.fill(url, options.backlog)
         print(f"# {backend}: {options.backlog:,} ready in {time.perf_counter() - begun:.0f} s")
-        engine = solidq_db.create_queue_engine(sa.make_url(url))
+        engine = engines.create_queue_engine(sa.make_url(url))
         process_ids = [
             registry.register(
                 engine,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import typing as t
+import weakref
 
 import sqlalchemy as sa
 
@@ -28,11 +30,28 @@ logger = logging.getLogger("flask_solidq")
 WAL_PENDING = "solidq_wal_pending"
 
 
+_writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
+
+
 def configure(engine: sa.Engine) -> None:
-    """Set up every connection ``engine`` opens (see the module's docstring)."""
+    """Set up every connection ``engine`` opens (see the module's docstring), and the
+    process's own lock on its writes (:func:`writer_lock`)."""
+    _writers[engine] = threading.RLock()
     sa.event.listen(engine, "connect", _prepare)
     sa.event.listen(engine, "checkout", _retry_wal)
     sa.event.listen(engine, "begin", _begin)
+
+
+def writer_lock(engine: sa.Engine) -> threading.RLock | None:
+    """The lock this process's writes on ``engine`` take before SQLite's own (None for an
+    engine that isn't SQLite's).
+
+    Threads of one process (a worker's claims and its finisher) that wait for SQLite's own
+    lock wait in its busy handler, which sleeps 1, 2, 5, 10... milliseconds between tries; a
+    process-wide lock hands the turn over the moment the holder commits. Other processes
+    still meet in SQLite's lock.
+    """
+    return _writers.get(engine)
 
 
 def _prepare(dbapi_connection: t.Any, record: t.Any) -> None:

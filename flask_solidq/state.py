@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from flask_solidq import db
+from flask_solidq import engines
 from flask_solidq import errors
 from flask_solidq import models
 from flask_solidq.config import Settings
@@ -69,15 +70,16 @@ class SolidQState:
 
     @property
     def claim_engine(self) -> sa.Engine:
-        """The engine workers claim jobs through (see :func:`flask_solidq.db.create_claim_engine`);
-        the queue's engine on databases that need no other."""
+        """The engine workers claim jobs through (see
+        :func:`flask_solidq.engines.create_claim_engine`); the queue's engine on databases that
+        need no other."""
         if self._claim_engine is None:
             engine = self.engine  # first: it takes the same lock
             with self._lock:
                 if self._claim_engine is None:
                     claim_engine = None
                     if engine is not self.sqlalchemy.engines.get(self.settings.bind):
-                        claim_engine = db.create_claim_engine(
+                        claim_engine = engines.create_claim_engine(
                             engine.url, _connect_args(self.settings.bind), self.connections
                         )
                     self._claim_engine = claim_engine or engine
@@ -85,19 +87,19 @@ class SolidQState:
 
     def _build_engine(self) -> sa.Engine:
         app_engine = self.sqlalchemy.engines[self.settings.bind]
-        if db.is_memory_sqlite(app_engine.url):
+        if engines.is_memory_sqlite(app_engine.url):
             # An in-memory database exists only inside its own engine's single connection.
             return app_engine
-        return db.create_queue_engine(
+        return engines.create_queue_engine(
             app_engine.url, _connect_args(self.settings.bind), self.connections
         )
 
     @property
-    def connections(self) -> db.ConnectionSettings:
+    def connections(self) -> engines.ConnectionSettings:
         """The timeouts of the queue's connections, and the pooler they go through, from the
         ``SOLIDQ_DATABASE_*`` keys."""
         listen_url = self.settings.database_listen_url
-        return db.ConnectionSettings(
+        return engines.ConnectionSettings(
             connect_timeout=self.settings.database_connect_timeout,
             dead_connection_timeout=self.settings.database_dead_connection_timeout,
             statement_timeout=self.settings.database_statement_timeout,
@@ -133,7 +135,7 @@ class SolidQState:
 def _connect_args(bind: str | None) -> dict[str, t.Any]:
     """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
     like), so the queue connects the way the app does. They win over the timeouts the queue
-    adds (see :func:`flask_solidq.db.connection_args`)."""
+    adds (see :func:`flask_solidq.engines.connection_args`)."""
     options = dict(current_app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     if bind is not None:
         bind_config = (current_app.config.get("SQLALCHEMY_BINDS") or {}).get(bind)

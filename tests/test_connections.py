@@ -21,6 +21,7 @@ from flask.cli import FlaskGroup
 
 from flask_solidq import cli
 from flask_solidq import db
+from flask_solidq import engines
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.poller import Poller
 from tests import support
@@ -83,7 +84,7 @@ def test_a_statement_over_the_timeout_fails_on_the_queue_engine_not_in_a_job(
                 busy = connection.exec_driver_sql("PRAGMA busy_timeout").scalar()
             state.dispose()
             support.db.engines[None].dispose()
-        assert busy == int(db.SQLITE_BUSY_TIMEOUT * 1000)
+        assert busy == int(engines.SQLITE_BUSY_TIMEOUT * 1000)
         return
     sleep = (
         "SELECT pg_sleep(1.2)" if _backend(database_url) == "postgresql" else "SELECT SLEEP(1.2)"
@@ -107,24 +108,24 @@ def test_a_statement_over_the_timeout_fails_on_the_queue_engine_not_in_a_job(
 
 def test_the_apps_connect_args_win_over_the_queues() -> None:
     url = sa.make_url("postgresql+psycopg://u@db/x")
-    args = db.connection_args(
+    args = engines.connection_args(
         url,
         {"connect_timeout": 3, "options": "-c statement_timeout=5000", "keepalives_idle": 1},
-        db.ConnectionSettings(),
+        engines.ConnectionSettings(),
     )
     assert args["connect_timeout"] == 3
     assert args["keepalives_idle"] == 1
     assert args["keepalives_count"] == 4
     # Later -c settings win in PostgreSQL's options: the app's come after ours.
     assert args["options"] == "-c statement_timeout=30000 -c statement_timeout=5000"
-    mysql = db.connection_args(
-        sa.make_url("mysql+pymysql://u@db/x"), {"read_timeout": 5}, db.ConnectionSettings()
+    mysql = engines.connection_args(
+        sa.make_url("mysql+pymysql://u@db/x"), {"read_timeout": 5}, engines.ConnectionSettings()
     )
     assert mysql == {"read_timeout": 5, "write_timeout": 60.0, "connect_timeout": 10.0}
-    off = db.connection_args(
+    off = engines.connection_args(
         url,
         None,
-        db.ConnectionSettings(
+        engines.ConnectionSettings(
             connect_timeout=None, dead_connection_timeout=None, statement_timeout=None
         ),
     )
@@ -132,7 +133,7 @@ def test_the_apps_connect_args_win_over_the_queues() -> None:
 
 
 def test_errors_of_the_queue_engine_hide_parameters(tmp_path: t.Any) -> None:
-    engine = db.create_queue_engine(sa.make_url(f"sqlite:///{tmp_path}/q.db"))
+    engine = engines.create_queue_engine(sa.make_url(f"sqlite:///{tmp_path}/q.db"))
     try:
         with pytest.raises(sa.exc.DBAPIError) as raised:
             with engine.connect() as connection:
@@ -177,8 +178,8 @@ def test_an_unreachable_database_is_logged_once_and_its_return_once(
     tmp_path: t.Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = support.create_app(f"sqlite:///{tmp_path}/q.db")
-    bad = db.create_queue_engine(sa.make_url(CLOSED_PORT_URL))
-    good = db.create_queue_engine(sa.make_url(f"sqlite:///{tmp_path}/q.db"))
+    bad = engines.create_queue_engine(sa.make_url(CLOSED_PORT_URL))
+    good = engines.create_queue_engine(sa.make_url(f"sqlite:///{tmp_path}/q.db"))
     poller = _ProbePoller(app, bad, polls_before_heal=4)
     poller.healed = good
     caplog.set_level(logging.INFO, logger="flask_solidq")
@@ -332,7 +333,7 @@ def test_a_missing_driver_of_the_queue_engine_is_one_error_line(
     def create_queue_engine(*_args: t.Any) -> sa.Engine:
         return sa.create_engine("postgresql+pg8000://solidq:s3cret-pw@db/x")
 
-    monkeypatch.setattr(db, "create_queue_engine", create_queue_engine)
+    monkeypatch.setattr(engines, "create_queue_engine", create_queue_engine)
     with app.app_context(), pytest.raises(click.ClickException) as raised:
         cli._queue_engine()
     message = raised.value.format_message()

@@ -1,8 +1,8 @@
 """The hot statements that skip SQLAlchemy's Connection on PostgreSQL (a single enqueue, a
-claim, a batch's finish: :func:`flask_solidq.db.fetch_autocommitted`) behave as the rest: a lost
-connection is SQLAlchemy's error and is replaced, listeners (which send them through the
-Connection after all) hear the statement with its execution context, and what they store
-reads back as through the ORM."""
+claim, a batch's finish: :func:`flask_solidq.fast_path.fetch_autocommitted`) behave as the
+rest: a lost connection is SQLAlchemy's error and is replaced, listeners (which send them
+through the Connection after all) hear the statement with its execution context, and what
+they store reads back as through the ORM."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import EnqueueError
-from flask_solidq import db
+from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.operations import claim
 from tests import support
@@ -95,7 +95,7 @@ def test_listeners_hear_the_statement_and_the_row_reads_back_in_utc(app, engine)
 
 
 def test_fetch_autocommitted_returns_plain_rows(engine):
-    rows = db.fetch_autocommitted(engine, sa.text("SELECT 1 AS one"), {})
+    rows = fast_path.fetch_autocommitted(engine, sa.text("SELECT 1 AS one"), {})
     assert rows == [(1,)]
 
 

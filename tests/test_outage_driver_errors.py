@@ -15,7 +15,9 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db
+from flask_solidq import engines
+from flask_solidq import fast_path
+from flask_solidq import pooler
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.outage import is_unreachable
 from tests import fault_proxy
@@ -108,10 +110,10 @@ def test_a_prepared_statement_gone_names_the_setting_and_is_no_outage(
     postgres = support.backend_url("postgres")
     if not postgres:
         pytest.skip("SOLIDQ_TEST_POSTGRES_URL is not set")
-    engine = db.create_queue_engine(sa.make_url(postgres))
+    engine = engines.create_queue_engine(sa.make_url(postgres))
     try:
         with pytest.raises(sa.exc.ProgrammingError) as raised:
-            db.fetch_autocommitted(engine, sa.text('EXECUTE "_pg3_26"'), {})
+            fast_path.fetch_autocommitted(engine, sa.text('EXECUTE "_pg3_26"'), {})
     finally:
         engine.dispose()
     message = str(raised.value)
@@ -127,7 +129,7 @@ def test_a_prepared_statement_gone_names_the_setting_and_is_no_outage(
     caplog.set_level("INFO", logger="flask_solidq")
     for _ in range(3):
         assert not outage.failed(plain, started=time.monotonic(), retry_every=1)
-    named = [r for r in caplog.records if db.POOLER_FIX in r.getMessage()]
+    named = [r for r in caplog.records if pooler.POOLER_FIX in r.getMessage()]
     assert len(named) == 1 and named[0].levelname == "WARNING"
     assert "can't reach" not in caplog.text
     # The server's words when the pooler hands a prepared statement's Bind to a connection
@@ -138,7 +140,7 @@ def test_a_prepared_statement_gone_names_the_setting_and_is_no_outage(
         'bind message supplies 11 parameters, but prepared statement "_pg3_1" requires 3'
     )
     assert isinstance(mixed, psycopg.OperationalError)
-    assert db.is_pooler_error(mixed) and not is_unreachable(mixed)
+    assert pooler.is_pooler_error(mixed) and not is_unreachable(mixed)
 
 
 @pytest.mark.parametrize("database_url", test_faults.server_backends()[:1], indirect=True)

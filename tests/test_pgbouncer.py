@@ -18,6 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import engines
+from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.processes.outage import is_unreachable
 from tests import coalesce_jobs
@@ -82,8 +84,8 @@ def test_the_statement_timeout_holds_on_every_path_through_transaction_pooling(
         settings = sa.text(
             "SELECT current_setting('statement_timeout'), current_setting('synchronous_commit')"
         )
-        assert db.fetch_autocommitted(engine, settings, {}) == [("200ms", "on")]
-        assert db.fetch_autocommitted(claims, settings, {}) == [("200ms", "off")]
+        assert fast_path.fetch_autocommitted(engine, settings, {}) == [("200ms", "on")]
+        assert fast_path.fetch_autocommitted(claims, settings, {}) == [("200ms", "off")]
         with db.write(engine) as connection:
             assert tuple(connection.execute(settings).one()) == ("200ms", "on")
         with db.read(claims) as connection:
@@ -91,8 +93,8 @@ def test_the_statement_timeout_holds_on_every_path_through_transaction_pooling(
 
         slow = sa.text("SELECT pg_sleep(2)")
         for run in (
-            lambda: db.fetch_autocommitted(engine, slow, {}),
-            lambda: db.fetch_autocommitted(claims, slow, {}),
+            lambda: fast_path.fetch_autocommitted(engine, slow, {}),
+            lambda: fast_path.fetch_autocommitted(claims, slow, {}),
             lambda: _in_transaction(engine, slow),
         ):
             started = time.monotonic()
@@ -121,7 +123,7 @@ def test_without_the_pooler_setting_the_refusal_names_it_and_is_no_outage(databa
     )
     engine = queue_engine(app)
     for attempt in (
-        lambda: db.fetch_autocommitted(engine, sa.text("SELECT 1"), {}),
+        lambda: fast_path.fetch_autocommitted(engine, sa.text("SELECT 1"), {}),
         lambda: _in_transaction(engine, sa.text("SELECT 1")),
     ):
         with pytest.raises(sa.exc.OperationalError) as raised:
@@ -254,10 +256,10 @@ def test_the_pooler_setting_on_another_database_is_refused(tmp_path: t.Any):
 
 def test_the_pooler_sends_no_startup_options_and_prepares_nothing() -> None:
     url = sa.make_url("postgresql+psycopg://u@bouncer:6432/app")
-    pooled = db.ConnectionSettings(pooler="pgbouncer")
-    args = db.connection_args(url, {}, pooled)
+    pooled = engines.ConnectionSettings(pooler="pgbouncer")
+    args = engines.connection_args(url, {}, pooled)
     assert "options" not in args
     assert args["prepare_threshold"] is None
-    direct = db.connection_args(url, {}, db.ConnectionSettings())
+    direct = engines.connection_args(url, {}, engines.ConnectionSettings())
     assert direct["options"] == "-c statement_timeout=30000"
     assert "prepare_threshold" not in direct

@@ -49,6 +49,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import database_clock
 from flask_solidq import db
+from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq import signals
@@ -405,7 +406,7 @@ def _claim_in_one_statement(
     statement = postgres.CLAIM[(params["queue_name"] is not None, skip_locked, bool(checked))]
     if checked:
         params = {**params, "checked": sorted(checked)}
-    rows = db.fetch_autocommitted(engine, statement, {**params, "now": naive_utc(utcnow())})
+    rows = fast_path.fetch_autocommitted(engine, statement, {**params, "now": naive_utc(utcnow())})
     width = len(ClaimedJob._fields)
     if checked and any(row[width] for row in rows):
         return None

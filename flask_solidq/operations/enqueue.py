@@ -16,6 +16,7 @@ from flask_solidq import controls
 from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
+from flask_solidq import fast_path
 from flask_solidq import postgres
 from flask_solidq.operations import coalesce
 from flask_solidq.operations import dispatch
@@ -143,7 +144,7 @@ def _insert_all_in_one_statement(
         columns = {name: [row[name] for row in batch] for name in postgres.BULK_ENQUEUE_COLUMNS}
         columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
         columns["holds"] = [controls.act_on_dispatch(row) for row in batch]
-        result = db.fetch_in_transaction(
+        result = fast_path.fetch_in_transaction(
             connection,
             postgres.BULK_ENQUEUE,
             {**columns, "now": naive_utc(now)},
@@ -178,14 +179,14 @@ def _insert_with_execution_autocommitted(
 ) -> int:
     """Insert the job and its ready (or scheduled) execution in one autocommitted statement;
     return its id. A single enqueue's hot path on PostgreSQL, so it runs through
-    :func:`flask_solidq.db.fetch_autocommitted`."""
+    :func:`flask_solidq.fast_path.fetch_autocommitted`."""
     statement = _ONE_STATEMENT_READY if row["scheduled_at"] <= now else _ONE_STATEMENT_SCHEDULED
     params = {
         name: naive_utc(value) if isinstance(value, dt.datetime) else value
         for name, value in row.items()
     }
     params["execution_created_at"] = naive_utc(now)
-    ((job_id,),) = db.fetch_autocommitted(engine, statement, params)
+    ((job_id,),) = fast_path.fetch_autocommitted(engine, statement, params)
     return int(job_id)
 
 

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import db
+from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq import signals
@@ -66,7 +67,7 @@ def finalize_all(
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
         params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
-        rows = db.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
+        rows = fast_path.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
         kept = {job_id for (job_id,) in rows}
     else:
         store = functools.partial(_store_held, engine, process_id, outcomes, now, preserve_finished)

@@ -15,6 +15,7 @@ import time
 import typing as t
 
 from flask_solidq import db
+from flask_solidq import pooler
 from flask_solidq.controls import concurrency
 from flask_solidq.operations import dispatch
 from flask_solidq.processes import job_notices
@@ -89,7 +90,7 @@ class Dispatcher(Poller):
     def _delay_until(self, due_in: float | None) -> float:
         """Seconds to sleep: until the next job is due (``due_in`` seconds, by the database's
         clock), at most the polling interval."""
-        delay = db.polling_interval(self.engine, self.dispatcher.polling_interval)
+        delay = pooler.polling_interval(self.engine, self.dispatcher.polling_interval)
         if due_in is not None:
             delay = min(delay, due_in)
         with self._lock:

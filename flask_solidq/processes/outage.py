@@ -26,6 +26,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import pooler
 
 if t.TYPE_CHECKING:
     from flask_solidq.processes.base import ThreadActivity
@@ -53,9 +54,9 @@ def is_unreachable(error: BaseException) -> bool:
     (refused, timed out, reset, gone silent), rather than a statement that failed on a
     server that answered. SQLAlchemy's errors and the drivers' own (psycopg's, PyMySQL's)
     are told apart alike. PgBouncer refusing what only a direct connection carries (startup
-    options, a prepared statement: see :func:`flask_solidq.db.is_pooler_error`) is a
+    options, a prepared statement: see :func:`flask_solidq.pooler.is_pooler_error`) is a
     setting to fix, never an outage."""
-    if db.is_pooler_error(error):
+    if pooler.is_pooler_error(error):
         return False
     if isinstance(error, sa.exc.DBAPIError):
         if error.connection_invalidated or isinstance(error, sa.exc.InterfaceError):
@@ -161,10 +162,14 @@ class Outage:
     def _name_the_pooler_fix(self, error: BaseException) -> None:
         """PgBouncer refused what only a direct connection carries: say what to set, once
         per process, where the error's own text doesn't (the caller logs the error)."""
-        if self._pooler_named or not db.is_pooler_error(error) or db.POOLER_FIX in str(error):
+        if (
+            self._pooler_named
+            or not pooler.is_pooler_error(error)
+            or pooler.POOLER_FIX in str(error)
+        ):
             return
         self._pooler_named = True
-        logger.warning("SolidQ %s: %s: %s", self.who, describe(error), db.POOLER_FIX)
+        logger.warning("SolidQ %s: %s: %s", self.who, describe(error), pooler.POOLER_FIX)
 
     def _report(self, error: BaseException, where: ThreadActivity | None) -> None:
         if self.report is not None and where is not None:

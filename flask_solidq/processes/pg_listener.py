@@ -13,7 +13,7 @@ process polls, as it would anyway.
 
 Behind a pooler, a notification only reaches a session the server keeps: the listener
 connects through the direct URL of ``SOLIDQ_DATABASE_LISTEN_URL`` (see
-:func:`flask_solidq.db.listen_engine`). Without one nobody listens, nobody notifies, and
+:func:`flask_solidq.pooler.listen_engine`). Without one nobody listens, nobody notifies, and
 ``flask solidq work`` says so once at start (:func:`warn_if_unheard`).
 """
 
@@ -24,7 +24,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
+from flask_solidq import pooler
 from flask_solidq.processes.outage import is_unreachable
 
 if t.TYPE_CHECKING:
@@ -44,7 +44,7 @@ def warn_if_unheard(settings: Settings) -> None:
         " sessions it doesn't keep. Jobs made ready or deferred on another machine wait for"
         " a poll (a dispatcher's every %gs at most); set SOLIDQ_DATABASE_LISTEN_URL to a URL"
         " of the same database that reaches PostgreSQL directly (or through session pooling)",
-        db.UNHEARD_POLLING_INTERVAL,
+        pooler.UNHEARD_POLLING_INTERVAL,
     )
 
 
@@ -53,7 +53,7 @@ class PostgresListener:
     pooler, the engine of the direct listen URL."""
 
     def __init__(self, engine: sa.Engine, channels: t.Sequence[str]) -> None:
-        self.engine = db.listen_engine(engine) or engine
+        self.engine = pooler.listen_engine(engine) or engine
         self.channels = list(channels)
         self._connection: t.Any = None
         self._warned = False
