@@ -18,7 +18,7 @@ from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
 from flask_solidq.dashboard import params
-from flask_solidq.dashboard import views
+from flask_solidq.dashboard import reading
 from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
 from flask_solidq.recurring.schedule import Schedule
@@ -61,7 +61,7 @@ def budgets_page() -> str:
     the jobs it deferred that wait (with when the first is looked at again)."""
     now = utcnow()
     after = params.text_cursor("after")
-    with views.reading() as connection:
+    with reading.page() as connection:
         page = control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
         keys = [row.key for row in page]
         waiting = {entry.key: entry for entry in budgets.waiting(connection, keys=keys)}
@@ -72,7 +72,7 @@ def budgets_page() -> str:
         after=after,
         next_after=page[-1].key if len(page) == PAGE_SIZE else None,
         now=now,
-        done=views._done(),
+        done=params.done(),
     )
 
 
@@ -110,7 +110,7 @@ def coalescing_page() -> str:
     keys themselves, oldest first."""
     now = utcnow()
     after = params.int_cursor("after")
-    with views.reading() as connection:
+    with reading.page() as connection:
         summary = queues.coalesce_summary(connection)
         keys = control_reads.open_key_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(
@@ -121,7 +121,7 @@ def coalescing_page() -> str:
         next_after=keys[-1].id if len(keys) == PAGE_SIZE else None,
         age=lambda moment: format_age(moment, now),
         now=now,
-        done=views._done(),
+        done=params.done(),
     )
 
 
@@ -131,7 +131,7 @@ def blocked_page() -> str:
     now = utcnow()
     after = params.text_cursor("after")
     semaphores_after = params.text_cursor("semaphores_after")
-    with views.reading() as connection:
+    with reading.page() as connection:
         blocked = control_reads.blocked_key_page(connection, after=after, limit=PAGE_SIZE)
         semaphores = control_reads.semaphore_page(
             connection, after=semaphores_after, limit=PAGE_SIZE
@@ -149,7 +149,7 @@ def blocked_page() -> str:
         age=lambda moment: format_age(moment, now),
         expiry=lambda moment: format_expiry(moment, now),
         now=now,
-        done=views._done(),
+        done=params.done(),
     )
 
 
@@ -158,7 +158,7 @@ def processes_page() -> str:
     ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
     now = utcnow()
     after = params.int_cursor("after")
-    with views.reading() as connection:
+    with reading.page() as connection:
         rows = control_reads.process_page(connection, after=after, limit=PAGE_SIZE)
     threshold = get_state().settings.process_alive_threshold
     return render_template(
@@ -169,7 +169,7 @@ def processes_page() -> str:
         age=lambda moment: format_age(moment, now),
         silent=lambda row: (now - row.last_heartbeat_at).total_seconds() > threshold,
         now=now,
-        done=views._done(),
+        done=params.done(),
     )
 
 
@@ -178,7 +178,7 @@ def recurring_page() -> str:
     the schedule as stored)."""
     now = utcnow()
     after = params.text_cursor("after")
-    with views.reading() as connection:
+    with reading.page() as connection:
         rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(
         "solidq/recurring.html",
@@ -188,7 +188,7 @@ def recurring_page() -> str:
         next_run=lambda schedule: _next_run(schedule, now),
         age=lambda moment: format_age(moment, now),
         now=now,
-        done=views._done(),
+        done=params.done(),
     )
 
 

@@ -11,7 +11,7 @@ from flask import Response
 from flask import request
 
 from flask_solidq import metrics
-from flask_solidq.dashboard import views
+from flask_solidq.dashboard import reading
 from flask_solidq.processes.outage import describe
 from flask_solidq.state import get_state
 
@@ -30,7 +30,7 @@ def metrics_page() -> Response:
     threshold = get_state().settings.process_alive_threshold
     try:
         body, content_type = metrics.exposition(
-            views.reading, threshold=threshold, accept=request.headers.get("Accept")
+            reading.page, threshold=threshold, accept=request.headers.get("Accept")
         )
     except metrics.MetricsUnavailable as error:
         return Response(str(error), status=501, mimetype="text/plain")

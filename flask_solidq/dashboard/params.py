@@ -26,6 +26,11 @@ _DIGITS = re.compile(r"[0-9]+")
 _SIGNED = re.compile(r"[-+]?[0-9]+")
 
 
+def done() -> str | None:
+    """What the last action did (from its redirect's query), to say on the page."""
+    return request.args.get("done")
+
+
 def refuse(message: str) -> t.NoReturn:
     """Answer 400 with ``message`` (shown on Werkzeug's error page, escaped)."""
     abort(400, description=message)

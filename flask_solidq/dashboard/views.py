@@ -6,7 +6,6 @@ use), then renders a template of ``templates/solidq/``. An action answers with a
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import typing as t
 from urllib.parse import quote
@@ -19,16 +18,15 @@ from flask import request
 from flask import url_for
 from werkzeug.routing import PathConverter
 
-from flask_solidq import db
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import params
+from flask_solidq.dashboard import reading
 from flask_solidq.operations import actions
 from flask_solidq.operations import browse
 from flask_solidq.operations import queues
 from flask_solidq.operations import throughput
 from flask_solidq.operations import waiting_reasons
-from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -90,31 +88,11 @@ def _add_queue_converter(state: BlueprintSetupState) -> None:
     state.app.url_map.converters["solidq_queue"] = QueueConverter
 
 
-def _engine() -> sa.Engine:
-    state = get_state()
-    state.check_tables()
-    return state.engine
-
-
-@contextlib.contextmanager
-def reading() -> t.Iterator[sa.Connection]:
-    """A read-only transaction on the queue's database for one page.
-
-    On PostgreSQL it turns JIT compilation off for itself: the pages' counts probe the jobs'
-    primary key once per execution row, which the planner prices high enough to JIT-compile,
-    and compiling cost 20-700 ms of a page that runs in tens of milliseconds without it.
-    """
-    with db.read(_engine()) as connection:
-        if connection.dialect.name == "postgresql":
-            connection.exec_driver_sql("SET LOCAL jit = off")
-        yield connection
-
-
 def overview() -> str:
     """Per queue: jobs in each state, latency, paused; jobs finished per minute over the last
     hour (a chart); the processes and their heartbeats."""
     now = utcnow()
-    with reading() as connection:
+    with reading.page() as connection:
         finished = throughput.finished_per_minute(connection, now - FINISHED_WINDOW)
         counts = queues.queue_counts(connection, now, finished=finished.per_queue)
         processes = queues.process_rows(connection)
@@ -124,7 +102,7 @@ def overview() -> str:
         chart=chart.bars(finished.per_minute, finished.since),
         processes=processes,
         now=now,
-        done=_done(),
+        done=params.done(),
     )
 
 
@@ -137,7 +115,7 @@ def jobs() -> str:
     queue = request.args.get("queue") or None
     name = request.args.get("job") or None
     before = params.int_cursor("before")
-    with reading() as connection:
+    with reading.page() as connection:
         page = browse.list_jobs(
             connection, state, queue=queue, job=name, before=before, limit=PAGE_SIZE
         )
@@ -150,14 +128,14 @@ def jobs() -> str:
         job=name or "",
         next_before=page[-1].id if len(page) == PAGE_SIZE else None,
         now=utcnow(),
-        done=_done(),
+        done=params.done(),
     )
 
 
 def job(reference: str) -> str:
     """One job whole, with the actions its state allows."""
     now = utcnow()
-    with reading() as connection:
+    with reading.page() as connection:
         detail = browse.find_job(connection, params.job_reference(reference))
         reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
     if detail is None:
@@ -169,7 +147,7 @@ def job(reference: str) -> str:
         job=detail.summary,
         moving=detail.summary.state in MOVING,
         now=utcnow(),
-        done=_done(),
+        done=params.done(),
     )
 
 
@@ -183,7 +161,7 @@ _JOB_ACTIONS: dict[str, tuple[t.Callable[[sa.Engine, list[int]], int], str]] = {
 def job_action(job_id: str, action: str) -> Response:
     operation, verb = _JOB_ACTIONS[action]
     number = params.job_id(job_id)
-    count = operation(_engine(), [number])
+    count = operation(reading.engine(), [number])
     message = f"{verb} {count} job{'s' if count != 1 else ''}."
     target = "jobs" if action == "discard" and count else "job"
     if target == "jobs":
@@ -202,7 +180,7 @@ def failed_action(action: str) -> Response:
     filters = actions.Filters(
         queue=request.form.get("queue") or None, job=request.form.get("job") or None
     )
-    engine = _engine()
+    engine = reading.engine()
     if action == "retry":
         count, verb = actions.retry_all(engine, filters), "Retried"
     else:
@@ -214,7 +192,7 @@ def failed_action(action: str) -> Response:
 
 def queue_action(queue: str, action: str) -> Response:
     queue = params.queue_name(queue)
-    engine = _engine()
+    engine = reading.engine()
     if action == "pause":
         queues.pause(engine, queue)
     else:
@@ -227,8 +205,3 @@ def _back(location: str, message: str) -> Response:
     from the request: no redirect leaves the dashboard)."""
     separator = "&" if "?" in location else "?"
     return redirect(f"{location}{separator}done={quote(message)}", code=303)
-
-
-def _done() -> str | None:
-    """What the last action did (from its redirect), to say on the page."""
-    return request.args.get("done")
