@@ -19,11 +19,11 @@ from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
+from flask_solidq.lifecycle import H as _Hook
+from flask_solidq.lifecycle import Lifecycle
+from flask_solidq.lifecycle import LifecycleHooks
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
-from flask_solidq.processes.hooks import H as _Hook
-from flask_solidq.processes.hooks import Lifecycle
-from flask_solidq.processes.hooks import LifecycleHooks
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
@@ -100,7 +100,7 @@ class SolidQ:
         _add_tables(sqlalchemy, settings.bind)
         app_transaction.listen()
         app.extensions["solidq"] = SolidQState(
-            app, settings, sqlalchemy, self._hooks, self._dashboard_rules
+            app, settings, sqlalchemy, self._hooks, self._dashboard_rules, adapters.enqueue
         )
         app.cli.add_command(cli.solidq_group)
         if settings.dashboard:
@@ -188,7 +188,7 @@ class SolidQ:
         queues.resume(state.engine, queue_name)
 
     # Lifecycle hooks: they belong to this object, like job definitions, and run in the
-    # processes of every app it serves (flask_solidq.processes.hooks.LifecycleHooks).
+    # processes of every app it serves (flask_solidq.lifecycle.LifecycleHooks).
 
     def dashboard_auth(self, rule: t.Callable[[], bool]) -> t.Callable[[], bool]:
         """Register the dashboard's access check: ``rule()`` is called for every dashboard
@@ -210,7 +210,7 @@ class SolidQ:
         place to re-create what must not cross a fork (clients, connection pools, SDKs).
 
         Runs inside the app context, in the process's own thread; ``process`` is a
-        :class:`~flask_solidq.processes.hooks.ProcessInfo` (``kind``, ``name``, ``pid``,
+        :class:`~flask_solidq.lifecycle.ProcessInfo` (``kind``, ``name``, ``pid``,
         ``metadata``). In thread mode (``--mode thread``) it runs once per process thread.
         A hook that raises stops the process with the error; the supervisor logs it and
         starts the process again, as for any crash. Usable as a decorator.

@@ -31,7 +31,7 @@ if t.TYPE_CHECKING:
     from blinker import NamedSignal
 
     from flask_solidq.operations.execute import Outcome
-    from flask_solidq.operations.rows import JobRef
+    from flask_solidq.values import JobRef
 
 #: The logger lines go to unless :func:`connect` is given another.
 LOGGER_NAME = "flask_solidq"

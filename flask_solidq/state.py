@@ -17,7 +17,7 @@ from flask_solidq import engines
 from flask_solidq import errors
 from flask_solidq import models
 from flask_solidq.config import Settings
-from flask_solidq.processes.hooks import LifecycleHooks
+from flask_solidq.lifecycle import LifecycleHooks
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -37,8 +37,13 @@ class SolidQState:
         sqlalchemy: SQLAlchemy,
         hooks: LifecycleHooks | None = None,
         dashboard_rules: list[t.Callable[[], bool]] | None = None,
+        enqueue: t.Callable[[Job], None] | None = None,
     ) -> None:
         self.settings = settings
+        #: Sends a job to the app's adapter (:func:`flask_solidq.adapters.enqueue`, which the
+        #: extension hands over): a job definition reaches it here, at call time, instead of
+        #: importing the adapters and, through them, the operations.
+        self.enqueue = enqueue or _no_adapter
         self.sqlalchemy = sqlalchemy
         #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
         #: every app that object serves), which its processes run.
@@ -142,6 +147,13 @@ def _connect_args(bind: str | None) -> dict[str, t.Any]:
         if isinstance(bind_config, dict):
             options.update({k: v for k, v in bind_config.items() if k != "url"})
     return dict(options.get("connect_args") or {})
+
+
+def _no_adapter(job: Job) -> None:
+    raise RuntimeError(
+        f"{type(job).job_name} can't be enqueued: this app's flask-solidq state was built"
+        " without an adapter (SolidQ.init_app builds it with one)."
+    )
 
 
 def get_state() -> SolidQState:

@@ -24,12 +24,12 @@ from flask import has_app_context
 from flask_solidq import SolidQ
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
+from flask_solidq.lifecycle import HookFailed
+from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import claim
 from flask_solidq.operations import processes as registry
 from flask_solidq.operations import release
 from flask_solidq.processes.base import ThreadActivity
-from flask_solidq.processes.hooks import HookFailed
-from flask_solidq.processes.hooks import ProcessInfo
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.poller import Poller
 from flask_solidq.timing import utcnow

@@ -21,12 +21,12 @@ import pytest
 
 from flask_solidq import log_format
 from flask_solidq import log_subscriber
-from flask_solidq.operations.claim import ClaimedJob
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
 from flask_solidq.operations.execute import error_json
 from flask_solidq.timing import UTC
+from flask_solidq.values import ClaimedJob
 from tests import jobs
 from tests import runtime_support
 from tests import support

@@ -22,8 +22,8 @@ if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
-    from flask_solidq.operations.claim import ClaimedJob
-    from flask_solidq.operations.rows import JobRef
+    from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import JobRef
 
 #: Every control, in the order their hooks run.
 CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL]

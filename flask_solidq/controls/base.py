@@ -27,8 +27,8 @@ if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
-    from flask_solidq.operations.claim import ClaimedJob
-    from flask_solidq.operations.rows import JobRef
+    from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import JobRef
 
 
 class Dispatched(t.NamedTuple):

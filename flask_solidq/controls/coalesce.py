@@ -20,8 +20,8 @@ import typing as t
 
 from flask_solidq import keys
 from flask_solidq.controls import concurrency
-from flask_solidq.controls import options
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
 
 if t.TYPE_CHECKING:

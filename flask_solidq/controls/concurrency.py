@@ -23,16 +23,16 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq import models
-from flask_solidq.coalesce_marker import is_coalesced
-from flask_solidq.controls import options
 from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
-from flask_solidq.operations.rows import JobRef
+from flask_solidq.values import JobRef
+from flask_solidq.values import is_coalesced
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job

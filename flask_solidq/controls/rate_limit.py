@@ -22,18 +22,18 @@ from flask_solidq import signals
 from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
-from flask_solidq.controls import options
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
-    from flask_solidq.operations.claim import ClaimedJob
+    from flask_solidq.values import ClaimedJob
 
 #: The shortest interval between admissions a limit may declare, in seconds.
 MIN_INTERVAL = 0.001

@@ -13,8 +13,8 @@ import datetime as dt
 import random
 import typing as t
 
-from flask_solidq.controls import options
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.timing import to_seconds
 

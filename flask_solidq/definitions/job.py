@@ -26,7 +26,6 @@ import types
 import typing as t
 import uuid
 
-from flask_solidq import adapters
 from flask_solidq import current
 from flask_solidq import signals
 from flask_solidq.definitions import argument_codecs
@@ -35,6 +34,7 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.errors import DeserializationError
+from flask_solidq.state import get_state
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import to_seconds
 from flask_solidq.timing import utcnow
@@ -333,7 +333,7 @@ class Job:
         return cls.new(*args, **kwargs).perform_later()
 
     def _perform_later_on_instance(self: JobT) -> JobT:
-        adapters.enqueue(self)
+        get_state().enqueue(self)
         return self
 
     perform_later = _PerformLater(_perform_later_on_class, _perform_later_on_instance)

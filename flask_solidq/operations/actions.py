@@ -40,9 +40,9 @@ from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.operations import queues
 from flask_solidq.operations import retry_keys
-from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JobRef
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)

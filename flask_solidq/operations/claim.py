@@ -57,9 +57,10 @@ from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
 from flask_solidq.operations import dispatch
-from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.values import ClaimedJob as ClaimedJob
+from flask_solidq.values import JobRef
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
@@ -85,19 +86,6 @@ CHECKED_MEMORY = 1.0
 _checked_recently: weakref.WeakKeyDictionary[sa.Engine, dict[str | None, float]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-class ClaimedJob(t.NamedTuple):
-    """A claimed job, with what performing it needs."""
-
-    id: int
-    active_job_id: str | None
-    class_name: str
-    queue_name: str
-    priority: int
-    arguments: str | None
-    concurrency_key: str | None
-    rate_limit_key: str | None
 
 
 @dataclasses.dataclass(frozen=True)

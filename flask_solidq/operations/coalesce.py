@@ -41,8 +41,6 @@ from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq import models
 from flask_solidq import signals
-from flask_solidq.coalesce_marker import MARKER
-from flask_solidq.coalesce_marker import MARKER_PREFIX
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
@@ -50,7 +48,9 @@ from flask_solidq.controls.coalesce import OnFull
 from flask_solidq.definitions import calls
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
-from flask_solidq.operations.rows import JobRef
+from flask_solidq.values import MARKER
+from flask_solidq.values import MARKER_PREFIX
+from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce

@@ -1,7 +1,7 @@
 """What starting a coalesced job does (seed 003): free its key, then read what it runs.
 
 A worker about to perform a job whose payload says ``coalesce`` opened it (the payload's first
-characters, :data:`~flask_solidq.coalesce_marker.MARKER_PREFIX`) first deletes the key's
+characters, :data:`~flask_solidq.values.MARKER_PREFIX`) first deletes the key's
 row if it still points at this job, in a transaction of its own: from then on a call opens the
 next job. Only then does it read the job's payload again (``replace``: a replacement admitted
 before the release runs in this run) and its calls (``collect``), oldest first; the release
@@ -25,7 +25,6 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import signals
-from flask_solidq.coalesce_marker import MARKER_PREFIX
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.calls import Call
@@ -33,10 +32,11 @@ from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.operations.coalesce import CALLS
 from flask_solidq.operations.coalesce import JOBS
 from flask_solidq.operations.coalesce import KEYS
+from flask_solidq.values import MARKER_PREFIX
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
-    from flask_solidq.operations.claim import ClaimedJob
+    from flask_solidq.values import ClaimedJob
 
 
 class StoredCall(t.NamedTuple):

@@ -17,7 +17,7 @@ from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq.controls.base import Dispatched
-from flask_solidq.operations.rows import JobRef
+from flask_solidq.values import JobRef
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)

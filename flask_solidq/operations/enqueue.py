@@ -21,9 +21,9 @@ from flask_solidq import postgres
 from flask_solidq.operations import coalesce
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
-from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job

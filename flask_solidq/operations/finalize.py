@@ -28,9 +28,9 @@ from flask_solidq import signals
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
-from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JobRef
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import models
-from flask_solidq.operations.rows import JobRef
+from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     import datetime as dt

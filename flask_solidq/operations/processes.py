@@ -24,7 +24,7 @@ from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
-from flask_solidq.operations.rows import JobRef
+from flask_solidq.values import JobRef
 
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 

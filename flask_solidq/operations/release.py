@@ -35,8 +35,8 @@ from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
-from flask_solidq.operations.rows import JobRef
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JobRef
 
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)

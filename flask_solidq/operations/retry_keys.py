@@ -20,7 +20,7 @@ from flask_solidq import controls
 from flask_solidq import models
 from flask_solidq.operations import execute
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
-from flask_solidq.operations.claim import ClaimedJob
+from flask_solidq.values import ClaimedJob
 
 if t.TYPE_CHECKING:
     import datetime as dt

@@ -28,10 +28,10 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.lifecycle import HookFailed
+from flask_solidq.lifecycle import Lifecycle
+from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import processes as registry
-from flask_solidq.processes.hooks import HookFailed
-from flask_solidq.processes.hooks import Lifecycle
-from flask_solidq.processes.hooks import ProcessInfo
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.processes.signal_safe_waker import Watched

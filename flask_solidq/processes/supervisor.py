@@ -48,7 +48,7 @@ from flask_solidq.processes.pool import UsesStartLedger
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from flask_solidq.operations.rows import JobRef
+    from flask_solidq.values import JobRef
 
 logger = logging.getLogger("flask_solidq")
 

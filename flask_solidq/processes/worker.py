@@ -65,8 +65,8 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
     from flask_solidq.config import WorkerSettings
-    from flask_solidq.operations.claim import ClaimedJob
     from flask_solidq.processes.signal_safe_waker import Watched
+    from flask_solidq.values import ClaimedJob
 
 logger = logging.getLogger("flask_solidq")
 

@@ -25,8 +25,8 @@ from flask import current_app
 
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import finalize
-from flask_solidq.processes.hooks import ProcessInfo
 from tests import support
 from tests import worker_jobs  # noqa: F401 - the jobs the tests enqueue
 from tests.support import solidq

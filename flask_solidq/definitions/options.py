@@ -1,5 +1,7 @@
-"""Validation helpers shared by the control decorators: each raises at decoration time with a
-message naming the decorator and the option."""
+"""Validation helpers shared by the decorators that declare a job's options (``retry_on``,
+``limits_rate``, ``coalesce``, ``limits_concurrency``...): each raises at decoration time with
+a message naming the decorator and the option. Here, with the declarations, so the controls
+(above) and the definitions' own rules share them without a circle."""
 
 from __future__ import annotations
 

@@ -1,0 +1,58 @@
+"""The plain values every layer passes around: what moving a job between states needs of it
+(:class:`JobRef`), a claimed job (:class:`ClaimedJob`), and how a stored payload says it is a
+coalesced job's. This module imports nothing of the package's, so the controls, the
+definitions and the operations all take these from here, never from one another.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+
+class JobRef(t.NamedTuple):
+    """What moving a job between states needs to know of it: its row id and the columns the
+    execution tables copy."""
+
+    id: int
+    queue_name: str
+    priority: int
+    class_name: str
+    concurrency_key: str | None
+    scheduled_at: dt.datetime | None
+
+    @classmethod
+    def of(cls, job: t.Any, scheduled_at: dt.datetime | None = None) -> JobRef:
+        """The reference of a job value that has these columns (a claimed job, say)."""
+        return cls(
+            id=job.id,
+            queue_name=job.queue_name,
+            priority=job.priority,
+            class_name=job.class_name,
+            concurrency_key=job.concurrency_key,
+            scheduled_at=scheduled_at,
+        )
+
+
+class ClaimedJob(t.NamedTuple):
+    """A claimed job, with what performing it needs."""
+
+    id: int
+    active_job_id: str | None
+    class_name: str
+    queue_name: str
+    priority: int
+    arguments: str | None
+    concurrency_key: str | None
+    rate_limit_key: str | None
+
+
+#: The payload field that records how a coalesced job was opened; always written first, so
+#: a worker tells a coalesced job by the payload's first characters (see ``MARKER_PREFIX``).
+MARKER = "coalesce"
+MARKER_PREFIX = '{"coalesce":'
+
+
+def is_coalesced(payload: str | None) -> bool:
+    """Whether a stored payload is a coalesced job's."""
+    return (payload or "").startswith(MARKER_PREFIX)
