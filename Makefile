@@ -38,10 +38,12 @@ test: install
 bench: install
 	$(BIN)/python bench/enqueue.py
 
-# Ruff, and mypy in strict mode on flask_solidq (its settings: [tool.mypy] in pyproject.toml).
+# Ruff, mypy in strict mode on flask_solidq (its settings: [tool.mypy] in pyproject.toml), and
+# import-linter on the package's layers ([tool.importlinter]).
 lint: install
 	$(BIN)/ruff check flask_solidq tests bench example_app
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
