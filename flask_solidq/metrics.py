@@ -26,9 +26,10 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import database_clock
-from flask_solidq import models
 from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import queues
 from flask_solidq.operations import throughput
 from flask_solidq.processes.dispatcher import Dispatcher
@@ -40,8 +41,6 @@ from flask_solidq.processes.worker import Worker
 if t.TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
 
 #: The window of the ``*_last_hour`` gauges.
 WINDOW = dt.timedelta(hours=1)

@@ -22,6 +22,7 @@ from tests import controls_meet_jobs as jobs
 from tests import support
 from tests.concurrency_support import FAILED
 from tests.concurrency_support import JOBS
+from tests.concurrency_support import READY
 from tests.concurrency_support import SEMAPHORES
 from tests.concurrency_support import job_state
 
@@ -151,4 +152,4 @@ def test_a_manual_retry_gives_a_job_stored_without_keys_the_keys_it_has_today(ap
     (retried,) = support.rows(engine, JOBS, JOBS.c.id == old)
     assert (retried.rate_limit_key, retried.concurrency_key) == today
     assert job_state(engine, old) == "ready"  # it took the key's one slot on the way
-    assert support.count(engine, dispatch.READY) == 1
+    assert support.count(engine, READY) == 1

@@ -16,12 +16,10 @@ import sqlalchemy as sa
 
 from flask_solidq import database_clock
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq.controls.gcra import Budget
-
-BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+from flask_solidq.models.tables import BUDGETS
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import SCHEDULED
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
 _LOCK = db.for_update(

@@ -22,7 +22,6 @@ from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
-from flask_solidq import models
 from flask_solidq.controls import semaphores
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
@@ -31,6 +30,10 @@ from flask_solidq.definitions import declarations
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 from flask_solidq.values import is_coalesced
 
@@ -40,11 +43,6 @@ if t.TYPE_CHECKING:
 DEFAULT_DURATION = 180.0
 
 logger = logging.getLogger("flask_solidq")
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 
 class OnConflict(str, enum.Enum):

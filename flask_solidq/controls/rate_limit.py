@@ -29,6 +29,7 @@ from flask_solidq.definitions import declarations
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -196,7 +197,7 @@ class RateLimitControl(Control):
             return True
         if url in self._table_present:
             return False
-        if sa.inspect(connection).has_table(budgets.BUDGETS.name):
+        if sa.inspect(connection).has_table(BUDGETS.name):
             self._table_present.add(url)
             return False
         self._table_missing.add(url)
@@ -204,7 +205,7 @@ class RateLimitControl(Control):
             "SolidQ can't check rate limits: the table %s is missing, so rate-limited jobs"
             " wait a minute at a time instead of running. Run `flask solidq install` and"
             " `flask db upgrade`, then restart the workers.",
-            budgets.BUDGETS.name,
+            BUDGETS.name,
         )
         return True
 

@@ -14,19 +14,16 @@ it and releases the blocked jobs of its key).
 from __future__ import annotations
 
 import datetime as dt
-import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import database_clock
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.timing import utcnow
-
-SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 
 _LOCK = db.for_update(
     sa.select(SEMAPHORES.c.value).where(SEMAPHORES.c.key == sa.bindparam("semaphore_key")),

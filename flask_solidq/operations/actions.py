@@ -34,8 +34,12 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq import postgres
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.operations import queues
@@ -43,12 +47,6 @@ from flask_solidq.operations import retry_keys
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
 
 #: The most jobs one transaction of an action changes.
 BATCH_SIZE = 500

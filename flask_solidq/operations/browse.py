@@ -15,18 +15,16 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import models
 from flask_solidq.controls.budgets import IS_DEFERRED
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
-CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import COALESCED_CALLS
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import PROCESSES
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
 
 #: The most jobs one page lists.
 MAX_PAGE = 500
@@ -188,7 +186,9 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         ),
         calls=int(
             connection.scalar(
-                sa.select(sa.func.count()).select_from(CALLS).where(CALLS.c.job_id == row["id"])
+                sa.select(sa.func.count())
+                .select_from(COALESCED_CALLS)
+                .where(COALESCED_CALLS.c.job_id == row["id"])
             )
             or 0
         ),

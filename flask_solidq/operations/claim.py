@@ -50,23 +50,21 @@ from flask_solidq import controls
 from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import fast_path
-from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import PAUSES
+from flask_solidq.models.tables import PROCESSES
+from flask_solidq.models.tables import READY
 from flask_solidq.operations import dispatch
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ClaimedJob as ClaimedJob
 from flask_solidq.values import JobRef
-
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-PAUSES = t.cast(sa.Table, models.Pause.__table__)
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 INSERT_CLAIMED = CLAIMED.insert()
 

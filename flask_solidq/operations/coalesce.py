@@ -39,13 +39,16 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
-from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
 from flask_solidq.definitions import calls
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import COALESCED_CALLS
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.values import MARKER
@@ -55,11 +58,6 @@ from flask_solidq.values import JobRef
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
     from flask_solidq.definitions.job import Job
-
-KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
-CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
-JOBS = job_rows.JOBS
-SCHEDULED = dispatch.SCHEDULED
 
 
 #: How many times an admission goes round after losing the race for a new key's row. Each
@@ -74,8 +72,13 @@ MAX_ROUNDS = 100
 DEADLOCK_ATTEMPTS = 10
 
 _LOCK_KEY = (
-    sa.select(KEYS.c.id, KEYS.c.job_id, KEYS.c.calls_count, KEYS.c.created_at)
-    .where(KEYS.c.key == sa.bindparam("key"))
+    sa.select(
+        COALESCE_KEYS.c.id,
+        COALESCE_KEYS.c.job_id,
+        COALESCE_KEYS.c.calls_count,
+        COALESCE_KEYS.c.created_at,
+    )
+    .where(COALESCE_KEYS.c.key == sa.bindparam("key"))
     .with_for_update()
 )
 
@@ -325,13 +328,15 @@ def _point_key(
     False when a new row lost the race to another admission's."""
     if sealed:
         if key_row is not None:
-            connection.execute(KEYS.delete().where(KEYS.c.id == key_row))
+            connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.id == key_row))
         return True
     values = {"job_id": job_id, "calls_count": calls_count, "created_at": now, "updated_at": now}
     if key_row is not None:
-        connection.execute(KEYS.update().where(KEYS.c.id == key_row).values(values))
+        connection.execute(
+            COALESCE_KEYS.update().where(COALESCE_KEYS.c.id == key_row).values(values)
+        )
         return True
-    return db.insert_ignoring_duplicates(connection, KEYS, [{"key": key, **values}]) == 1
+    return db.insert_ignoring_duplicates(connection, COALESCE_KEYS, [{"key": key, **values}]) == 1
 
 
 def _join(
@@ -348,15 +353,15 @@ def _join(
         _store_calls(connection, job_id, taken, now)
         count = open_job.calls_count + len(taken)
         if count >= t.cast(int, declaration.max_calls):
-            connection.execute(KEYS.delete().where(KEYS.c.id == open_job.id))
+            connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.id == open_job.id))
             if declaration.on_full is OnFull.DISPATCH:
                 dispatched = _dispatch_now(connection, job_id, now)
                 if dispatched:
                     taken[-1].job.scheduled_at = now
         else:
             connection.execute(
-                KEYS.update()
-                .where(KEYS.c.id == open_job.id)
+                COALESCE_KEYS.update()
+                .where(COALESCE_KEYS.c.id == open_job.id)
                 .values(calls_count=count, updated_at=now)
             )
         decisions = [Decision(pending, CoalesceStatus.COLLECTED, job_id) for pending in taken]
@@ -389,7 +394,7 @@ def _store_calls(
     connection: sa.Connection, job_id: int, calls: list[Pending], now: dt.datetime
 ) -> None:
     connection.execute(
-        CALLS.insert(),
+        COALESCED_CALLS.insert(),
         [
             {"job_id": job_id, "arguments": pending.call_arguments, "created_at": now}
             for pending in calls

@@ -29,9 +29,9 @@ from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.model_references import MissingRecord
-from flask_solidq.operations.coalesce import CALLS
-from flask_solidq.operations.coalesce import JOBS
-from flask_solidq.operations.coalesce import KEYS
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import COALESCED_CALLS
+from flask_solidq.models.tables import JOBS
 from flask_solidq.values import MARKER_PREFIX
 
 if t.TYPE_CHECKING:
@@ -69,9 +69,9 @@ def begin(engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, list[Stor
         if mode is not OnConflict.COLLECT:
             return claimed, None
         rows = connection.execute(
-            sa.select(CALLS.c.id, CALLS.c.arguments)
-            .where(CALLS.c.job_id == claimed.id)
-            .order_by(CALLS.c.id)
+            sa.select(COALESCED_CALLS.c.id, COALESCED_CALLS.c.arguments)
+            .where(COALESCED_CALLS.c.job_id == claimed.id)
+            .order_by(COALESCED_CALLS.c.id)
         )
         return claimed, [StoredCall(row.id, row.arguments) for row in rows]
 
@@ -84,11 +84,17 @@ def release_key(engine: sa.Engine, job_id: int) -> None:
     index entries in the opposite order and deadlock with them on MySQL/MariaDB.
     """
     with db.read(engine) as connection:
-        key = connection.scalar(sa.select(KEYS.c.key).where(KEYS.c.job_id == job_id))
+        key = connection.scalar(
+            sa.select(COALESCE_KEYS.c.key).where(COALESCE_KEYS.c.job_id == job_id)
+        )
     if key is None:
         return
     with db.write(engine) as connection:
-        connection.execute(KEYS.delete().where(KEYS.c.key == key, KEYS.c.job_id == job_id))
+        connection.execute(
+            COALESCE_KEYS.delete().where(
+                COALESCE_KEYS.c.key == key, COALESCE_KEYS.c.job_id == job_id
+            )
+        )
 
 
 def calls_for(job: Job, stored: list[StoredCall] | None) -> list[Call] | None:

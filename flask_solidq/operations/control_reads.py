@@ -14,20 +14,19 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import models
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import BUDGETS
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import PROCESSES
+from flask_solidq.models.tables import RECURRING_EXECUTIONS
+from flask_solidq.models.tables import RECURRING_TASKS
+from flask_solidq.models.tables import SEMAPHORES
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls import gcra
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-BUDGETS = t.cast(sa.Table, models.RateLimitBudget.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-RECURRING_TASKS = t.cast(sa.Table, models.RecurringTask.__table__)
-RECURRING_RUNS = t.cast(sa.Table, models.RecurringExecution.__table__)
 
 #: The most rows one page lists.
 MAX_PAGE = 500
@@ -201,9 +200,9 @@ def recurring_page(
         return []
     last_runs: dict[str, dt.datetime] = dict(
         connection.execute(
-            sa.select(RECURRING_RUNS.c.task_key, sa.func.max(RECURRING_RUNS.c.run_at))
-            .where(RECURRING_RUNS.c.task_key.in_([task.key for task in tasks]))
-            .group_by(RECURRING_RUNS.c.task_key)
+            sa.select(RECURRING_EXECUTIONS.c.task_key, sa.func.max(RECURRING_EXECUTIONS.c.run_at))
+            .where(RECURRING_EXECUTIONS.c.task_key.in_([task.key for task in tasks]))
+            .group_by(RECURRING_EXECUTIONS.c.task_key)
         ).all()
     )
     return [RecurringRow(*task, last_runs.get(task.key)) for task in tasks]

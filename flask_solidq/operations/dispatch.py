@@ -14,14 +14,12 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import database_clock
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq.controls.base import Dispatched
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.values import JobRef
-
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
 INSERT_READY = READY.insert()
 INSERT_SCHEDULED = SCHEDULED.insert()

@@ -18,6 +18,9 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import fast_path
 from flask_solidq import postgres
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import coalesce
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
@@ -28,7 +31,6 @@ from flask_solidq.values import JobRef
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
 
-JOBS = job_rows.JOBS
 INSERT_JOB = job_rows.INSERT_JOB
 build_row = job_rows.build_row
 _ref = job_rows.ref
@@ -208,8 +210,8 @@ def _one_statement(execution: sa.Table) -> sa.Insert:
 
 
 _JOB_COLUMNS = [column.name for column in JOBS.c if column.name not in ("id", "finished_at")]
-_ONE_STATEMENT_READY = _one_statement(dispatch.READY)
-_ONE_STATEMENT_SCHEDULED = _one_statement(dispatch.SCHEDULED)
+_ONE_STATEMENT_READY = _one_statement(READY)
+_ONE_STATEMENT_SCHEDULED = _one_statement(SCHEDULED)
 
 
 def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> list[int]:

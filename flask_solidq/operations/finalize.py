@@ -22,20 +22,18 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import fast_path
-from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq import signals
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 #: How many times in all a batch of outcomes that deadlocked (MariaDB: two finishers' deletes
 #: of their claims) is stored; the finisher itself tries again after that, with an ERROR line.

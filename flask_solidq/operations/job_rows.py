@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import typing as t
 
-import sqlalchemy as sa
-
 from flask_solidq import controls
-from flask_solidq import models
+from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
@@ -18,7 +16,6 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.definitions.job import Job
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 INSERT_JOB = JOBS.insert()
 
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode

@@ -14,12 +14,10 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
-from flask_solidq import models
+from flask_solidq.models.tables import JOBS
 
 if t.TYPE_CHECKING:
     import datetime as dt
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
 
 def clear_finished_in_batches(

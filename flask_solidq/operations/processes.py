@@ -19,14 +19,12 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import database_clock
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
+from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.values import JobRef
-
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 #: Silent processes pruned per transaction.
 PRUNE_BATCH_SIZE = 50

@@ -17,18 +17,17 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.controls.budgets import DEFERRED_KEY
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import PAUSES
+from flask_solidq.models.tables import PROCESSES
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.timing import utcnow
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-PAUSES = t.cast(sa.Table, models.Pause.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
-SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 #: The longest queue name the tables take.
 MAX_QUEUE_NAME_LENGTH = 255

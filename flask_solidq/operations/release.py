@@ -30,17 +30,15 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import db
-from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
-
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 
 class ReleaseReason(str, enum.Enum):

@@ -17,7 +17,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import models
+from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import execute
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
 from flask_solidq.values import ClaimedJob
@@ -27,7 +27,6 @@ if t.TYPE_CHECKING:
 
 logger = logging.getLogger("flask_solidq")
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
 _KEYLESS = sa.select(*CLAIMED_JOB_COLUMNS).where(
     sa.or_(JOBS.c.concurrency_key.is_(None), JOBS.c.rate_limit_key.is_(None))

@@ -15,9 +15,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import models
-
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+from flask_solidq.models.tables import JOBS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,24 +6,21 @@ the same reads as the rest of the dashboard."""
 from __future__ import annotations
 
 import datetime as dt
-import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import models
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
 from flask_solidq.definitions import registry
 from flask_solidq.errors import JobNotFound
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
 from flask_solidq.operations.browse import JobDetail
 from flask_solidq.operations.browse import State
-
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
-KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 _WAITING = (State.SCHEDULED, State.DEFERRED, State.READY, State.BLOCKED)
 
@@ -99,7 +96,7 @@ def _blocked(connection: sa.Connection, key: str) -> str:
 
 def _coalescing(connection: sa.Connection, detail: JobDetail, job_name: str) -> str:
     opened = connection.scalar(
-        sa.select(KEYS.c.created_at).where(KEYS.c.key == detail.coalesce_key)
+        sa.select(COALESCE_KEYS.c.created_at).where(COALESCE_KEYS.c.key == detail.coalesce_key)
     )
     text = f"It still takes calls under the coalesce key {detail.coalesce_key}"
     try:

@@ -26,7 +26,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.lifecycle import HookFailed
 from flask_solidq.lifecycle import Lifecycle
@@ -42,8 +41,6 @@ if t.TYPE_CHECKING:
     from flask_solidq.state import SolidQState
 
 logger = logging.getLogger("flask_solidq")
-
-PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 
 
 class ThreadActivity(str, enum.Enum):

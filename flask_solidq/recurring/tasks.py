@@ -21,11 +21,12 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq import models
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
+from flask_solidq.models.tables import RECURRING_EXECUTIONS
+from flask_solidq.models.tables import RECURRING_TASKS
 from flask_solidq.operations import enqueue
 from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.timing import as_utc
@@ -36,8 +37,6 @@ if t.TYPE_CHECKING:
 
 logger = logging.getLogger("flask_solidq.scheduler")
 
-TASKS = t.cast(sa.Table, models.RecurringTask.__table__)
-EXECUTIONS = t.cast(sa.Table, models.RecurringExecution.__table__)
 
 #: How many times a transaction that hit a deadlock (or SQLite's "database is locked") is tried.
 DEADLOCK_ATTEMPTS = 3
@@ -53,10 +52,11 @@ _CONFIGURED_COLUMNS = (
     "static",
     "description",
 )
-_UPDATE_TASK = TASKS.update().where(TASKS.c.key == sa.bindparam("task_key"))
-_RECORDED_JOB = sa.select(EXECUTIONS.c.job_id).where(
-    EXECUTIONS.c.task_key == sa.bindparam("task_key"),
-    EXECUTIONS.c.run_at == sa.bindparam("run_at", type_=EXECUTIONS.c.run_at.type),
+_UPDATE_TASK = RECURRING_TASKS.update().where(RECURRING_TASKS.c.key == sa.bindparam("task_key"))
+_RECORDED_JOB = sa.select(RECURRING_EXECUTIONS.c.job_id).where(
+    RECURRING_EXECUTIONS.c.task_key == sa.bindparam("task_key"),
+    RECURRING_EXECUTIONS.c.run_at
+    == sa.bindparam("run_at", type_=RECURRING_EXECUTIONS.c.run_at.type),
 )
 
 _T = t.TypeVar("_T")
@@ -182,19 +182,21 @@ def persist_all(engine: sa.Engine, tasks: t.Sequence[RecurringTask]) -> None:
 def _persist(engine: sa.Engine, rows: list[dict[str, t.Any]]) -> None:
     configured = {row["key"] for row in rows}
     with db.write(engine) as connection:
-        stored = {row.key: row for row in connection.execute(sa.select(TASKS))}
+        stored = {row.key: row for row in connection.execute(sa.select(RECURRING_TASKS))}
         stale = sorted(key for key, row in stored.items() if row.static and key not in configured)
         changed = [
             row for row in rows if row["key"] in stored and _differs(stored[row["key"]], row)
         ]
         if stale:
             connection.execute(
-                TASKS.delete().where(TASKS.c.key.in_(stale), TASKS.c.static.is_(True))
+                RECURRING_TASKS.delete().where(
+                    RECURRING_TASKS.c.key.in_(stale), RECURRING_TASKS.c.static.is_(True)
+                )
             )
         if changed:
             connection.execute(_UPDATE_TASK, [_update_parameters(row) for row in changed])
         db.insert_ignoring_duplicates(
-            connection, TASKS, [row for row in rows if row["key"] not in stored]
+            connection, RECURRING_TASKS, [row for row in rows if row["key"] not in stored]
         )
 
 
@@ -293,7 +295,7 @@ def _record(connection: sa.Connection, task: RecurringTask, run_at: dt.datetime,
         "run_at": run_at,
         "created_at": utcnow(),
     }
-    db.insert_ignoring_duplicates(connection, EXECUTIONS, [row])
+    db.insert_ignoring_duplicates(connection, RECURRING_EXECUTIONS, [row])
     recorded = connection.scalar(_RECORDED_JOB, {"task_key": task.key, "run_at": run_at})
     return bool(recorded == job.provider_job_id)
 

@@ -1,0 +1,47 @@
+"""Each table of the queue named once, as the SQLAlchemy Core table the operations write their
+statements against (the hot paths use Core, not the ORM: see :mod:`flask_solidq.models`).
+
+A declarative class's ``__table__`` is typed as any ``FromClause``; these are the same
+objects, typed as the ``Table`` they are, so no module casts them again.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq.models.coalescing import CoalescedCall
+from flask_solidq.models.coalescing import CoalesceKey
+from flask_solidq.models.executions import BlockedExecution
+from flask_solidq.models.executions import ClaimedExecution
+from flask_solidq.models.executions import FailedExecution
+from flask_solidq.models.executions import ReadyExecution
+from flask_solidq.models.executions import ScheduledExecution
+from flask_solidq.models.job_record import JobRecord
+from flask_solidq.models.pauses import Pause
+from flask_solidq.models.processes import ProcessRecord
+from flask_solidq.models.rate_limits import RateLimitBudget
+from flask_solidq.models.recurring import RecurringExecution
+from flask_solidq.models.recurring import RecurringTask
+from flask_solidq.models.semaphores import Semaphore
+
+
+def _table(model: type[t.Any]) -> sa.Table:
+    return t.cast(sa.Table, model.__table__)
+
+
+JOBS = _table(JobRecord)
+READY = _table(ReadyExecution)
+SCHEDULED = _table(ScheduledExecution)
+CLAIMED = _table(ClaimedExecution)
+BLOCKED = _table(BlockedExecution)
+FAILED = _table(FailedExecution)
+PROCESSES = _table(ProcessRecord)
+PAUSES = _table(Pause)
+SEMAPHORES = _table(Semaphore)
+BUDGETS = _table(RateLimitBudget)
+COALESCE_KEYS = _table(CoalesceKey)
+COALESCED_CALLS = _table(CoalescedCall)
+RECURRING_TASKS = _table(RecurringTask)
+RECURRING_EXECUTIONS = _table(RecurringExecution)
