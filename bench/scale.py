@@ -53,8 +53,8 @@ from bench import throughput  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import processes as registry  # noqa: E402
-from flask_solidq.operations.claim import QueueSelector  # noqa: E402
 from flask_solidq.operations.claim import claim_batch  # noqa: E402
+from flask_solidq.operations.queue_selector import QueueSelector  # noqa: E402
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import typing as t
 
+from flask_solidq import config_keys as read
 from flask_solidq.timing import to_seconds
 
 
@@ -216,38 +217,40 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         config.setdefault(key, copy.deepcopy(default))
 
     return Settings(
-        bind=_optional_str(config, "SOLIDQ_BIND"),
-        adapter=_choice(config, "SOLIDQ_ADAPTER", Adapter),
+        bind=read.optional_str(config, "SOLIDQ_BIND"),
+        adapter=read.choice(config, "SOLIDQ_ADAPTER", Adapter),
         workers=tuple(
             worker_settings(entry, f"SOLIDQ_WORKERS[{index}]")
-            for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_WORKERS"))
+            for index, entry in enumerate(read.list_of_dicts(config, "SOLIDQ_WORKERS"))
         ),
         dispatchers=tuple(
             _dispatcher(entry, f"SOLIDQ_DISPATCHERS[{index}]")
-            for index, entry in enumerate(_list_of_dicts(config, "SOLIDQ_DISPATCHERS"))
+            for index, entry in enumerate(read.list_of_dicts(config, "SOLIDQ_DISPATCHERS"))
         ),
         recurring=_recurring(config["SOLIDQ_RECURRING"]),
-        process_heartbeat_interval=_seconds(config, "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL"),
-        process_alive_threshold=_seconds(config, "SOLIDQ_PROCESS_ALIVE_THRESHOLD"),
-        shutdown_timeout=_seconds(config, "SOLIDQ_SHUTDOWN_TIMEOUT", allow_zero=True),
-        on_worker_death=_choice(config, "SOLIDQ_ON_WORKER_DEATH", OnWorkerDeath),
-        use_skip_locked=_bool(config, "SOLIDQ_USE_SKIP_LOCKED"),
-        preserve_finished_jobs=_bool(config, "SOLIDQ_PRESERVE_FINISHED_JOBS"),
-        clear_finished_jobs_after=_seconds(config, "SOLIDQ_CLEAR_FINISHED_JOBS_AFTER"),
-        dashboard=_bool(config, "SOLIDQ_DASHBOARD"),
-        dashboard_url_prefix=_url_prefix(config, "SOLIDQ_DASHBOARD_URL_PREFIX"),
-        dashboard_basic_auth=_basic_auth(config, "SOLIDQ_DASHBOARD_BASIC_AUTH"),
-        enqueue_in_app_transaction=_bool(config, "SOLIDQ_ENQUEUE_IN_APP_TRANSACTION"),
-        database_connect_timeout=_optional_seconds(config, "SOLIDQ_DATABASE_CONNECT_TIMEOUT"),
-        database_dead_connection_timeout=_optional_seconds(
+        process_heartbeat_interval=read.seconds(config, "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL"),
+        process_alive_threshold=read.seconds(config, "SOLIDQ_PROCESS_ALIVE_THRESHOLD"),
+        shutdown_timeout=read.seconds(config, "SOLIDQ_SHUTDOWN_TIMEOUT", allow_zero=True),
+        on_worker_death=read.choice(config, "SOLIDQ_ON_WORKER_DEATH", OnWorkerDeath),
+        use_skip_locked=read.boolean(config, "SOLIDQ_USE_SKIP_LOCKED"),
+        preserve_finished_jobs=read.boolean(config, "SOLIDQ_PRESERVE_FINISHED_JOBS"),
+        clear_finished_jobs_after=read.seconds(config, "SOLIDQ_CLEAR_FINISHED_JOBS_AFTER"),
+        dashboard=read.boolean(config, "SOLIDQ_DASHBOARD"),
+        dashboard_url_prefix=read.url_prefix(config, "SOLIDQ_DASHBOARD_URL_PREFIX"),
+        dashboard_basic_auth=read.basic_auth(config, "SOLIDQ_DASHBOARD_BASIC_AUTH"),
+        enqueue_in_app_transaction=read.boolean(config, "SOLIDQ_ENQUEUE_IN_APP_TRANSACTION"),
+        database_connect_timeout=read.optional_seconds(config, "SOLIDQ_DATABASE_CONNECT_TIMEOUT"),
+        database_dead_connection_timeout=read.optional_seconds(
             config, "SOLIDQ_DATABASE_DEAD_CONNECTION_TIMEOUT"
         ),
-        database_statement_timeout=_optional_seconds(config, "SOLIDQ_DATABASE_STATEMENT_TIMEOUT"),
-        database_pre_ping=_bool(config, "SOLIDQ_DATABASE_PRE_PING"),
-        database_pooler=_pooler(config, "SOLIDQ_DATABASE_POOLER"),
-        database_listen_url=_listen_url(config, "SOLIDQ_DATABASE_LISTEN_URL"),
-        on_thread_error=_optional_callable(config, "SOLIDQ_ON_THREAD_ERROR"),
-        check_arguments=_bool(config, "SOLIDQ_CHECK_ARGUMENTS"),
+        database_statement_timeout=read.optional_seconds(
+            config, "SOLIDQ_DATABASE_STATEMENT_TIMEOUT"
+        ),
+        database_pre_ping=read.boolean(config, "SOLIDQ_DATABASE_PRE_PING"),
+        database_pooler=read.pooler(config, "SOLIDQ_DATABASE_POOLER"),
+        database_listen_url=read.listen_url(config, "SOLIDQ_DATABASE_LISTEN_URL"),
+        on_thread_error=read.optional_callable(config, "SOLIDQ_ON_THREAD_ERROR"),
+        check_arguments=read.boolean(config, "SOLIDQ_CHECK_ARGUMENTS"),
     )
 
 
@@ -270,24 +273,24 @@ def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
 
 def worker_settings(entry: dict[str, t.Any], name: str = "SOLIDQ_WORKERS[0]") -> WorkerSettings:
     """Parse one worker entry; missing keys take the defaults."""
-    values = _known_keys({**DEFAULT_WORKER, **entry}, DEFAULT_WORKER, name)
+    values = read.known_keys({**DEFAULT_WORKER, **entry}, DEFAULT_WORKER, name)
     return WorkerSettings(
         queues=parse_queues(values["queues"], name=f"{name}['queues']"),
-        threads=_positive_int(values["threads"], f"{name}['threads']"),
-        processes=_positive_int(values["processes"], f"{name}['processes']"),
+        threads=read.positive_int(values["threads"], f"{name}['threads']"),
+        processes=read.positive_int(values["processes"], f"{name}['processes']"),
         polling_interval=to_seconds(values["polling_interval"], name=f"{name}['polling_interval']"),
-        prefetch=_non_negative_int(values["prefetch"], f"{name}['prefetch']"),
+        prefetch=read.non_negative_int(values["prefetch"], f"{name}['prefetch']"),
     )
 
 
 def _dispatcher(entry: dict[str, t.Any], name: str) -> DispatcherSettings:
-    values = _known_keys({**DEFAULT_DISPATCHER, **entry}, DEFAULT_DISPATCHER, name)
+    values = read.known_keys({**DEFAULT_DISPATCHER, **entry}, DEFAULT_DISPATCHER, name)
     maintenance = values["concurrency_maintenance"]
     if not isinstance(maintenance, bool):
         raise TypeError(f"{name}['concurrency_maintenance'] must be True or False.")
     return DispatcherSettings(
         polling_interval=to_seconds(values["polling_interval"], name=f"{name}['polling_interval']"),
-        batch_size=_positive_int(values["batch_size"], f"{name}['batch_size']"),
+        batch_size=read.positive_int(values["batch_size"], f"{name}['batch_size']"),
         concurrency_maintenance=maintenance,
         concurrency_maintenance_interval=to_seconds(
             values["concurrency_maintenance_interval"],
@@ -339,152 +342,3 @@ def _recurring(value: object) -> tuple[RecurringSettings, ...]:
             )
         )
     return tuple(tasks)
-
-
-def _known_keys(
-    values: dict[str, t.Any], defaults: dict[str, t.Any], name: str
-) -> dict[str, t.Any]:
-    unknown = sorted(set(values) - set(defaults))
-    if unknown:
-        raise ValueError(f"{name} has unknown keys {unknown}; it takes {sorted(defaults)}.")
-    return values
-
-
-def _list_of_dicts(config: t.Mapping[str, t.Any], key: str) -> list[dict[str, t.Any]]:
-    value = config[key]
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(item, dict) for item in value):
-        raise TypeError(f"{key} must be a list of dicts, not {value!r}.")
-    return list(value)
-
-
-def _positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {value!r}.")
-    if value < 1:
-        raise ValueError(f"{name} must be 1 or more, not {value}.")
-    return value
-
-
-def _non_negative_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {value!r}.")
-    if value < 0:
-        raise ValueError(f"{name} must be 0 or more, not {value}.")
-    return value
-
-
-def _seconds(config: t.Mapping[str, t.Any], key: str, *, allow_zero: bool = False) -> float:
-    return to_seconds(config[key], name=key, allow_zero=allow_zero)
-
-
-def _optional_seconds(config: t.Mapping[str, t.Any], key: str) -> float | None:
-    """A duration, or None for "off"."""
-    value = config[key]
-    if value is None:
-        return None
-    try:
-        return to_seconds(value, name=key)
-    except ValueError as error:
-        raise ValueError(f"{error} Use None to turn it off.") from None
-
-
-def _bool(config: t.Mapping[str, t.Any], key: str) -> bool:
-    value = config[key]
-    if not isinstance(value, bool):
-        raise TypeError(f"{key} must be True or False, not {value!r}.")
-    return value
-
-
-def _optional_callable(
-    config: t.Mapping[str, t.Any], key: str
-) -> t.Callable[[BaseException], object] | None:
-    value = config[key]
-    if value is not None and not callable(value):
-        raise TypeError(
-            f"{key} must be None or a callable given the exception (such as"
-            f" sentry_sdk.capture_exception), not {value!r}."
-        )
-    return t.cast("t.Callable[[BaseException], object] | None", value)
-
-
-E = t.TypeVar("E", bound=enum.Enum)
-
-
-def _choice(config: t.Mapping[str, t.Any], key: str, choices: type[E]) -> E:
-    """The member of ``choices`` whose value the key holds (a member itself is taken too)."""
-    value = config[key]
-    try:
-        return choices(value)
-    except ValueError:
-        options = ", ".join(repr(choice.value) for choice in choices)
-        raise ValueError(f"{key} must be one of {options}, not {value!r}.") from None
-
-
-def _optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
-    value = config[key]
-    if value is not None and (not isinstance(value, str) or not value):
-        raise TypeError(f"{key} must be None or the name of a bind, not {value!r}.")
-    return value
-
-
-#: The values ``SOLIDQ_DATABASE_POOLER`` takes besides None.
-POOLERS = ("pgbouncer",)
-
-
-def _pooler(config: t.Mapping[str, t.Any], key: str) -> str | None:
-    value = config[key]
-    if value is None:
-        return None
-    if not isinstance(value, str) or value.lower() not in POOLERS:
-        raise ValueError(
-            f"{key} must be None (connected directly) or 'pgbouncer' (through PgBouncer, in"
-            f" transaction or session pooling), not {value!r}."
-        )
-    return value.lower()
-
-
-def _listen_url(config: t.Mapping[str, t.Any], key: str) -> str | None:
-    """A database URL, kept as text with its password (the listener connects with it)."""
-    value = config[key]
-    if value is None:
-        return None
-    rendered = getattr(value, "render_as_string", None)
-    if rendered is not None:
-        value = rendered(hide_password=False)
-    if not isinstance(value, str) or "://" not in value:
-        raise TypeError(
-            f"{key} must be None or the URL of the queue's PostgreSQL database reached"
-            f" directly, past the pooler (such as 'postgresql+psycopg://user:pw@db-host:5432/app'),"
-            f" not {value!r}."
-        )
-    if config.get("SOLIDQ_DATABASE_POOLER") is None:
-        raise ValueError(
-            f"{key} is set but SOLIDQ_DATABASE_POOLER is not: connected directly, the queue"
-            " listens on its own connections; set SOLIDQ_DATABASE_POOLER = 'pgbouncer' if"
-            f" it goes through PgBouncer, or remove {key}."
-        )
-    return value
-
-
-def _url_prefix(config: t.Mapping[str, t.Any], key: str) -> str:
-    value = config[key]
-    if not isinstance(value, str) or not value.startswith("/"):
-        raise ValueError(
-            f'{key} must be a path starting with "/", such as "/solidq", not {value!r}.'
-        )
-    return value.rstrip("/") or "/"
-
-
-def _basic_auth(config: t.Mapping[str, t.Any], key: str) -> tuple[str, str] | None:
-    value = config[key]
-    if value is None:
-        return None
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or not all(isinstance(part, str) and part for part in value)
-    ):
-        raise TypeError(f'{key} must be None or ("user", "password"), not {value!r}.')
-    return (value[0], value[1])

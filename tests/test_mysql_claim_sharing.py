@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.operations import claim
+from flask_solidq.operations import claim_candidates
 from flask_solidq.operations import queues
 from tests import jobs
 from tests import support
@@ -174,7 +175,7 @@ def test_the_candidates_select_reads_its_index_in_order_without_a_sort(app, engi
     enqueue("paused", 10, priority=-5)
     enqueue("mail", 10)
     queues.pause(engine, "paused")
-    statement = claim._candidates(queue_name, skip_locked=True)
+    statement = claim_candidates.candidates(queue_name, skip_locked=True)
     compiled = statement.compile(dialect=engine.dialect)
     values = compiled.construct_params({"queue_name": queue_name, "limit": 3, "process_id": 9001})
 

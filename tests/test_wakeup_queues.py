@@ -9,7 +9,7 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq.operations.claim import QueueSelector
+from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell

@@ -38,7 +38,6 @@ A claim that took jobs sends ``signals.claim`` once it committed (one per worker
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 import typing as t
@@ -57,10 +56,10 @@ from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
-from flask_solidq.models.tables import PAUSES
-from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
+from flask_solidq.operations import claim_candidates
 from flask_solidq.operations import dispatch
+from flask_solidq.operations.queue_selector import QueueSelector as QueueSelector
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ClaimedJob as ClaimedJob
@@ -84,50 +83,6 @@ CHECKED_MEMORY = 1.0
 _checked_recently: weakref.WeakKeyDictionary[sa.Engine, dict[str | None, float]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class QueueSelector:
-    """A worker's ``queues``: ``"*"`` (every queue), exact names, and ``"prefix*"`` patterns,
-    in priority order."""
-
-    queues: tuple[str, ...]
-
-    @property
-    def all_queues(self) -> bool:
-        return "*" in self.queues
-
-    @property
-    def has_prefixes(self) -> bool:
-        return not self.all_queues and any(queue.endswith("*") for queue in self.queues)
-
-    def matches(self, queue_name: str) -> bool:
-        """Whether this selector claims from ``queue_name``."""
-        return any(
-            queue == "*"
-            or queue == queue_name
-            or (queue.endswith("*") and queue_name.startswith(queue[:-1]))
-            for queue in self.queues
-        )
-
-    def relations(self, engine: sa.Engine) -> list[str | None]:
-        """The queue names to claim from, in order; ``None`` stands for every queue at once.
-
-        Exact names are used as given; a prefix is expanded to the ready queues it matches
-        (one ``SELECT DISTINCT`` per poll), each prefix's matches taking its place in the order.
-        """
-        if self.all_queues:
-            return [None]
-        if not self.has_prefixes:
-            return list(self.queues)
-        names: list[str | None] = []
-        with db.read(engine) as connection:
-            for queue in self.queues:
-                matches = (
-                    _ready_queues_like(connection, queue[:-1]) if queue.endswith("*") else [queue]
-                )
-                names.extend(name for name in matches if name not in names)
-        return names
 
 
 class ClaimBatch(t.NamedTuple):
@@ -239,7 +194,9 @@ def _claim_from(
         memory[queue_name] = time.monotonic() + CHECKED_MEMORY
     held_back = 0
     with db.write(engine) as connection:
-        candidates = connection.execute(_candidates(queue_name, skip_locked), params).all()
+        candidates = connection.execute(
+            claim_candidates.candidates(queue_name, skip_locked), params
+        ).all()
         if not candidates:
             return ClaimBatch([], [])
         clock = ClaimClock(functools.partial(database_clock.now, connection))
@@ -398,88 +355,6 @@ def _claim_in_one_statement(
         return None
     jobs = (ClaimedJob(*row[:width]) for row in rows)
     return sorted(jobs, key=lambda job: (job.priority, job.id))
-
-
-def _candidates(queue_name: str | None, skip_locked: bool) -> sa.Select[t.Any]:
-    """The ready rows to claim: in priority then job order, skipping paused queues."""
-    return _CANDIDATES[(queue_name is not None, skip_locked)]
-
-
-#: The claiming process's row, locked for the claim's transaction, inside the candidates'
-#: select (a claim takes nothing for a process that isn't registered): shared, so claims and
-#: heartbeats (PostgreSQL's ``FOR KEY SHARE``) go on, but a pruning's ``FOR UPDATE`` of the row
-#: waits for the claim to commit, or the claim for the pruning (and then finds no row). SQLite
-#: locks no row and needs none: from ``BEGIN IMMEDIATE`` on, no pruning can come between.
-_REGISTERED = (
-    sa.select(PROCESSES.c.id)
-    .where(PROCESSES.c.id == sa.bindparam("process_id"))
-    .with_for_update(read=True, key_share=True)
-)
-
-
-def _build_candidates(by_queue: bool, skip_locked: bool) -> sa.Select[t.Any]:
-    order = (READY.c.priority, READY.c.job_id)
-    query = sa.select(READY.c.id, READY.c.job_id).where(
-        sa.exists(_REGISTERED), READY.c.queue_name.not_in(sa.select(PAUSES.c.queue_name))
-    )
-    if by_queue:
-        query = query.where(READY.c.queue_name == sa.bindparam("queue_name"))
-        index = _ready_index(READY.c.queue_name, *order)
-    else:
-        index = _ready_index(*order)
-    query = query.order_by(*order).limit(sa.bindparam("limit"))
-    return db.for_update(_forcing_index(query, index), skip_locked=skip_locked)
-
-
-def _forcing_index(query: sa.Select[t.Any], index: str) -> sa.Select[t.Any]:
-    """MySQL/MariaDB: read the ready rows through ``index``, in its order, so that two
-    workers share the backlog instead of taking turns.
-
-    Left to itself, MariaDB's optimizer often reads every ready row and sorts them ("Using
-    filesort"): 10.11 did so for every-queue claims of a 20-job backlog, and of a 5,000-job
-    backlog on one queue, whenever its statistics made a sort look cheaper than walking the
-    index past the paused queues' ``NOT IN``. ``FOR UPDATE`` locks each row it reads before
-    the sort and ``LIMIT``, so one claim locked the whole backlog and a second worker's
-    ``SKIP LOCKED`` found nothing until the first committed (issue 12). Read in index order,
-    the scan stops after ``limit`` rows it could lock, which also makes a claim of a big
-    backlog cheaper. The rows of paused queues it steps over stay locked until its commit too
-    (InnoDB keeps them, even in ``READ COMMITTED``), which costs nothing: every claim skips
-    them anyway.
-
-    A hint rather than reading the pauses first and listing the queues: it keeps one
-    statement with the pause check inside it (no window where a claim acts on a stale list
-    of pauses), and holds whatever the statistics say, while a literal ``NOT IN`` list was
-    still sorted. PostgreSQL and SQLite never see the hint.
-    """
-    hint = f"FORCE INDEX ({index})"
-    for dialect_name in ("mysql", "mariadb"):
-        query = query.with_hint(READY, hint, dialect_name=dialect_name)
-    return query
-
-
-def _ready_index(*columns: sa.Column[t.Any]) -> str:
-    """The name of the ready executions' index on exactly ``columns``, taken from the model so
-    the hint follows a renamed index (a hint naming a missing index is an error)."""
-    wanted = [column.name for column in columns]
-    for index in READY.indexes:
-        if [column.name for column in index.columns] == wanted and index.name:
-            return str(index.name)
-    raise LookupError(f"no index on {READY.name} {wanted}")
-
-
-_VARIANTS = [(by_queue, skip_locked) for by_queue in (False, True) for skip_locked in (False, True)]
-_CANDIDATES = {variant: _build_candidates(*variant) for variant in _VARIANTS}
-
-
-def _ready_queues_like(connection: sa.Connection, prefix: str) -> list[str]:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    query = (
-        sa.select(READY.c.queue_name)
-        .where(READY.c.queue_name.like(f"{escaped}%", escape="\\"))
-        .distinct()
-        .order_by(READY.c.queue_name)
-    )
-    return list(connection.scalars(query))
 
 
 #: The columns of a :class:`ClaimedJob`, in its order.

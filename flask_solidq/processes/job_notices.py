@@ -26,7 +26,7 @@ import typing as t
 
 from flask_solidq import db
 from flask_solidq import postgres
-from flask_solidq.operations.claim import QueueSelector
+from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell
