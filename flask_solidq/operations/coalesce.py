@@ -29,7 +29,6 @@ Bulk enqueues admit each key's calls in one transaction per job (:func:`admit_al
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import typing as t
@@ -38,26 +37,24 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq import keys
-from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
-from flask_solidq.definitions import calls
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.operations import coalesce_calls
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
-from flask_solidq.values import MARKER
+from flask_solidq.operations.coalesce_calls import Decision
+from flask_solidq.operations.coalesce_calls import Pending
 from flask_solidq.values import MARKER_PREFIX
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
-    from flask_solidq.definitions.job import Job
 
 
 #: How many times an admission goes round after losing the race for a new key's row. Each
@@ -83,101 +80,6 @@ _LOCK_KEY = (
 )
 
 
-def applies(job: Job) -> bool:
-    """Whether ``job``'s definition coalesces its enqueues."""
-    declaration = type(job)._coalesce
-    return declaration is not None and declaration.enabled
-
-
-def debounces(job: Job) -> bool:
-    """Whether ``job``'s definition coalesces and times its job from its calls
-    (``debounce``, ``max_wait``): such an enqueue reads the database's clock, which the
-    dispatcher runs the job by (see :mod:`flask_solidq.database_clock`)."""
-    declaration = type(job)._coalesce
-    return applies(job) and t.cast("Coalesce", declaration).debounce is not None
-
-
-@dataclasses.dataclass
-class Pending:
-    """One coalesced call, with everything it may need worked out before anything is
-    written: its key, the time it asks for, and the payloads it may store."""
-
-    job: Job
-    key: str
-    declaration: Coalesce
-    #: When the call wants its job to come due (rules 1 and 2); None: now, no opinion.
-    wanted_at: dt.datetime | None
-    #: The payload the call's job is stored with, marked with how it was opened; None for a
-    #: call that won't need one unless it has to open a job after all (then it is built then).
-    payload: dict[str, t.Any] | None = None
-    #: ``collect``: the stored call (``solidq_coalesced_calls.arguments``).
-    call_arguments: str | None = None
-
-    def marked_payload(self) -> dict[str, t.Any]:
-        if self.payload is None:
-            self.payload = marked(self.job, self.declaration.on_conflict)
-        return self.payload
-
-
-class Decision(t.NamedTuple):
-    """What an admission did with one call: its status and the job that holds it (None for
-    both when a concurrency conflict destroyed the job it created)."""
-
-    pending: Pending
-    status: CoalesceStatus | None
-    job_id: int | None
-
-
-def marked(job: Job, mode: OnConflict) -> dict[str, t.Any]:
-    """``job``'s payload, with how its job is opened recorded first."""
-    payload = job.payload()
-    payload.pop(MARKER, None)
-    return {MARKER: mode.value, **payload}
-
-
-def call_arguments(job: Job) -> str:
-    """The stored form of a collected call: its payload, and the request's own fields
-    (``Call.job_data``)."""
-    return job_rows.dumps(calls.job_data_of(job))
-
-
-def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list[Pending]]:
-    """The coalesced ``jobs`` grouped by key (and definition), the groups sorted by key, each
-    keeping its calls' order; every key and every payload a call will need is built here, so
-    a key callable that raises or an argument that won't serialize fails the enqueue before
-    anything is written. A repeated ``discard`` call's payload is never built (it is never
-    stored), nor is a ``replace`` call's that a later call of the same key supersedes, nor,
-    outside ``bulk``, a lone ``discard`` call's until it opens a job.
-
-    :raises flask_solidq.SerializationError: an argument can't be stored.
-    :raises ValueError: a key is longer than its column takes.
-    :raises Exception: whatever a key callable raises.
-    """
-    groups: dict[tuple[str, type], list[Pending]] = {}
-    for job in jobs:
-        definition = type(job)
-        declaration = t.cast("Coalesce", definition._coalesce)
-        key = t.cast(str, declaration.key_for(definition.job_name, job.arguments, job.kwargs))
-        keys.check_length(key, definition.job_name, "coalesce key")
-        explicit = job.requests_wait()
-        job.mark_enqueued(now)
-        wanted_at = timing.wanted(declaration, job.scheduled_at, explicit, now)
-        groups.setdefault((key, definition), []).append(Pending(job, key, declaration, wanted_at))
-    for group in groups.values():
-        mode = group[0].declaration.on_conflict
-        if mode is OnConflict.COLLECT:
-            for pending in group:
-                pending.marked_payload()
-                pending.call_arguments = call_arguments(pending.job)
-        elif mode is OnConflict.REPLACE:
-            group[-1].marked_payload()
-        elif bulk:
-            # A single discard call's payload is built only if it opens a job: a discarded
-            # call is never stored, so an argument that can't be stays silently discarded.
-            group[0].marked_payload()
-    return [groups[group_key] for group_key in sorted(groups, key=lambda item: item[0])]
-
-
 def admit_all(
     engine: sa.Engine,
     groups: list[list[Pending]],
@@ -191,7 +93,7 @@ def admit_all(
     as its transaction commits; return the decisions.
 
     With ``announce``, each decision is announced (``signals.coalesce``) as it is recorded;
-    without, the caller announces them (:func:`announce_all`) once it is past its own
+    without, the caller announces them (:func:`coalesce_calls.announce_all`) once it is past its own
     handling of database errors: a receiver's error is the receiver's, never a failed
     enqueue of a call that committed.
 
@@ -205,18 +107,12 @@ def admit_all(
             admission = functools.partial(_admit_in_transaction, engine, remaining, now)
             decisions = db.retrying_deadlocks(admission, attempts=DEADLOCK_ATTEMPTS)
             for decision in decisions:
-                _record(decision, bulk=bulk)
+                coalesce_calls.record(decision, bulk=bulk)
                 if announce:
-                    _announce(decision)
+                    coalesce_calls.announce(decision)
             decided.extend(decisions)
             remaining = remaining[len(decisions) :]
     return decided
-
-
-def announce_all(decisions: t.Iterable[Decision]) -> None:
-    """Send ``signals.coalesce`` for each decision :func:`admit_all` didn't announce."""
-    for decision in decisions:
-        _announce(decision)
 
 
 def _admit_in_transaction(
@@ -450,34 +346,3 @@ def _dispatch_now(connection: sa.Connection, job_id: int, now: dt.datetime) -> b
     ref = JobRef(job_id, job.queue_name, job.priority, job.class_name, job.concurrency_key, None)
     dispatch.make_ready(connection, [ref], now)
     return True
-
-
-_STORED = (CoalesceStatus.CREATED, CoalesceStatus.COLLECTED, CoalesceStatus.REPLACED)
-
-
-def _record(decision: Decision, *, bulk: bool) -> None:
-    """Set a call's outcome on its job: after its transaction committed, or, inside a
-    caller's transaction, before that commits."""
-    job = decision.pending.job
-    job.mark_coalesced(decision.status)
-    job.provider_job_id = decision.job_id
-    # As the seed's outcome table has it: a single enqueue that didn't raise reports True
-    # (Active Job sets it), even when the call was discarded or a concurrency conflict
-    # destroyed its job; in bulk only a call whose data was stored reports True.
-    job.successfully_enqueued = not bulk or decision.status in _STORED
-
-
-def _announce(decision: Decision) -> None:
-    """Announce a recorded outcome (``signals.coalesce``); none for a call a concurrency
-    conflict destroyed."""
-    job = decision.pending.job
-    if decision.status is not None:
-        definition = type(job)
-        signals.coalesce.send(
-            definition,
-            status=decision.status.value,
-            key=decision.pending.key,
-            job_id=decision.job_id,
-            active_job_id=job.job_id,
-            class_name=definition.job_name,
-        )

@@ -22,6 +22,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import coalesce
+from flask_solidq.operations import coalesce_calls
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.timing import naive_utc
@@ -44,11 +45,11 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
-    coalesced = coalesce.applies(job)
+    coalesced = coalesce_calls.applies(job)
     try:
         now = _enqueue_time(engine, [job])
         if coalesced:
-            calls = coalesce.prepare([job], now, bulk=False)
+            calls = coalesce_calls.prepare([job], now, bulk=False)
             decided = coalesce.admit_all(engine, calls, now, bulk=False, announce=False)
         else:
             row = build_row(job, now)
@@ -61,7 +62,7 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     if coalesced:
         # Past the database's errors: what a signal receiver raises is its own, and the
         # call it heard about stays admitted and reported so.
-        coalesce.announce_all(decided)
+        coalesce_calls.announce_all(decided)
         return
     _record_outcome(job, job_id, placed)
 
@@ -70,7 +71,7 @@ def _enqueue_time(engine: sa.Engine, jobs: t.Sequence[Job]) -> dt.datetime:
     """The time an enqueue stamps its jobs with: this host's clock, unless a job debounces
     (its run is timed from its calls, and the dispatcher reads the database's clock), which
     costs one round trip (none on SQLite)."""
-    if any(coalesce.debounces(job) for job in jobs):
+    if any(coalesce_calls.debounces(job) for job in jobs):
         return database_clock.read_now(engine)
     return utcnow()
 
@@ -106,8 +107,10 @@ def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     propagate as SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
     """
     now = _enqueue_time(engine, jobs)
-    ordinary = [job for job in jobs if not coalesce.applies(job)]
-    groups = coalesce.prepare([job for job in jobs if coalesce.applies(job)], now, bulk=True)
+    ordinary = [job for job in jobs if not coalesce_calls.applies(job)]
+    groups = coalesce_calls.prepare(
+        [job for job in jobs if coalesce_calls.applies(job)], now, bulk=True
+    )
     rows = [build_row(job, now) for job in ordinary]
     if rows:
         ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
