@@ -1,0 +1,20 @@
+"""The app `flask solidq work` runs in the model test: ``flask --app tests.apps.model_app``.
+
+Environment: ``SOLIDQ_TEST_DATABASE_URL``, the queue's database; ``SOLIDQ_TEST_CONFIG``, a JSON
+object merged into ``app.config``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from flask import Flask
+
+from tests import model_jobs  # noqa: F401 - the jobs the test enqueues
+from tests import support
+
+
+def create_app() -> Flask:
+    config = json.loads(os.environ.get("SOLIDQ_TEST_CONFIG") or "{}")
+    return support.create_app(os.environ["SOLIDQ_TEST_DATABASE_URL"], **config)
