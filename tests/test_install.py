@@ -1,4 +1,5 @@
-"""`flask solidq install` writes a revision that creates exactly the models' tables.
+"""`flask solidq install` writes the revisions that create exactly the models' tables, and
+an app with the tables of an earlier release gets just the revisions it lacks.
 
 Like Flask-Migrate's own tests, these run the real `flask` CLI in subprocesses, in a scratch
 folder, against real databases: SQLite always, PostgreSQL and MySQL/MariaDB when
@@ -169,6 +170,17 @@ def module_variable(path: pathlib.Path, name: str) -> t.Any:
     return ast.literal_eval(match[1])
 
 
+def chain_after(flask: FlaskCLI, head: str | None) -> list[pathlib.Path]:
+    """The revision files that follow ``head`` in the history, oldest first."""
+    paths = flask.revisions().values()
+    following = {module_variable(path, "down_revision"): path for path in paths}
+    chain = []
+    while head in following:
+        chain.append(following[head])
+        head = module_variable(chain[-1], "revision")
+    return chain
+
+
 def table_names(engine: sa.Engine) -> set[str]:
     with engine.connect() as connection:
         return set(sa.inspect(connection).get_table_names())
@@ -223,7 +235,7 @@ def test_every_template_records_its_schema_version_and_imports_nothing_from_flas
 
 
 @pytest.mark.processes
-def test_install_adds_one_revision_after_the_apps_head_that_creates_and_drops_exactly_the_models(
+def test_install_chains_every_schema_version_after_the_apps_head_creating_exactly_the_models(
     databases: Databases, initialized: dict[str, pathlib.Path], tmp_path: pathlib.Path
 ) -> None:
     url = databases.new()
@@ -238,12 +250,18 @@ def test_install_adds_one_revision_after_the_apps_head_that_creates_and_drops_ex
 
     result = flask("solidq", "install")
 
-    (added,) = set(flask.revisions()) - before
-    revision = flask.versions / added
-    assert added == f"{module_variable(revision, 'revision')}_create_flask_solidq_tables.py"
-    assert added in result.stdout and "flask db upgrade" in result.stdout
-    assert module_variable(revision, "down_revision") == app_head
-    assert module_variable(revision, "solidq_schema_version") == 1
+    # Every schema version, oldest first, chained after the app's head.
+    added = chain_after(flask, app_head)
+    assert {path.name for path in added} == set(flask.revisions()) - before
+    versions = schema_versions()
+    assert [module_variable(path, "solidq_schema_version") for path in added] == [
+        version.number for version in versions
+    ]
+    for path, version in zip(added, versions, strict=True):
+        assert path.name == f"{module_variable(path, 'revision')}_{version.slug}.py"
+        assert path.name in result.stdout
+    assert "flask db upgrade" in result.stdout
+    assert added[0].name.endswith("_create_flask_solidq_tables.py")
 
     flask("db", "upgrade")
     assert table_names(engine) == SOLIDQ_TABLES | {"notes", "alembic_version"}
@@ -252,17 +270,63 @@ def test_install_adds_one_revision_after_the_apps_head_that_creates_and_drops_ex
     # Again: the history has them already.
     result = flask("solidq", "install")
     assert "already" in result.stdout
-    assert set(flask.revisions()) == before | {added}
+    assert set(flask.revisions()) == before | {path.name for path in added}
 
     # Autogenerate takes the tables for the app's own: nothing to drop, nothing to create.
     flask("db", "migrate", "-m", "nothing")
     for name, path in flask.revisions().items():
-        if name not in before | {added}:
+        if name not in before | {path.name for path in added}:
             assert "solidq_" not in path.read_text(encoding="utf-8")
             path.unlink()
 
-    flask("db", "downgrade")
+    flask("db", "downgrade", app_head)
     assert table_names(engine) == {"notes", "alembic_version"}
+
+
+@pytest.mark.processes
+def test_an_app_on_schema_version_1_gets_only_the_later_revisions_and_keeps_its_rows(
+    databases: Databases, initialized: dict[str, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    url = databases.new()
+    engine = databases.engine(url)
+    flask = FlaskCLI(tmp_path, "single_db", SOLIDQ_TEST_DATABASE_URL=url)
+    copy_migrations(initialized["single"], tmp_path)  # `flask db init`
+
+    # What a release with schema version 1 alone wrote and ran (a template is never edited
+    # once published, so version 1's revision is the same text it wrote then).
+    flask("solidq", "install")
+    for path in flask.revisions().values():
+        if module_variable(path, "solidq_schema_version") > 1:
+            path.unlink()
+    (first,) = flask.revisions().values()
+    flask("db", "upgrade")
+    version_2 = [("add_index", "ix_solidq_coalesced_calls_for_monitoring")]
+    assert [(kind, index.name) for kind, index in schema_differences(engine)] == version_2
+    now = dt.datetime(2026, 1, 1)
+    with engine.begin() as connection:
+        job_id = connection.execute(
+            models.JobRecord.__table__.insert().values(
+                queue_name="default", class_name="c", priority=0, created_at=now, updated_at=now
+            )
+        ).inserted_primary_key[0]
+        connection.execute(
+            models.CoalescedCall.__table__.insert().values(job_id=job_id, created_at=now)
+        )
+
+    result = flask("solidq", "install")
+
+    (second, *later) = chain_after(flask, module_variable(first, "revision"))
+    assert len(flask.revisions()) == 2 + len(later)
+    assert module_variable(second, "solidq_schema_version") == 2
+    assert second.name in result.stdout
+    flask("db", "upgrade")
+    assert schema_differences(engine) == []
+
+    flask("db", "downgrade", module_variable(first, "revision"))
+    assert [(kind, index.name) for kind, index in schema_differences(engine)] == version_2
+    with engine.connect() as connection:
+        calls = models.CoalescedCall.__table__
+        assert connection.execute(sa.select(calls.c.job_id)).scalars().all() == [job_id]
 
 
 @pytest.mark.processes
@@ -280,9 +344,9 @@ def test_install_with_a_bind_creates_the_tables_in_that_database_only(
     copy_migrations(initialized["multi"], tmp_path)  # `flask db init --multidb`
 
     flask("solidq", "install")
-    (revision,) = flask.revisions().values()
-    assert module_variable(revision, "solidq_target") == "queue"
-    assert module_variable(revision, "down_revision") is None
+    revisions = chain_after(flask, None)
+    assert len(revisions) == len(schema_versions()) == len(flask.revisions())
+    assert {module_variable(path, "solidq_target") for path in revisions} == {"queue"}
 
     flask("db", "upgrade")
     assert table_names(queue) == SOLIDQ_TABLES | {"alembic_version"}
@@ -292,11 +356,11 @@ def test_install_with_a_bind_creates_the_tables_in_that_database_only(
     # Autogenerate, for the queue's database too: nothing to drop, nothing to create.
     flask("db", "migrate", "-m", "nothing")
     for path in flask.revisions().values():
-        if path != revision:
+        if path not in revisions:
             assert "solidq_" not in path.read_text(encoding="utf-8")
             path.unlink()
 
-    flask("db", "downgrade")
+    flask("db", "downgrade", "base")
     assert table_names(queue) == {"alembic_version"}
 
 
