@@ -55,6 +55,15 @@ def collect(calls: list[t.Any]) -> None:
     PERFORMED.append(("seams_rate.collect", _calls(calls)))
 
 
+@solidq.job(name="seams_rate.replace")
+@coalesce(key=lambda user, *_: user, on_conflict="replace")
+@limits_rate(to=1, per=60, key="global")
+def replace(user: str, attributes: object = None) -> None:
+    """The seed's "Sync the latest state" recipe, without the concurrency limit: the job runs
+    the latest call's arguments."""
+    PERFORMED.append(("seams_rate.replace", (user, attributes)))
+
+
 @solidq.job(name="seams_rate.collect_dispatch")
 @coalesce(key=lambda shop, *_: shop, on_conflict="collect", max_calls=MAX_CALLS, on_full="dispatch")
 @limits_rate(to=1, per=60, key="global")
@@ -69,6 +78,14 @@ def collect_dispatch(calls: list[t.Any]) -> None:
 def debounced(calls: list[t.Any]) -> None:
     """Each call pushes its shop's job back to :data:`WINDOW` seconds after it."""
     PERFORMED.append(("seams_rate.debounced", _calls(calls)))
+
+
+@solidq.job(name="seams_rate.debounced_capped")
+@coalesce(key=lambda shop, *_: shop, on_conflict="collect", debounce=WINDOW, max_wait=3 * WINDOW)
+@limits_rate(to=1, per=60, key="global")
+def debounced_capped(calls: list[t.Any]) -> None:
+    """As :func:`debounced`, and never moved past 30 s after its job opened."""
+    PERFORMED.append(("seams_rate.debounced_capped", _calls(calls)))
 
 
 @solidq.job(name="seams_rate.attempted")

@@ -221,6 +221,62 @@ def test_calls_join_a_collecting_job_its_rate_limit_deferred_and_run_in_one_perf
     assert stored_id(fourth) != job_id
 
 
+def test_bulk_calls_join_a_collecting_job_its_rate_limit_deferred(app, engine, performed):
+    """The same through ``perform_all_later``: one admission stores the calls into the
+    deferred job, which stays where its rate check put it."""
+    key = "seams_rate.collect/global"
+    spend(app, engine, jobs.collect, "spender", 0)
+    job_id = stored_id(call(app, jobs.collect, "acct", 1))
+    batch = claim_batch(engine)
+    assert deferred_ids(batch) == [job_id]
+
+    with app.app_context():
+        bulk = [jobs.collect.new("acct", n) for n in (2, 3, 4)]
+        support.solidq.perform_all_later(bulk)
+
+    assert [(job.coalesce_status, stored_id(job)) for job in bulk] == [(COLLECTED, job_id)] * 3
+    assert scheduled_at(engine, job_id) == batch.deferrals[0].until
+    rewind(engine, key)
+    come_back(engine, job_id)
+    (claimed,) = claim_batch(engine).jobs
+    run(app, engine, claimed)
+    assert performed == [
+        (
+            "seams_rate.collect",
+            list(
+                zip(
+                    call_rows(engine, job_id),
+                    [("acct", n) for n in (1, 2, 3, 4)],
+                    strict=True,
+                )
+            ),
+        )
+    ]
+
+
+def test_calls_keep_replacing_the_arguments_of_a_job_its_rate_limit_deferred(
+    app, engine, performed
+):
+    """Seed 003's "Sync the latest state" recipe: "A job that's blocked or waiting on the
+    quota hasn't started, so calls keep replacing its arguments"."""
+    key = "seams_rate.replace/global"
+    spend(app, engine, jobs.replace, "spender", 0)
+    job_id = stored_id(call(app, jobs.replace, "user", "v1"))
+    assert deferred_ids(claim_batch(engine)) == [job_id]
+
+    replaced = call(app, jobs.replace, "user", "v2")
+    assert (replaced.coalesce_status, stored_id(replaced)) == (CoalesceStatus.REPLACED, job_id)
+    come_back(engine, job_id)
+    assert deferred_ids(claim_batch(engine)) == [job_id]
+    call(app, jobs.replace, "user", "v3")
+
+    rewind(engine, key)
+    come_back(engine, job_id)
+    (claimed,) = claim_batch(engine).jobs
+    run(app, engine, claimed)
+    assert performed == [("seams_rate.replace", ("user", "v3"))]
+
+
 # -- b: on_full="dispatch" makes a deferred job ready; the next claim defers it again -------
 
 
@@ -315,6 +371,21 @@ def test_debounce_never_moves_a_deferred_job_earlier_than_its_rate_check_only_la
     come_back(engine, job_id)
     assert deferred_ids(claim_batch(engine)) == [job_id]
     assert len(call_rows(engine, job_id)) == 4
+
+
+def test_max_wait_caps_a_debounce_move_without_pulling_a_deferred_job_earlier(app, engine):
+    """A call asking for later than the rate check, capped by ``max_wait`` (30 s after the
+    job opened) to before it, leaves the job where the rate check put it."""
+    spend(app, engine, jobs.debounced_capped, "spender", 0)
+    job_id = stored_id(call(app, jobs.debounced_capped, "acct", 1))
+    come_back(engine, job_id)
+    batch = claim_batch(engine)
+    assert deferred_ids(batch) == [job_id]
+
+    joined = call(app, jobs.debounced_capped, "acct", 2, wait=600)
+
+    assert stored_id(joined) == job_id
+    assert scheduled_at(engine, job_id) == batch.deferrals[0].until
 
 
 # -- d: waiting spends no attempt --------------------------------------------------------------
