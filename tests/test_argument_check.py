@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask_solidq import coalesce
 from flask_solidq import models
 from flask_solidq import testing
-from flask_solidq.definitions import job as job_module
+from flask_solidq.definitions import signatures
 from tests import support
 from tests.support import solidq
 
@@ -368,7 +368,7 @@ def _shapes() -> list[t.Callable[..., None]]:
 @pytest.mark.parametrize("function", _shapes(), ids=lambda function: function.__name__)
 def test_the_shortcut_for_positional_calls_agrees_with_signature_bind(function):
     signature = inspect.signature(function)
-    parameters = job_module._Parameters.of(signature)
+    parameters = signatures.Parameters.of(signature)
     for count in range(5):
         args = tuple(range(count))
         try:

@@ -17,27 +17,27 @@ instance (which already holds them).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import inspect
-import math
 import types
 import typing as t
 import uuid
 
 from flask_solidq import current
 from flask_solidq import signals
-from flask_solidq.definitions import argument_codecs
 from flask_solidq.definitions import arguments
+from flask_solidq.definitions import job_checks
+from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import registry
+from flask_solidq.definitions import signatures
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
+from flask_solidq.definitions.job_methods import JobT
+from flask_solidq.definitions.job_methods import P
+from flask_solidq.definitions.job_methods import R
 from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
-from flask_solidq.timing import as_utc
-from flask_solidq.timing import to_seconds
-from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
@@ -46,118 +46,10 @@ if t.TYPE_CHECKING:
     from flask_solidq.controls.rate_limit import RateLimit
     from flask_solidq.definitions.failures import DiscardRule
     from flask_solidq.definitions.failures import RetryRule
-    from flask_solidq.definitions.function_job import FunctionJob
-
-JobT = t.TypeVar("JobT", bound="Job")
-#: A function job's parameters and return type (``FunctionJob[P, R]``), which ``perform_later``,
-#: ``perform_now``, ``new`` and ``set`` carry for type checkers.
-P = t.ParamSpec("P")
-R = t.TypeVar("R")
-T_co = t.TypeVar("T_co", covariant=True)
-
-#: The longest queue name the tables take.
-MAX_NAME_LENGTH = 255
-
-#: The range of ``priority``: the column is a 32-bit INTEGER on every database.
-MIN_PRIORITY = -(2**31)
-MAX_PRIORITY = 2**31 - 1
-
-#: The earliest and latest time a job may be scheduled for (``set(wait=)``,
-#: ``set(wait_until=)``). MySQL's DATETIME is documented from year 1000 to 9999 and Python's
-#: datetime ends with year 9999; the day short of its end leaves room for the time between
-#: ``set()`` and the enqueue, and for arithmetic on the stored time.
-EARLIEST_SCHEDULED_AT = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-LATEST_SCHEDULED_AT = dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)
-
-_SCHEDULE_RANGE = (
-    f"between {EARLIEST_SCHEDULED_AT:%Y-%m-%d} and {LATEST_SCHEDULED_AT:%Y-%m-%d} (UTC)"
-)
 
 
-class _ClassOrInstanceMethod:
-    """A method with one implementation for the class and one for an instance."""
-
-    def __init__(
-        self, on_class: t.Callable[..., t.Any], on_instance: t.Callable[..., t.Any]
-    ) -> None:
-        self.on_class = on_class
-        self.on_instance = on_instance
-        self.__doc__ = on_class.__doc__
-
-    def __get__(self, instance: t.Any, owner: type) -> t.Any:
-        if instance is None:
-            return types.MethodType(self.on_class, owner)
-        return types.MethodType(self.on_instance, instance)
-
-
-# The three methods that work on the class and on a job, as type checkers see them: on a
-# function job's class they take the function's parameters (``FunctionJob[P, R]``); on a class
-# job's, any arguments (a class job's are checked at the enqueue, against ``perform``); on a
-# job, none. The overloads are declared for type checkers only: at run time
-# ``_ClassOrInstanceMethod.__get__`` does the work, so an enqueue pays no extra call.
-
-
-class _PerformLater(_ClassOrInstanceMethod):
-    """``perform_later``: returns the job."""
-
-    if t.TYPE_CHECKING:
-
-        @t.overload
-        def __get__(
-            self, instance: None, owner: type[FunctionJob[P, R]]
-        ) -> t.Callable[P, FunctionJob[P, R]]: ...
-        @t.overload
-        def __get__(self, instance: None, owner: type[JobT]) -> t.Callable[..., JobT]: ...
-        @t.overload
-        def __get__(self, instance: JobT, owner: type) -> t.Callable[[], JobT]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
-
-
-class _PerformNow(_ClassOrInstanceMethod):
-    """``perform_now``: returns what the job's work returns."""
-
-    if t.TYPE_CHECKING:
-
-        @t.overload
-        def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
-        @t.overload
-        def __get__(self, instance: None, owner: type[Job]) -> t.Callable[..., t.Any]: ...
-        @t.overload
-        def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
-        @t.overload
-        def __get__(self, instance: Job, owner: type) -> t.Callable[[], t.Any]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
-
-
-class SetOptions(t.Protocol[T_co]):
-    """``set``'s signature: the enqueue options, returning ``T_co``."""
-
-    def __call__(
-        self,
-        *,
-        wait: dt.timedelta | float | None = None,
-        wait_until: dt.datetime | None = None,
-        queue: str | None = None,
-        priority: int | None = None,
-    ) -> T_co: ...
-
-
-class _Set(_ClassOrInstanceMethod):
-    """``set``: on the class, a :class:`ConfiguredJob`; on a job, the job."""
-
-    if t.TYPE_CHECKING:
-
-        @t.overload
-        def __get__(
-            self, instance: None, owner: type[FunctionJob[P, R]]
-        ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
-        @t.overload
-        def __get__(
-            self, instance: None, owner: type[JobT]
-        ) -> SetOptions[ConfiguredJob[..., JobT, t.Any]]: ...
-        @t.overload
-        def __get__(self, instance: JobT, owner: type) -> SetOptions[JobT]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+#: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
+_ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
 class Job:
@@ -180,7 +72,9 @@ class Job:
     _coalesce: t.ClassVar[Coalesce | None] = None
     _failure_rules: t.ClassVar[tuple[RetryRule | DiscardRule, ...]] = ()
     #: (the performer they were read from, its parameters): see ``_performer_parameters``.
-    _parameters_cache: t.ClassVar[tuple[t.Callable[..., t.Any], _Parameters | None] | None] = None
+    _parameters_cache: t.ClassVar[
+        tuple[t.Callable[..., t.Any], signatures.Parameters | None] | None
+    ] = None
 
     # Read-back attributes of the controls (API.md section 2); the decorators set them.
     rate_limit_to: t.ClassVar[int | None] = None
@@ -208,8 +102,8 @@ class Job:
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise TypeError(f"A job's name must be a non-empty string, not {name!r}.")
         cls.job_name = name or cls.__qualname__
-        _check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
-        _check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
+        job_checks.check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
+        job_checks.check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
         if not abstract:
             registry.register(cls)
 
@@ -302,20 +196,20 @@ class Job:
         if wait is not None and wait_until is not None:
             raise ValueError("set() takes wait= or wait_until=, not both.")
         if wait is not None:
-            self._wait = _check_wait(wait)
+            self._wait = job_checks.check_wait(wait)
             self.scheduled_at = None
         if wait_until is not None:
-            self.scheduled_at = _check_wait_until(wait_until)
+            self.scheduled_at = job_checks.check_wait_until(wait_until)
             self._wait = None
         if queue is not None:
-            _check_queue(queue, where="set(queue=)")
+            job_checks.check_queue(queue, where="set(queue=)")
             self.queue_name = queue
         if priority is not None:
-            _check_priority(priority, where="set(priority=)")
+            job_checks.check_priority(priority, where="set(priority=)")
             self.priority = priority
         return self
 
-    set = _Set(_set_on_class, _set_on_instance)
+    set = job_methods.Set(_set_on_class, _set_on_instance)
 
     # Enqueuing and performing.
 
@@ -336,7 +230,7 @@ class Job:
         get_state().enqueue(self)
         return self
 
-    perform_later = _PerformLater(_perform_later_on_class, _perform_later_on_instance)
+    perform_later = job_methods.PerformLater(_perform_later_on_class, _perform_later_on_instance)
 
     def _perform_now_on_class(cls: type[Job], *args: t.Any, **kwargs: t.Any) -> t.Any:  # type: ignore[misc]
         """Perform the job in this thread, now, and return what it returns. No table is
@@ -359,7 +253,7 @@ class Job:
         signals.perform.send(definition, job=self)
         return result
 
-    perform_now = _PerformNow(_perform_now_on_class, _perform_now_on_instance)
+    perform_now = job_methods.PerformNow(_perform_now_on_class, _perform_now_on_instance)
 
     # Checking arguments at enqueue.
 
@@ -388,7 +282,7 @@ class Job:
             at = "" if position is None else f" (at position {position})"
             raise TypeError(
                 f"Job {cls.job_name!r}{at} can't take these arguments: {exc}. A worker would call"
-                f" {_describe_call(cls._performer(), parameters.signature)}; nothing was"
+                f" {signatures.describe_call(cls._performer(), parameters.signature)}; nothing was"
                 " enqueued."
             ) from None
 
@@ -401,17 +295,17 @@ class Job:
     def _read_signature(cls, performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
         """``perform``'s signature as a worker calls it (bound to the job: without ``self``);
         None when it can't be read (a builtin), and then the arguments aren't checked."""
-        signature = _signature_or_none(performer)
+        signature = signatures.signature_or_none(performer)
         raw = inspect.getattr_static(cls, "perform", None)
         if signature is None or not isinstance(raw, types.FunctionType):
             return signature  # a staticmethod or classmethod: no self to drop
         parameters = list(signature.parameters.values())
-        if parameters and parameters[0].kind in _POSITIONAL:
+        if parameters and parameters[0].kind in signatures.POSITIONAL:
             parameters = parameters[1:]
         return signature.replace(parameters=parameters)
 
     @classmethod
-    def _performer_parameters(cls) -> _Parameters | None:
+    def _performer_parameters(cls) -> signatures.Parameters | None:
         """The parameters of ``_performer()``, read once per definition, since every enqueue
         binds to them; read again if the performer was replaced (a test's monkeypatch)."""
         performer = cls._performer()
@@ -419,7 +313,7 @@ class Job:
         if cached is not None and cached[0] == performer:
             return cached[1]
         signature = cls._read_signature(performer)
-        parameters = None if signature is None else _Parameters.of(signature)
+        parameters = None if signature is None else signatures.Parameters.of(signature)
         cls._parameters_cache = (performer, parameters)
         return parameters
 
@@ -545,104 +439,3 @@ class ConfiguredJob(t.Generic[P, JobT, R]):
         """Perform a job with these arguments now; see ``Job.perform_now``."""
         # R is what the definition's work returns; a job of JobT only knows it as Any.
         return t.cast(R, self.new(*args, **kwargs).perform_now())
-
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Parameters:
-    """A performer's signature, with the shortcut most enqueues take: a call without keywords
-    fits exactly when it has from ``least`` to ``most`` positional arguments. That check costs
-    about a quarter of ``Signature.bind`` (0.3 µs against 1.2), on the enqueue's hot path."""
-
-    signature: inspect.Signature
-    least: float
-    most: float
-
-    @classmethod
-    def of(cls, signature: inspect.Signature) -> _Parameters:
-        empty = inspect.Parameter.empty
-        kinds = [(parameter.kind, parameter.default) for parameter in signature.parameters.values()]
-        positional = [default for kind, default in kinds if kind in _POSITIONAL]
-        required: float = sum(default is empty for default in positional)
-        if any(
-            kind is inspect.Parameter.KEYWORD_ONLY and default is empty for kind, default in kinds
-        ):
-            required = math.inf  # no call without keywords fits; bind says why
-        takes_args = any(kind is inspect.Parameter.VAR_POSITIONAL for kind, _ in kinds)
-        return cls(signature, least=required, most=math.inf if takes_args else len(positional))
-
-    def bind(self, args: tuple[t.Any, ...], kwargs: t.Mapping[str, t.Any]) -> None:
-        """Raise bind's ``TypeError`` unless the arguments fit."""
-        if kwargs or not self.least <= len(args) <= self.most:
-            self.signature.bind(*args, **kwargs)
-
-
-def _signature_or_none(performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(performer)
-    except (TypeError, ValueError):  # a builtin or an object without one
-        return None
-
-
-def _describe_call(performer: t.Callable[..., t.Any], signature: inspect.Signature) -> str:
-    """``send_email(user_id, template='welcome')``: the name and parameters, without the
-    annotations (which ``from __future__ import annotations`` turns into quoted strings)."""
-    name = getattr(performer, "__qualname__", None) or repr(performer)
-    bare = signature.replace(
-        parameters=[
-            parameter.replace(annotation=inspect.Parameter.empty)
-            for parameter in signature.parameters.values()
-        ],
-        return_annotation=inspect.Signature.empty,
-    )
-    return f"{name}{bare}"
-
-
-def _check_queue(value: object, *, where: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise TypeError(f"{where} must be a non-empty queue name, not {value!r}.")
-    if len(value) > MAX_NAME_LENGTH:
-        raise ValueError(f"{where} must be at most {MAX_NAME_LENGTH} characters long.")
-    if not argument_codecs.encodable(value):
-        raise ValueError(f"{where} must be UTF-8 text, without lone surrogates: {value!r}.")
-
-
-def _check_priority(value: object, *, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where} must be an int (lower runs first), not {value!r}.")
-    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ValueError(
-            f"{where} must be between {MIN_PRIORITY} and {MAX_PRIORITY} (the priority column is"
-            f" a 32-bit INTEGER on every database), not {value}."
-        )
-
-
-def _check_wait(wait: object) -> float:
-    """``set(wait=)`` in seconds, checked to schedule the job no later than
-    LATEST_SCHEDULED_AT from now."""
-    seconds = to_seconds(wait, name="set(wait=)", allow_zero=True)
-    latest = (LATEST_SCHEDULED_AT - utcnow()).total_seconds()
-    if seconds > latest:
-        raise ValueError(
-            f"set(wait=) must be at most {latest:.0f} seconds, not {wait!r}: the scheduled time"
-            f" must fall {_SCHEDULE_RANGE}."
-        )
-    return seconds
-
-
-def _check_wait_until(wait_until: object) -> dt.datetime:
-    """``set(wait_until=)`` in UTC, checked to fall between EARLIEST_SCHEDULED_AT and
-    LATEST_SCHEDULED_AT."""
-    if not isinstance(wait_until, dt.datetime):
-        raise TypeError(f"set(wait_until=) must be a datetime, not {wait_until!r}.")
-    try:
-        scheduled_at = as_utc(wait_until)
-    except OverflowError:  # Its offset takes it past year 1 or 9999.
-        scheduled_at = None
-    if scheduled_at is None or not EARLIEST_SCHEDULED_AT <= scheduled_at <= LATEST_SCHEDULED_AT:
-        raise ValueError(
-            f"set(wait_until=) must fall {_SCHEDULE_RANGE}, not {wait_until.isoformat()}."
-        )
-    return scheduled_at

@@ -1,0 +1,107 @@
+"""The methods of a job definition that work on the class and on a job (``perform_later``,
+``perform_now``, ``set``): one implementation for each, chosen by a descriptor, with the
+overloads type checkers read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import types
+import typing as t
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.function_job import FunctionJob
+    from flask_solidq.definitions.job import ConfiguredJob
+    from flask_solidq.definitions.job import Job
+
+JobT = t.TypeVar("JobT", bound="Job")
+#: A function job's parameters and return type (``FunctionJob[P, R]``), which ``perform_later``,
+#: ``perform_now``, ``new`` and ``set`` carry for type checkers.
+P = t.ParamSpec("P")
+R = t.TypeVar("R")
+T_co = t.TypeVar("T_co", covariant=True)
+
+
+class ClassOrInstanceMethod:
+    """A method with one implementation for the class and one for an instance."""
+
+    def __init__(
+        self, on_class: t.Callable[..., t.Any], on_instance: t.Callable[..., t.Any]
+    ) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        self.__doc__ = on_class.__doc__
+
+    def __get__(self, instance: t.Any, owner: type) -> t.Any:
+        if instance is None:
+            return types.MethodType(self.on_class, owner)
+        return types.MethodType(self.on_instance, instance)
+
+
+# The three methods that work on the class and on a job, as type checkers see them: on a
+# function job's class they take the function's parameters (``FunctionJob[P, R]``); on a class
+# job's, any arguments (a class job's are checked at the enqueue, against ``perform``); on a
+# job, none. The overloads are declared for type checkers only: at run time
+# ``ClassOrInstanceMethod.__get__`` does the work, so an enqueue pays no extra call.
+
+
+class PerformLater(ClassOrInstanceMethod):
+    """``perform_later``: returns the job."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> t.Callable[P, FunctionJob[P, R]]: ...
+        @t.overload
+        def __get__(self, instance: None, owner: type[JobT]) -> t.Callable[..., JobT]: ...
+        @t.overload
+        def __get__(self, instance: JobT, owner: type) -> t.Callable[[], JobT]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+
+
+class PerformNow(ClassOrInstanceMethod):
+    """``perform_now``: returns what the job's work returns."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
+        @t.overload
+        def __get__(self, instance: None, owner: type[Job]) -> t.Callable[..., t.Any]: ...
+        @t.overload
+        def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
+        @t.overload
+        def __get__(self, instance: Job, owner: type) -> t.Callable[[], t.Any]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+
+
+class SetOptions(t.Protocol[T_co]):
+    """``set``'s signature: the enqueue options, returning ``T_co``."""
+
+    def __call__(
+        self,
+        *,
+        wait: dt.timedelta | float | None = None,
+        wait_until: dt.datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> T_co: ...
+
+
+class Set(ClassOrInstanceMethod):
+    """``set``: on the class, a :class:`ConfiguredJob`; on a job, the job."""
+
+    if t.TYPE_CHECKING:
+
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
+        @t.overload
+        def __get__(
+            self, instance: None, owner: type[JobT]
+        ) -> SetOptions[ConfiguredJob[..., JobT, t.Any]]: ...
+        @t.overload
+        def __get__(self, instance: JobT, owner: type) -> SetOptions[JobT]: ...
+        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
