@@ -218,7 +218,8 @@ def test_a_leftover_blocked_job_is_released_by_maintenance_once_its_lease_runs_o
     expire(engine, BLOCKED, sa.true())
     concurrency.maintain(engine, 100)
 
-    assert semaphore(engine, key) is None or semaphore(engine, key).value == 0
+    released = semaphore(engine, key)
+    assert released.value == 0 and released.expires_at > utcnow()  # a fresh lease: it holds it
     assert job_state(engine, waiting.provider_job_id) == "ready"
     finish(engine, perform(app, claimed))
     assert run(app, engine) == {waiting.provider_job_id: OutcomeKind.FINISHED}
@@ -315,6 +316,39 @@ def test_replace_switched_to_discard_discards_calls_into_the_replacing_job(
     assert performed == [(f"{P}replace", ("k", "b"))]
 
 
+@pytest.mark.parametrize(
+    ("opened_by", "expected"),
+    [(jobs.dedupe, ("k", "a")), (jobs.replace, ("k", "b"))],
+    ids=["discard", "replace"],
+)
+def test_switched_to_collect_the_next_call_opens_a_new_job_and_the_old_one_runs_as_one_call(
+    app, engine, monkeypatch, performed, opened_by, expected
+):
+    first = later(app, opened_by, "k", "a")
+    later(app, opened_by, "k", "b")
+    deploy(
+        monkeypatch, opened_by, on_conflict=OnConflict.COLLECT, max_calls=100, on_full=OnFull.WAIT
+    )
+
+    opener = later(app, opened_by, "k", "c")
+    joined = later(app, opened_by, "k", "d")
+
+    assert opener.coalesce_status is CREATED
+    assert opener.provider_job_id != first.provider_job_id
+    assert (joined.coalesce_status, joined.provider_job_id) == (COLLECTED, opener.provider_job_id)
+    assert call_ids(engine, first.provider_job_id) == []
+    assert run(app, engine) == {
+        first.provider_job_id: OutcomeKind.FINISHED,
+        opener.provider_job_id: OutcomeKind.FINISHED,
+    }
+    ids = call_ids(engine, opener.provider_job_id)
+    name = opened_by.job_name
+    assert sorted(performed, key=str) == sorted(
+        [(name, [(None, expected)]), (name, [(ids[0], ("k", "c")), (ids[1], ("k", "d"))])],
+        key=str,
+    )
+
+
 # -- c. a collecting job blocked by its concurrency limit keeps collecting ----------------------
 
 
@@ -335,10 +369,12 @@ def test_a_collecting_job_blocked_by_its_limit_keeps_collecting_until_it_starts(
 
     finish(engine, [first_outcome])  # the slot comes free: the collecting job is ready
     assert job_state(engine, second.provider_job_id) == "ready"
+    assert semaphore(engine, f"{P}collect_one_at_a_time/acct").value == 0  # it took the slot
     after = later(app, jobs.collect_one_at_a_time, "acct", "d")
     assert (after.coalesce_status, after.provider_job_id) == (COLLECTED, second.provider_job_id)
 
     assert run(app, engine) == {second.provider_job_id: OutcomeKind.FINISHED}
+    assert semaphore(engine, f"{P}collect_one_at_a_time/acct").value == 1
     ids = call_ids(engine, second.provider_job_id)
     assert performed[-1] == (
         f"{P}collect_one_at_a_time",
@@ -368,8 +404,12 @@ def test_on_full_dispatch_with_its_slot_taken_blocks_the_full_job_instead_of_run
     assert ready_ids(engine) == []
     assert claim(engine) == []
 
+    key = f"{P}collect_dispatch_limited/acct"
     finish(engine, [first_outcome])
+    assert job_state(engine, opener.provider_job_id) == "ready"
+    assert semaphore(engine, key).value == 0  # it took the slot handed on
     assert run(app, engine) == {opener.provider_job_id: OutcomeKind.FINISHED}
+    assert semaphore(engine, key).value == 1
     ids = call_ids(engine, opener.provider_job_id)
     assert performed[-1] == (
         f"{P}collect_dispatch_limited",
