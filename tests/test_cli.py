@@ -8,8 +8,9 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import formatting
 from flask_solidq import models
-from flask_solidq import status
+from flask_solidq.cli import status
 from flask_solidq.operations import queues
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
@@ -185,7 +186,7 @@ def test_commands_name_the_fix_when_the_tables_are_missing(tmp_path):
 
 
 def test_format_table_aligns_columns_and_numbers_right():
-    table = status.format_table(["NAME", "SIZE"], [["a", "1"], ["longer", "100"]], right={1})
+    table = formatting.format_table(["NAME", "SIZE"], [["a", "1"], ["longer", "100"]], right={1})
 
     assert table.splitlines() == [
         "  NAME    SIZE",
@@ -195,7 +196,7 @@ def test_format_table_aligns_columns_and_numbers_right():
 
 
 def test_format_duration_picks_the_two_largest_units():
-    assert [status.format_duration(s) for s in (0.4, 45, 185, 7800, 4 * 86400 + 3 * 3600)] == [
+    assert [formatting.format_duration(s) for s in (0.4, 45, 185, 7800, 4 * 86400 + 3 * 3600)] == [
         "0s",
         "45s",
         "3m05s",

@@ -15,18 +15,16 @@ from flask import Blueprint
 from flask import render_template
 
 from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
-from flask_solidq.controls import rate_limit
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
+from flask_solidq.formatting import describe_limit
+from flask_solidq.formatting import format_age
+from flask_solidq.formatting import format_expiry
+from flask_solidq.formatting import format_when
 from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
 from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.state import get_state
-from flask_solidq.status import format_age
-from flask_solidq.status import format_duration
-from flask_solidq.status import format_expiry
-from flask_solidq.status import format_when
 from flask_solidq.timing import utcnow
 
 #: Rows per page of each list.
@@ -79,15 +77,14 @@ def budgets_page() -> str:
 def _budget_view(
     row: control_reads.BudgetRow, waiting: budgets.Waiting | None, now: dt.datetime
 ) -> BudgetView:
-    declaration = rate_limit.declaration_for(row.key)
-    budget = gcra.Budget(row.tat, row.last_slot_at)
-    if declaration is None:
+    outlook = control_reads.budget_outlook(row.key, row.budget, now)
+    if outlook is None:
         # The job that declares it isn't imported by this app: its limit is unknown.
         limit = available = next_admission = "?"
     else:
-        limit = _describe_limit(declaration)
-        available = str(control_reads.admits_available(budget, declaration.rate, now))
-        next_admission = format_when(budget.available_at(declaration.rate, now), now)
+        limit = describe_limit(outlook.limit)
+        available = str(outlook.available)
+        next_admission = format_when(outlook.next_admission_at, now)
     return BudgetView(
         key=row.key,
         limit=limit,
@@ -97,12 +94,6 @@ def _budget_view(
         next_check=format_when(waiting.next_check_at, now) if waiting else "-",
         updated_at=row.updated_at,
     )
-
-
-def _describe_limit(declaration: rate_limit.RateLimit) -> str:
-    per = format_duration(declaration.per) if declaration.per >= 1 else f"{declaration.per:g}s"
-    burst = f", burst {declaration.burst}" if declaration.burst > 1 else ""
-    return f"{declaration.to} per {per}{burst}"
 
 
 def coalescing_page() -> str:

@@ -9,11 +9,14 @@ name (:func:`flask_solidq.operations.queues.coalesce_summary`) and the deferred 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import CLAIMED
@@ -23,10 +26,6 @@ from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import RECURRING_EXECUTIONS
 from flask_solidq.models.tables import RECURRING_TASKS
 from flask_solidq.models.tables import SEMAPHORES
-
-if t.TYPE_CHECKING:
-    from flask_solidq.controls import gcra
-
 
 #: The most rows one page lists.
 MAX_PAGE = 500
@@ -41,6 +40,10 @@ class BudgetRow(t.NamedTuple):
     tat: dt.datetime
     last_slot_at: dt.datetime | None
     updated_at: dt.datetime
+
+    @property
+    def budget(self) -> gcra.Budget:
+        return gcra.Budget(self.tat, self.last_slot_at)
 
 
 class OpenKey(t.NamedTuple):
@@ -206,6 +209,32 @@ def recurring_page(
         ).all()
     )
     return [RecurringRow(*task, last_runs.get(task.key)) for task in tasks]
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetOutlook:
+    """What a budget allows now, by the limit its job declares in this app."""
+
+    limit: rate_limit.RateLimit
+    #: How many claims it would admit at once now.
+    available: int
+    #: When its next claim would be admitted.
+    next_admission_at: dt.datetime
+
+
+def budget_outlook(key: str, budget: gcra.Budget | None, now: dt.datetime) -> BudgetOutlook | None:
+    """The outlook of budget ``key`` as stored (``budget``; None: no row, it is idle), for the
+    CLI's status and the dashboard alike; None when the job that declares its limit isn't
+    imported by this app, so the limit is unknown. Pure: nothing is charged."""
+    declaration = rate_limit.declaration_for(key)
+    if declaration is None:
+        return None
+    budget = budget or gcra.Budget()
+    return BudgetOutlook(
+        limit=declaration,
+        available=admits_available(budget, declaration.rate, now),
+        next_admission_at=budget.available_at(declaration.rate, now),
+    )
 
 
 def admits_available(budget: gcra.Budget, rate: gcra.Rate, now: dt.datetime) -> int:

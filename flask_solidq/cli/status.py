@@ -7,8 +7,12 @@ from __future__ import annotations
 import typing as t
 
 from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
-from flask_solidq.controls import rate_limit
+from flask_solidq.formatting import format_age
+from flask_solidq.formatting import format_duration
+from flask_solidq.formatting import format_expiry
+from flask_solidq.formatting import format_table
+from flask_solidq.formatting import format_when
+from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
 from flask_solidq.timing import utcnow
 
@@ -178,60 +182,7 @@ def render_coalescing(summary: t.Sequence[queues.CoalesceSummary], now: dt.datet
 
 
 def _next_admission(connection: sa.Connection, key: str, now: dt.datetime) -> str:
-    declaration = rate_limit.declaration_for(key)
-    if declaration is None:
+    outlook = control_reads.budget_outlook(key, budgets.read(connection, key), now)
+    if outlook is None:
         return "?"  # the job that declares it isn't imported by this app
-    budget = budgets.read(connection, key) or gcra.Budget()
-    return format_when(budget.available_at(declaration.rate, now), now)
-
-
-def format_when(moment: dt.datetime, now: dt.datetime) -> str:
-    """When something comes: ``now``, or ``in 4m10s``."""
-    remaining = (moment - now).total_seconds()
-    if remaining <= 0:
-        return "now"
-    return f"in {remaining:.2f}s" if remaining < 1 else f"in {format_duration(remaining)}"
-
-
-def format_table(
-    headers: t.Sequence[str], rows: t.Sequence[t.Sequence[str]], right: t.Container[int] = ()
-) -> str:
-    """An indented table whose columns line up; the columns in ``right`` (numbers) align
-    right. Trailing spaces are trimmed."""
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-    lines = []
-    for cells in (headers, *rows):
-        padded = [
-            cell.rjust(width) if index in right else cell.ljust(width)
-            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        ]
-        lines.append(("  " + "  ".join(padded)).rstrip())
-    return "\n".join(lines)
-
-
-def format_duration(seconds: float) -> str:
-    """A short human duration: ``45s``, ``3m05s``, ``2h10m``, ``4d03h``."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, seconds_left = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds_left:02d}s"
-    hours, minutes_left = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes_left:02d}m"
-    days, hours_left = divmod(hours, 24)
-    return f"{days}d{hours_left:02d}h"
-
-
-def format_age(moment: dt.datetime, now: dt.datetime) -> str:
-    """How long ago ``moment`` was: ``12s ago``."""
-    return f"{format_duration(max(0.0, (now - moment).total_seconds()))} ago"
-
-
-def format_expiry(moment: dt.datetime, now: dt.datetime) -> str:
-    """When a lease runs out: ``in 4m10s``, or ``expired 12s ago``."""
-    remaining = (moment - now).total_seconds()
-    if remaining >= 0:
-        return f"in {format_duration(remaining)}"
-    return f"expired {format_duration(-remaining)} ago"
+    return format_when(outlook.next_admission_at, now)

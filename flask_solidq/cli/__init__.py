@@ -11,12 +11,12 @@ import sqlalchemy as sa
 from flask import current_app
 from flask.cli import AppGroup
 
-from flask_solidq import cli_jobs
-from flask_solidq import cli_monitoring
 from flask_solidq import db
 from flask_solidq import install as install_module
 from flask_solidq import log_format
-from flask_solidq import status as status_module
+from flask_solidq.cli import jobs as cli_jobs
+from flask_solidq.cli import monitoring as cli_monitoring
+from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
 from flask_solidq.errors import SolidQError
 from flask_solidq.operations import maintenance

@@ -14,7 +14,7 @@ import click
 import sqlalchemy as sa
 
 from flask_solidq import db
-from flask_solidq import status
+from flask_solidq import formatting
 from flask_solidq.operations import actions
 from flask_solidq.operations import browse
 from flask_solidq.timing import utcnow
@@ -164,20 +164,20 @@ def render_jobs(page: t.Sequence[browse.JobSummary], state: browse.State, now: d
         [str(job.id), job.class_name, job.queue_name, str(job.priority), value(job, now)]
         for job in page
     ]
-    return status.format_table(["ID", "JOB", "QUEUE", "PRIORITY", last], rows, right={0, 3})
+    return formatting.format_table(["ID", "JOB", "QUEUE", "PRIORITY", last], rows, right={0, 3})
 
 
 def _enqueued(job: browse.JobSummary, now: dt.datetime) -> str:
-    return status.format_age(job.created_at, now)
+    return formatting.format_age(job.created_at, now)
 
 
 def _due(job: browse.JobSummary, now: dt.datetime) -> str:
     due = job.due_at or job.scheduled_at
-    return status.format_when(due, now) if due else "-"
+    return formatting.format_when(due, now) if due else "-"
 
 
 def _finished(job: browse.JobSummary, now: dt.datetime) -> str:
-    return status.format_age(job.finished_at, now) if job.finished_at else "-"
+    return formatting.format_age(job.finished_at, now) if job.finished_at else "-"
 
 
 def _error(job: browse.JobSummary, now: dt.datetime) -> str:
@@ -229,7 +229,9 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
 
 
 def _moment(moment: dt.datetime, now: dt.datetime) -> str:
-    relative = status.format_when(moment, now) if moment > now else status.format_age(moment, now)
+    relative = (
+        formatting.format_when(moment, now) if moment > now else formatting.format_age(moment, now)
+    )
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({relative})"
 
 
