@@ -59,6 +59,8 @@ RUNS = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("job_name", sa.String(100), nullable=False),
     sa.Column("job_id", sa.BigInteger, nullable=False),
+    # SQLite gives a deleted row's id to the next job: the job's own id tells them apart.
+    sa.Column("active_job_id", sa.String(36), nullable=False),
     sa.Column("tokens", sa.Text, nullable=False),
     sa.Column("budget_key", sa.String(255)),
     sa.Column("concurrency_key", sa.String(255)),
@@ -115,7 +117,8 @@ def _combinations() -> list[Combination]:
                             rate,
                             coalesce_mode,
                             concurrency,
-                            concurrency_to=1 + index % 2,
+                            # Discard limits of one slot, where a conflict is likeliest.
+                            concurrency_to=1 if concurrency == "discard" else 1 + index % 2,
                             retry_wait=(0.0, 0.4)[(index + 1) // 2 % 2],
                             queue=QUEUES[index // 3 % 2],
                         )
@@ -154,6 +157,7 @@ def _start_run(job_name: str, tokens: list[str]) -> tuple[int, bool]:
             {
                 "job_name": job_name,
                 "job_id": job_id,
+                "active_job_id": current_job.job_id,
                 "tokens": json.dumps(tokens),
                 "budget_key": row.rate_limit_key,
                 "concurrency_key": row.concurrency_key,
