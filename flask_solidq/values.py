@@ -56,3 +56,8 @@ MARKER_PREFIX = '{"coalesce":'
 def is_coalesced(payload: str | None) -> bool:
     """Whether a stored payload is a coalesced job's."""
     return (payload or "").startswith(MARKER_PREFIX)
+
+
+def opened_by_collecting(payload: str | None) -> bool:
+    """Whether a stored payload is that of a job ``coalesce(on_conflict="collect")`` opened."""
+    return (payload or "").startswith(f'{MARKER_PREFIX}"collect"')

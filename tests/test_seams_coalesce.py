@@ -45,6 +45,8 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import coalesce as coalesce_operation
+from flask_solidq.operations import coalesced_start
+from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.timing import utcnow
 from tests import coalesce_run_jobs as run_jobs
@@ -175,15 +177,6 @@ def sent(signal: t.Any) -> t.Iterator[list[dict[str, t.Any]]]:
 # -- a. a leftover concurrency key --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "defect: ConcurrencyControl._signal gives a slot back only through the limit the"
-        " definition declares now (limit_of); after a deploy removed limits_concurrency a job"
-        " holding a stored concurrency key gives nothing back on finish, so the key's blocked"
-        " jobs wait for the lease and the dispatcher's maintenance"
-    ),
-)
 def test_a_leftover_concurrency_key_is_released_when_its_holder_finishes_after_the_limit_went(
     app, engine, monkeypatch
 ):
@@ -249,6 +242,43 @@ def test_collect_switched_to_discard_fails_the_open_job_with_its_calls_and_opens
     assert failure_class(engine, first.provider_job_id) == class_path(CollectedJobMismatch)
     assert len(call_ids(engine, first.provider_job_id)) == 1  # kept
     assert performed == [(f"{P}collect", ("k", 2))]
+
+
+def test_a_discard_limit_after_collect_was_removed_blocks_the_collected_job_which_fails_on_a_worker(
+    app, engine, monkeypatch, performed
+):
+    """Seed 003, Changing a job's configuration: "Change limits_concurrency to on_conflict:
+    :discard after removing :collect: a conflict blocks the job instead of destroying it, so
+    it reaches a worker and fails with its calls"."""
+    holder = later(app, jobs.collect_one_at_a_time, "k", 1)
+    (running,) = claim(engine)  # the holder: it has the key's one slot
+    assert running.id == holder.provider_job_id
+    coalesced_start.release_key(engine, running.id)  # it starts: later calls open a new job
+    waiting = later(app, jobs.collect_one_at_a_time, "k", 2, wait=60)
+    later(app, jobs.collect_one_at_a_time, "k", 3, wait=60)  # collected into it
+    deploy(
+        monkeypatch,
+        jobs.collect_one_at_a_time,
+        on_conflict=OnConflict.DISCARD,
+        max_calls=None,
+        on_full=None,
+    )
+    limit = jobs.collect_one_at_a_time._concurrency_limit
+    monkeypatch.setattr(
+        jobs.collect_one_at_a_time,
+        "_concurrency_limit",
+        dataclasses.replace(limit, on_conflict=concurrency.OnConflict.DISCARD),
+    )
+
+    support.make_due(engine, waiting.provider_job_id)
+    dispatch.dispatch_due(engine, 10)
+
+    assert job_state(engine, waiting.provider_job_id) == "blocked"
+    assert len(call_ids(engine, waiting.provider_job_id)) == 2
+    finish(engine, perform(app, [running]))  # its slot goes to the blocked job
+    assert run(app, engine) == {waiting.provider_job_id: OutcomeKind.FAILED}
+    assert failure_class(engine, waiting.provider_job_id) == class_path(CollectedJobMismatch)
+    assert len(call_ids(engine, waiting.provider_job_id)) == 2  # kept
 
 
 def test_collect_switched_to_replace_fails_the_open_job_with_its_calls_and_opens_a_new_one(

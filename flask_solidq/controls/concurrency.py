@@ -36,6 +36,7 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 from flask_solidq.values import is_coalesced
+from flask_solidq.values import opened_by_collecting
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
@@ -150,9 +151,11 @@ class ConcurrencyControl(Control):
         return row["concurrency_key"] is not None
 
     def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
-        """Give each limited job a slot, or block it, or discard it (``on_conflict``); a
-        coalesced job's retry that would be discarded fails instead, its work kept (seed 003:
-        with coalesce, a retry can't be discarded by the key).
+        """Give each limited job a slot, or block it, or discard it (``on_conflict``). A
+        discard never destroys work a coalesced job holds (seed 003): a coalesced job's retry
+        fails instead, its work kept, and a job that collected calls (its definition switched
+        to ``"discard"`` after dropping ``"collect"``) is blocked, to reach a worker and fail
+        there with its calls (see :func:`_what_a_discard_keeps`).
 
         Semaphores are locked in key order, so two transactions that both touch keys a and b
         always lock a first and can't deadlock each other.
@@ -171,9 +174,12 @@ class ConcurrencyControl(Control):
             ):
                 continue
             held_back.add(job.id)
-            if limit.on_conflict is OnConflict.DISCARD and _is_coalesced_retry(connection, job):
+            conflict: OnConflict | _Kept = limit.on_conflict
+            if conflict is OnConflict.DISCARD:
+                conflict = _what_a_discard_keeps(connection, job)
+            if conflict is _Kept.FAILED:
                 _fail_retry(connection, job, now)
-            elif limit.on_conflict is OnConflict.DISCARD:
+            elif conflict is OnConflict.DISCARD:
                 connection.execute(JOBS.delete().where(JOBS.c.id == job.id))
                 discarded.add(job.id)
             else:
@@ -216,26 +222,41 @@ class ConcurrencyControl(Control):
         )
 
     def _signal(self, engine: sa.Engine, job: JobRef) -> None:
-        limit = limit_of(engine, job)
-        if limit is not None:
-            key = t.cast(str, job.concurrency_key)
-            db.retrying_deadlocks(
-                lambda: semaphores.hand_over(engine, key, limit.to, limit.duration)
-            )
+        """Hand the job's slot on; a key left over after its definition dropped the limit
+        still hands on to the jobs it blocked, as maintenance would (:data:`LEFTOVER`)."""
+        to, duration = slot_terms(limit_of(engine, job))
+        key = t.cast(str, job.concurrency_key)
+        db.retrying_deadlocks(lambda: semaphores.hand_over(engine, key, to, duration))
 
 
-def _is_coalesced_retry(connection: sa.Connection, job: JobRef) -> bool:
-    """Whether ``job`` is a coalesced job going round again (a retry, by its rules or by
-    hand): opened by coalescing, and no longer its key's open job, which it stops being when
-    it starts or fails. A coalesced job on its first way to ready still is, and a conflict
-    discards it as it would any call. Read only on a conflict."""
+class _Kept(enum.Enum):
+    """What a discard conflict does instead to a job holding coalesced work."""
+
+    #: A coalesced job's retry: it fails, with its work kept.
+    FAILED = "failed"
+
+
+def _what_a_discard_keeps(connection: sa.Connection, job: JobRef) -> OnConflict | _Kept:
+    """What a discard conflict does to ``job``: discard it, unless it holds coalesced work.
+
+    A job opened by ``"collect"`` holds its calls (only a deploy can put it before a discard
+    limit, since the two can't be declared together): blocked, it waits its turn and fails on
+    a worker with its calls. Any other coalesced job that is no longer its key's open job,
+    which it stops being when it starts or fails, is going round again (a retry, by its rules
+    or by hand): it fails with its work kept. A coalesced job on its first way to ready still
+    is its key's open job, and a conflict discards it as it would any call. Read only on a
+    conflict."""
     row = connection.execute(
         sa.select(
             JOBS.c.arguments,
             sa.exists().where(COALESCE_KEYS.c.job_id == job.id).label("open"),
         ).where(JOBS.c.id == job.id)
     ).first()
-    return row is not None and is_coalesced(row.arguments) and not row.open
+    if row is None or not is_coalesced(row.arguments):
+        return OnConflict.DISCARD
+    if opened_by_collecting(row.arguments):
+        return OnConflict.BLOCK
+    return OnConflict.DISCARD if row.open else _Kept.FAILED
 
 
 def _fail_retry(connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
@@ -260,6 +281,16 @@ def _fail_retry(connection: sa.Connection, job: JobRef, now: dt.datetime) -> Non
         " kept (on_conflict='discard' never discards a coalesced job's retry)",
         job.id,
     )
+
+
+#: The slots and lease of a key whose definition no longer declares a limit (or can't be
+#: loaded): one, as long as the default duration, so the jobs it blocked still go one by one.
+LEFTOVER = (1, DEFAULT_DURATION)
+
+
+def slot_terms(limit: ConcurrencyLimit | None) -> tuple[int, float]:
+    """``limit``'s slots and lease, or :data:`LEFTOVER`'s for a key left without one."""
+    return (limit.to, limit.duration) if limit is not None else LEFTOVER
 
 
 def limit_of(source: sa.Connection | sa.Engine, job: JobRef) -> ConcurrencyLimit | None:
@@ -301,8 +332,7 @@ def maintain(engine: sa.Engine, batch_size: int) -> None:
         job = _blocked_job_of(engine, key)
         if job is None:
             continue
-        limit = limit_of(engine, job)
-        to, duration = (limit.to, limit.duration) if limit else (1, DEFAULT_DURATION)
+        to, duration = slot_terms(limit_of(engine, job))
         db.retrying_deadlocks(functools.partial(semaphores.release_one, engine, key, to, duration))
 
 
