@@ -86,3 +86,9 @@ def finish(engine: sa.Engine, jobs: list[JobRef]) -> None:
     if jobs:
         for control in CONTROLS:
             control.finish(engine, jobs)
+
+
+def maintain(engine: sa.Engine, batch_size: int) -> None:
+    """Run every control's MAINTAIN hook (the dispatcher's failsafe)."""
+    for control in CONTROLS:
+        control.maintain(engine, batch_size)

@@ -120,3 +120,8 @@ class Control:
         """FINISH: ``jobs`` left their claim (finished, failed, retried or discarded) and that
         is committed; release what they held. Runs outside any transaction, so a failure
         here can't undo a stored outcome."""
+
+    def maintain(self, engine: sa.Engine, batch_size: int) -> None:
+        """MAINTAIN: the dispatcher's periodic failsafe (every
+        ``concurrency_maintenance_interval``): free what holders that died left behind, at
+        most ``batch_size`` rows a statement."""

@@ -221,6 +221,9 @@ class ConcurrencyControl(Control):
             [JobRef.of(deferral.job) for deferral in deferrals if deferral.job.concurrency_key],
         )
 
+    def maintain(self, engine: sa.Engine, batch_size: int) -> None:
+        maintain(engine, batch_size)
+
     def _signal(self, engine: sa.Engine, job: JobRef) -> None:
         """Hand the job's slot on; a key left over after its definition dropped the limit
         still hands on to the jobs it blocked, as maintenance would (:data:`LEFTOVER`)."""

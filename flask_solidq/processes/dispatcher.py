@@ -14,9 +14,9 @@ import threading
 import time
 import typing as t
 
+from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import pooler
-from flask_solidq.controls import concurrency
 from flask_solidq.operations import dispatch
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
@@ -85,7 +85,7 @@ class Dispatcher(Poller):
         if not self.dispatcher.concurrency_maintenance or time.monotonic() < self._next_maintenance:
             return
         self._next_maintenance = time.monotonic() + self.dispatcher.concurrency_maintenance_interval
-        concurrency.maintain(self.engine, self.dispatcher.batch_size)
+        controls.maintain(self.engine, self.dispatcher.batch_size)
 
     def _delay_until(self, due_in: float | None) -> float:
         """Seconds to sleep: until the next job is due (``due_in`` seconds, by the database's
