@@ -19,7 +19,7 @@ from flask_solidq.controls import gcra
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.operations import claim
-from flask_solidq.operations import control_reads
+from flask_solidq.reads import control_reads
 from flask_solidq.timing import utcnow
 from tests import coalesce_jobs
 from tests import concurrency_jobs

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from flask_solidq import CoalesceStatus
 from flask_solidq import models
 from flask_solidq.operations import actions
-from flask_solidq.operations import browse
 from flask_solidq.operations import claim as claim_operation
+from flask_solidq.reads import browse
 from flask_solidq.timing import utcnow
 from tests import job_action_jobs as jobs
 from tests import rate_limit_jobs

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.operations import browse
+from flask_solidq.reads import browse
 from tests import job_action_jobs as jobs
 from tests import support
 from tests.concurrency_support import job_state

@@ -1,5 +1,5 @@
 """``flask solidq jobs``, ``job``, ``retry``, ``discard`` and ``run-now``: reading jobs and
-acting on them from a terminal, over :mod:`flask_solidq.operations.browse` and
+acting on them from a terminal, over :mod:`flask_solidq.reads.browse` and
 :mod:`flask_solidq.operations.actions` (the same operations the Python API and the dashboard
 use). :func:`register` adds them to the ``flask solidq`` group."""
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq.operations import actions
-from flask_solidq.operations import browse
+from flask_solidq.reads import browse
 from flask_solidq.timing import utcnow
 
 #: The longest error message a list line shows; `flask solidq job ID` shows it whole.

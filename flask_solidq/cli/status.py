@@ -12,8 +12,8 @@ from flask_solidq.formatting import format_duration
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_table
 from flask_solidq.formatting import format_when
-from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
+from flask_solidq.reads import control_reads
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The dashboard: a blueprint at ``SOLIDQ_DASHBOARD_URL_PREFIX`` (``/solidq``), Jinja2 pages
-with htmx, over the same read operations (:mod:`flask_solidq.operations.browse`,
+with htmx, over the same read operations (:mod:`flask_solidq.reads.browse`,
 :mod:`~flask_solidq.operations.queues`) and actions (:mod:`~flask_solidq.operations.actions`)
 the CLI and the Python API use: no SQL of its own.
 

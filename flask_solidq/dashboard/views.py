@@ -1,5 +1,5 @@
 """The dashboard's pages and actions. Each view reads through
-:mod:`flask_solidq.operations.browse` / :mod:`~flask_solidq.operations.queues`, or acts
+:mod:`flask_solidq.reads.browse` / :mod:`~flask_solidq.operations.queues`, or acts
 through :mod:`~flask_solidq.operations.actions` (the operations the CLI and the Python API
 use), then renders a template of ``templates/solidq/``. An action answers with a redirect
 (303) back to where it came from, saying what it did."""
@@ -23,10 +23,10 @@ from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.operations import actions
-from flask_solidq.operations import browse
 from flask_solidq.operations import queues
-from flask_solidq.operations import throughput
-from flask_solidq.operations import waiting_reasons
+from flask_solidq.reads import browse
+from flask_solidq.reads import throughput
+from flask_solidq.reads import waiting_reasons
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

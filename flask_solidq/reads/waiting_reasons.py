@@ -17,10 +17,10 @@ from flask_solidq.errors import JobNotFound
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
-from flask_solidq.operations import control_reads
 from flask_solidq.operations import queues
-from flask_solidq.operations.browse import JobDetail
-from flask_solidq.operations.browse import State
+from flask_solidq.reads import control_reads
+from flask_solidq.reads.browse import JobDetail
+from flask_solidq.reads.browse import State
 
 _WAITING = (State.SCHEDULED, State.DEFERRED, State.READY, State.BLOCKED)
 
