@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from flask_solidq import rate_limiter
 from flask_solidq.controls import budgets
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import maintenance
@@ -30,6 +31,9 @@ class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
     queue_name = "solidq_maintenance"
 
     def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
+        """:raises ValueError: ``batch_size`` below 1 or ``sleep_between_batches`` below 0
+        (from ``SOLIDQ_RECURRING``'s ``kwargs``): the job fails, naming the argument."""
+        rate_limiter.check_batches(batch_size, sleep_between_batches)
         state = get_state()
         finished_before = utcnow() - dt.timedelta(seconds=state.settings.clear_finished_jobs_after)
         return maintenance.clear_finished_in_batches(
@@ -47,6 +51,9 @@ class ClearIdleBudgets(Job, name="solidq.clear_idle_budgets"):
     queue_name = "solidq_maintenance"
 
     def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
+        """:raises ValueError: ``batch_size`` below 1 or ``sleep_between_batches`` below 0
+        (from ``SOLIDQ_RECURRING``'s ``kwargs``): the job fails, naming the argument."""
+        rate_limiter.check_batches(batch_size, sleep_between_batches)
         return budgets.clear_idle_in_batches(
             get_state().engine, batch_size=batch_size, sleep_between_batches=sleep_between_batches
         )

@@ -87,9 +87,12 @@ class RateLimiter:
     def clear_idle_in_batches(self, batch_size: int = 500, sleep_between_batches: float = 0) -> int:
         """Delete the budgets that admit exactly as a missing one would (full, no slot
         handed out ahead), ``batch_size`` at a time, sleeping ``sleep_between_batches``
-        seconds between batches; return how many. It never changes what is admitted."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be 1 or more, not {batch_size!r}.")
+        seconds between batches; return how many. It never changes what is admitted.
+
+        :raises ValueError: ``batch_size`` isn't a whole number of 1 or more, or
+            ``sleep_between_batches`` isn't a number of 0 or more.
+        """
+        check_batches(batch_size, sleep_between_batches)
         return budgets.clear_idle_in_batches(
             self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
         )
@@ -99,6 +102,27 @@ class RateLimiter:
         state = get_state()
         state.check_tables()
         return state.engine
+
+
+def check_batches(batch_size: object, sleep_between_batches: object) -> None:
+    """Refuse batches that would never end (a ``batch_size`` below 1 selects nothing, which
+    never looks like the last batch) or a pause ``time.sleep`` refuses, with the fix.
+
+    The housekeeping jobs call this too: their arguments come from ``SOLIDQ_RECURRING``'s
+    ``kwargs``, which nothing else checks.
+
+    :raises ValueError: either is out of range or not a number.
+    """
+    if type(batch_size) is not int or batch_size < 1:
+        raise ValueError(f"batch_size must be 1 or more, not {batch_size!r}.")
+    if (
+        isinstance(sleep_between_batches, bool)
+        or not isinstance(sleep_between_batches, (int, float))
+        or not sleep_between_batches >= 0
+    ):
+        raise ValueError(
+            f"sleep_between_batches must be 0 or more seconds, not {sleep_between_batches!r}."
+        )
 
 
 def _rate(key: str) -> gcra.Rate:
