@@ -38,7 +38,15 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import models
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import CLAIMED
+from flask_solidq.models.tables import COALESCE_KEYS
+from flask_solidq.models.tables import COALESCED_CALLS
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.models.tables import SEMAPHORES
 from tests import concurrency_support
 from tests import model_jobs
 from tests import runtime_support
@@ -53,15 +61,6 @@ if t.TYPE_CHECKING:
 
 pytestmark = pytest.mark.processes
 
-JOBS = t.cast(sa.Table, models.JobRecord.__table__)
-READY = t.cast(sa.Table, models.ReadyExecution.__table__)
-SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
-CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
-BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
-FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
-SEMAPHORES = t.cast(sa.Table, models.Semaphore.__table__)
-COALESCE_KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
-CALLS = t.cast(sa.Table, models.CoalescedCall.__table__)
 
 WORK_ARGS = ["--processes", "2", "--threads", "3", "--polling-interval", "0.05"]
 WORK_KINDS = ["Dispatcher", "Supervisor(fork)", "Worker", "Worker"]
@@ -294,8 +293,8 @@ class Driver:
             JOBS.c.active_job_id,
             sa.exists().where(RUNS.c.active_job_id == JOBS.c.active_job_id).label("ran"),
             sa.select(sa.func.count())
-            .select_from(CALLS)
-            .where(CALLS.c.job_id == JOBS.c.id)
+            .select_from(COALESCED_CALLS)
+            .where(COALESCED_CALLS.c.job_id == JOBS.c.id)
             .scalar_subquery()
             .label("calls"),
         ).select_from(waiting.join(JOBS, JOBS.c.id == waiting.c.job_id))

@@ -39,6 +39,13 @@ from tests.concurrency_support import job_state
 from tests.runtime_support import WorkProcess
 from tests.runtime_support import wait_for_kinds
 from tests.support import make_due
+from tests.test_rate_limit_claims import budget
+from tests.test_rate_limit_claims import budget_keys
+from tests.test_rate_limit_claims import claim_clock
+from tests.test_rate_limit_claims import claimed_ids
+from tests.test_rate_limit_claims import deferred_ids
+from tests.test_rate_limit_claims import job_row
+from tests.test_rate_limit_claims import scheduled_at
 
 if t.TYPE_CHECKING:
     import pathlib
@@ -95,14 +102,6 @@ def claim_batch(engine: sa.Engine, limit: int = 20) -> claim.ClaimBatch:
     return claim.claim_batch(engine, EVERY_QUEUE, limit, PROCESS_ID)
 
 
-def claimed_ids(batch: claim.ClaimBatch) -> list[int]:
-    return [job.id for job in batch.jobs]
-
-
-def deferred_ids(batch: claim.ClaimBatch) -> list[int]:
-    return [deferral.job.id for deferral in batch.deferrals]
-
-
 def run(app: Flask, engine: sa.Engine, claimed: claim.ClaimedJob) -> execute.Outcome:
     """Perform one claimed job and store its outcome, as a worker would."""
     with app.app_context():
@@ -136,30 +135,6 @@ def rewind(engine: sa.Engine, key: str) -> None:
             BUDGETS.update().where(BUDGETS.c.key == key).values(tat=past, last_slot_at=None)
         )
     assert updated.rowcount == 1
-
-
-def budget(engine: sa.Engine, key: str) -> sa.Row[t.Any]:
-    (row,) = support.rows(engine, BUDGETS, BUDGETS.c.key == key)
-    return row
-
-
-def budget_keys(engine: sa.Engine) -> list[str]:
-    return sorted(row.key for row in support.rows(engine, BUDGETS))
-
-
-def claim_clock(engine: sa.Engine, key: str) -> dt.datetime:
-    """The clock of the last claim that locked ``key``'s budget (it writes ``updated_at``)."""
-    return t.cast(dt.datetime, budget(engine, key).updated_at)
-
-
-def scheduled_at(engine: sa.Engine, job_id: int) -> dt.datetime:
-    (row,) = support.rows(engine, SCHEDULED, SCHEDULED.c.job_id == job_id)
-    return t.cast(dt.datetime, row.scheduled_at)
-
-
-def job_row(engine: sa.Engine, job_id: int) -> sa.Row[t.Any]:
-    (row,) = support.rows(engine, JOBS, JOBS.c.id == job_id)
-    return row
 
 
 def payload(engine: sa.Engine, job_id: int) -> dict[str, t.Any]:

@@ -17,6 +17,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import execute
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
@@ -57,9 +58,21 @@ def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetim
 
 def _current_keys(stored: ClaimedJob) -> dict[str, t.Any]:
     keys: dict[str, t.Any] = {"concurrency_key": None, "rate_limit_key": None}
+    if _declares_no_limit(stored.class_name):
+        return keys  # the usual failed job: nothing to load
     try:
         controls.stamp(execute.load(stored), keys)
     except Exception:  # noqa: BLE001 - a job that can't be loaded or keyed keeps its keys
         logger.debug("SolidQ: job %s keeps its keys on retry", stored.id, exc_info=True)
         return {"concurrency_key": None, "rate_limit_key": None}
     return keys
+
+
+def _declares_no_limit(class_name: str) -> bool:
+    """Whether this process knows ``class_name``'s definition and it declares neither limit,
+    so its jobs need not be loaded to learn they have no key (a retry_all of thousands of
+    plain failed jobs)."""
+    if not registry.is_registered(class_name):
+        return False
+    definition = registry.lookup(class_name, None)
+    return definition._rate_limit is None and definition._concurrency_limit is None
