@@ -22,13 +22,14 @@ from flask_solidq.definitions.job import Job
 from flask_solidq.operations import maintenance
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
+from flask_solidq.values import MAINTENANCE_QUEUE
 
 
 class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
     """Delete finished jobs older than ``SOLIDQ_CLEAR_FINISHED_JOBS_AFTER``, in batches,
     pausing between batches so replicas and other writers keep up."""
 
-    queue_name = "solidq_maintenance"
+    queue_name = MAINTENANCE_QUEUE
 
     def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
         """:raises ValueError: ``batch_size`` below 1 or ``sleep_between_batches`` below 0
@@ -48,7 +49,7 @@ class ClearIdleBudgets(Job, name="solidq.clear_idle_budgets"):
     """Delete the rate-limit budgets that admit exactly as a missing row would (full, with no
     slot handed out ahead), in batches; what is admitted never changes."""
 
-    queue_name = "solidq_maintenance"
+    queue_name = MAINTENANCE_QUEUE
 
     def perform(self, batch_size: int = 500, sleep_between_batches: float = 0.3) -> int:
         """:raises ValueError: ``batch_size`` below 1 or ``sleep_between_batches`` below 0

@@ -78,6 +78,8 @@ class LogEvent(str, enum.Enum):
     JOBS_RELEASED = "jobs_released"
     #: A worker's queue that no job definition uses.
     UNUSED_QUEUE = "unused_queue"
+    #: A recurring task's queue that none of the supervisor's workers serves.
+    UNSERVED_QUEUE = "unserved_queue"
 
 
 _OUTCOME_EVENTS = {

@@ -9,6 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import typing as t
 
+#: The queue of the housekeeping jobs (:mod:`flask_solidq.housekeeping`).
+MAINTENANCE_QUEUE = "solidq_maintenance"
+
 
 class JobRef(t.NamedTuple):
     """What moving a job between states needs to know of it: its row id and the columns the

@@ -736,10 +736,17 @@ def test_waiting_counts_the_calls_of_scheduled_ready_and_blocked_jobs_only(app, 
 
     claimed = claim(engine, 10)
     assert sorted(job.id for job in claimed) == [ready.provider_job_id, failing.provider_job_id]
-    # Running (claimed) jobs' calls don't wait.
+    # Claimed (as a worker claims ahead of its threads) but not started: their keys still
+    # point at them, and their calls still wait.
+    assert waiting_job_ids(engine) == everyone
+
+    outcomes = perform(app, claimed)
+    # Started (the start freed their keys), though not yet finished: their calls don't wait.
+    still_waiting = sorted([blocked.provider_job_id, scheduled.provider_job_id])
+    assert sorted(key_rows(engine).values()) == still_waiting
     assert waiting_job_ids(engine) == sorted([blocked.provider_job_id, scheduled.provider_job_id])
 
-    finish(engine, perform(app, claimed))
+    finish(engine, outcomes)
     assert job_state(engine, ready.provider_job_id) == "finished"
     assert job_state(engine, failing.provider_job_id) == "failed"
     assert job_state(engine, blocked.provider_job_id) == "ready"  # its slot came free

@@ -5,6 +5,7 @@ queue (issue 19, items 6 and 8)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from flask_solidq.housekeeping import ClearIdleBudgets
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.processes import launcher
 from tests import support
 from tests.runtime_support import FAILED
 
@@ -71,3 +73,63 @@ def test_clear_idle_budgets_with_batch_size_0_from_its_kwargs_fails_keeping_its_
     (failed,) = support.rows(engine, FAILED)
     assert failed.job_id == job_id
     assert json.loads(failed.error)["message"] == "batch_size must be 1 or more, not 0."
+
+
+HOUSEKEEPING = {
+    "clear_finished_jobs": {
+        "job": "flask_solidq.housekeeping:ClearFinishedJobs",
+        "schedule": "every hour at minute 12",
+    },
+    "clear_idle_budgets": {
+        "job": "flask_solidq.housekeeping:ClearIdleBudgets",
+        "schedule": "every hour at minute 27",
+    },
+}
+
+
+def unserved_warnings(database_url, caplog, queues, only=None, **config):
+    """The ``unserved_queue`` records of building a supervisor whose one worker serves
+    ``queues``, with the housekeeping tasks configured."""
+    app = support.create_app(
+        database_url,
+        SOLIDQ_WORKERS=[{"queues": queues}],
+        SOLIDQ_RECURRING={**HOUSEKEEPING, **config.pop("recurring", {})},
+        **config,
+    )
+    with app.app_context(), caplog.at_level(logging.WARNING, logger="flask_solidq"):
+        launcher.supervisor(app, mode="thread", only=only)
+        app.extensions["solidq"].dispose()
+    return [record for record in caplog.records if getattr(record, "event", "") == "unserved_queue"]
+
+
+def test_work_warns_once_when_no_worker_serves_the_housekeeping_queue(database_url, caplog):
+    (warning,) = unserved_warnings(database_url, caplog, ["default", "mailers"])
+
+    assert warning.levelno == logging.WARNING
+    assert warning.tasks == {
+        "clear_finished_jobs": "solidq_maintenance",
+        "clear_idle_budgets": "solidq_maintenance",
+    }
+    message = warning.getMessage()
+    assert '"solidq_maintenance"' in message
+    assert "clear_idle_budgets" in message
+
+
+def test_a_task_given_a_queue_is_judged_by_that_queue(database_url, caplog):
+    reports = {
+        "reports": {"job": "tests.jobs:store_result", "schedule": "every day", "queue": "rep"}
+    }
+    (warning,) = unserved_warnings(
+        database_url, caplog, ["solidq_maintenance", "default"], recurring=reports
+    )
+
+    assert warning.tasks == {"reports": "rep"}
+
+
+@pytest.mark.parametrize("queues", [["*"], ["default", "solidq_maintenance"], ["solidq_*"]])
+def test_no_warning_when_a_worker_serves_the_housekeeping_queue(database_url, caplog, queues):
+    assert unserved_warnings(database_url, caplog, queues) == []
+
+
+def test_no_warning_from_a_supervisor_that_runs_no_worker(database_url, caplog):
+    assert unserved_warnings(database_url, caplog, ["default"], only="scheduler") == []

@@ -269,7 +269,7 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
 
     # Again: the history has them already.
     result = flask("solidq", "install")
-    assert "already" in result.stdout
+    assert f"(schema version {versions[-1].number}) are already" in result.stdout
     assert set(flask.revisions()) == before | {path.name for path in added}
 
     # Autogenerate takes the tables for the app's own: nothing to drop, nothing to create.
@@ -319,6 +319,8 @@ def test_an_app_on_schema_version_1_gets_only_the_later_revisions_and_keeps_its_
     assert len(flask.revisions()) == 2 + len(later)
     assert module_variable(second, "solidq_schema_version") == 2
     assert second.name in result.stdout
+    latest = schema_versions()[-1].number
+    assert f"brings the ones you have to schema version {latest}" in result.stdout
     flask("db", "upgrade")
     assert schema_differences(engine) == []
 

@@ -977,6 +977,11 @@ def readme_monitoring(session: t.Any) -> tuple[int, dt.datetime | None, int, int
         sa.select(sa.func.count(), sa.func.min(waiting.c.created_at)).select_from(waiting)
     ).one()  # oldest_at is an aware UTC datetime, or None when nothing waits
 
+    oldest_alone = session.scalar(  # the oldest alone, in milliseconds at any size
+        sa.select(waiting.c.created_at).order_by(waiting.c.created_at).limit(1)
+    )
+    assert oldest_alone == oldest_at
+
     failed_jobs = session.scalar(  # failed collecting jobs...
         sa.select(sa.func.count())
         .select_from(FailedExecution)

@@ -59,12 +59,19 @@ def install_command(bind: str | None, directory: str | None) -> None:
         written = install_module.write_revisions(bind=bind, directory=directory)
     except SolidQError as error:
         raise click.ClickException(str(error)) from error
+    latest = install_module.schema_versions()[-1].number
     if not written:
-        click.echo("The flask-solidq tables are already in the migration history.")
+        click.echo(
+            f"The flask-solidq tables (schema version {latest}) are already in the migration"
+            " history."
+        )
         return
     for path in written:
         click.echo(f"Wrote {path}")
-    click.echo("Now run `flask db upgrade` to create the tables.")
+    click.echo(
+        f"Now run `flask db upgrade`: it creates the flask-solidq tables, or brings the ones"
+        f" you have to schema version {latest}."
+    )
 
 
 def _queue_engine() -> sa.Engine:

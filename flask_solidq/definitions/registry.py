@@ -50,10 +50,21 @@ def unregister(job_class: type[Job]) -> None:
             del _definitions[job_class.job_name]
 
 
+#: What to do about a stored job whose name no definition has, said by :func:`lookup`.
+RENAMED_ADVICE = (
+    " A stored job runs the definition registered under its name: if the job was renamed, give"
+    " the definition its old name back (name=...) or define the old name beside the new until"
+    " the jobs stored under it have run; if it was removed, define it again or discard its"
+    " jobs. Then retry the failed ones (flask solidq retry --all --job NAME, or the dashboard)."
+)
+
+
 def lookup(name: str, path: str | None = None) -> type[Job]:
     """The definition registered as ``name``, importing ``path`` first if it isn't yet.
 
-    :raises flask_solidq.errors.JobNotFound: neither the registry nor the import path has it.
+    :raises flask_solidq.errors.JobNotFound: neither the registry nor the import path has it;
+        the message names the job, what its import path holds now, and what to do
+        (:data:`RENAMED_ADVICE`).
     """
     job_class = _definitions.get(name)
     if job_class is None and path:
@@ -62,15 +73,26 @@ def lookup(name: str, path: str | None = None) -> type[Job]:
         except Exception as exc:
             raise errors.JobNotFound(
                 f"The job {name!r} isn't defined in this process, and importing {path!r}"
-                f" failed: {exc}"
+                f" failed: {str(exc).rstrip('.')}.{RENAMED_ADVICE}"
             ) from exc
         job_class = _definitions.get(name)
     if job_class is None:
         raise errors.JobNotFound(
-            f"The job {name!r} isn't defined in this process"
-            + (f" (its import path {path!r} didn't define it)." if path else ".")
+            f"The job {name!r} isn't defined in this process{_what_path_holds(path)}."
+            + RENAMED_ADVICE
         )
     return job_class
+
+
+def _what_path_holds(path: str | None) -> str:
+    """Of a stored job's import path that didn't define its name: what it defines now."""
+    if not path:
+        return ""
+    found = arguments.load_import_path(path)
+    now = getattr(found, "job_name", None)
+    if isinstance(now, str):
+        return f" (its import path {path!r} now defines the job {now!r})"
+    return f" (its import path {path!r} didn't define it)"
 
 
 def find(name: str, payload: str | None = None) -> type[Job] | None:

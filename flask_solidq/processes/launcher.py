@@ -17,6 +17,7 @@ from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher
 from flask_solidq.processes.scheduler import Scheduler
@@ -26,6 +27,7 @@ from flask_solidq.processes.supervisor import Supervisor
 from flask_solidq.processes.supervisor import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
 from flask_solidq.recurring import tasks as recurring_tasks
+from flask_solidq.values import MAINTENANCE_QUEUE
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -89,7 +91,10 @@ def supervisor(
     log_subscriber.connect()
     pg_listener.warn_if_unheard(settings)
     if only in (None, "worker"):
-        hint_unused_queues(overrides.apply(settings.workers), known_queues(settings))
+        workers = overrides.apply(settings.workers)
+        hint_unused_queues(workers, known_queues(settings))
+        if settings.recurring:
+            warn_unserved_tasks(workers, _loadable_tasks(settings))
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
     return supervisor_class(app, specs)
 
@@ -141,6 +146,43 @@ def known_queues(settings: Settings) -> set[str]:
             if isinstance(rule, failures.RetryRule) and rule.queue:
                 queues.add(rule.queue)
     return queues
+
+
+def warn_unserved_tasks(
+    workers: t.Iterable[WorkerSettings], tasks: t.Iterable[recurring_tasks.RecurringTask]
+) -> None:
+    """Warn once when a recurring task's queue is one none of this supervisor's workers
+    claims from: its jobs would pile up unrun. The housekeeping tasks are the usual case: they
+    run on ``solidq_maintenance``, which a worker listing its queues must name (or match with
+    ``solidq_*``); until then finished jobs and idle budgets are never cleared."""
+    selectors = [QueueSelector(tuple(worker.queues)) for worker in workers]
+    unserved = {
+        task.key: task.queue_name
+        for task in tasks
+        if not any(selector.matches(task.queue_name) for selector in selectors)
+    }
+    if not unserved:
+        return
+    logger.warning(
+        "SolidQ no worker of this supervisor serves the queue of the recurring task(s) %s:"
+        " their jobs will wait unrun. Add the queue to a worker's queues (the housekeeping"
+        " tasks use %s), unless workers started elsewhere serve it",
+        ", ".join(f"{key} (queue {json.dumps(queue)})" for key, queue in unserved.items()),
+        json.dumps(MAINTENANCE_QUEUE),
+        extra={
+            "event": log_subscriber.LogEvent.UNSERVED_QUEUE.value,
+            "tasks": unserved,
+        },
+    )
+
+
+def _loadable_tasks(settings: Settings) -> list[recurring_tasks.RecurringTask]:
+    """The configured recurring tasks, or none when one is invalid: a supervisor running only
+    workers doesn't refuse to start for it (the scheduler's does)."""
+    try:
+        return recurring_tasks.load_all(settings.recurring)
+    except ValueError:
+        return []
 
 
 def hint_unused_queues(workers: t.Iterable[WorkerSettings], known: set[str]) -> None:

@@ -105,6 +105,11 @@ class RecurringTask:
             raise ValueError(f"SOLIDQ_RECURRING[{settings.key!r}]: {exc}") from exc
         return task
 
+    @property
+    def queue_name(self) -> str:
+        """The queue the task's jobs go to: its own ``queue``, else its definition's."""
+        return self.queue or self.definition.queue_name
+
     def next_time_after(self, moment: dt.datetime) -> dt.datetime:
         """The task's first tick strictly after ``moment``, in UTC."""
         return self.schedule.next_time_after(moment)

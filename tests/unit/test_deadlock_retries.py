@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import pathlib
 import typing as t
 
 import pytest
@@ -9,6 +11,8 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq.operations import claim
+from flask_solidq.operations import coalesce
+from flask_solidq.operations import finalize
 
 
 class DriverError(Exception):
@@ -62,3 +66,14 @@ def test_an_error_that_is_not_a_deadlock_is_raised_at_once():
     with pytest.raises(sa.exc.OperationalError):
         db.retrying_deadlocks(operation, attempts=10)
     assert len(calls) == 1
+
+
+def test_the_readme_gives_each_writer_the_number_of_tries_the_code_makes():
+    """README's "Coalescing rules and limitations" names the tries (issue 19, item 10: it said
+    3 where the code made 10)."""
+    readme = " ".join((pathlib.Path(__file__).parents[2] / "README.md").read_text().split())
+    plain = inspect.signature(db.retrying_deadlocks).parameters["attempts"].default
+    assert f"a coalesced call up to {coalesce.DEADLOCK_ATTEMPTS} times in all" in readme
+    assert f"(a plain enqueue, single or bulk, up to {plain} times)" in readme
+    assert f"key up to {claim.DEADLOCK_RETRIES} times" in readme
+    assert f"the finisher's batch up to {finalize.DEADLOCK_ATTEMPTS}," in readme

@@ -360,6 +360,32 @@ def test_lookup_with_a_path_that_does_not_define_the_job_raises_job_not_found(la
         registry.lookup("SomeOtherName", f"{late_module}:LateJob")
 
 
+@pytest.mark.parametrize("path", ["LateJob", "late_function"])
+def test_a_job_stored_under_a_name_its_definition_no_longer_has_says_what_to_do(late_module, path):
+    """A definition renamed with ``name=`` while jobs wait under the old name (issue 19,
+    item 9): the message names the stored job, what its import path defines now, and the
+    way out."""
+    with pytest.raises(JobNotFound) as raised:
+        registry.lookup("OldName", f"{late_module}:{path}")
+
+    message = str(raised.value)
+    now = "LateLoadedJob" if path == "LateJob" else "late_function"
+    assert message.startswith(
+        f"The job 'OldName' isn't defined in this process (its import path"
+        f" '{late_module}:{path}' now defines the job '{now}')."
+    )
+    assert "give the definition its old name back (name=...)" in message
+    assert "flask solidq retry --all --job NAME" in message
+
+
+def test_a_job_whose_module_is_gone_says_what_to_do():
+    with pytest.raises(JobNotFound) as raised:
+        registry.lookup("Gone", f"solidq_missing_module_{uuid.uuid4().hex}:Gone")
+
+    assert "importing" in str(raised.value)
+    assert "if it was removed, define it again or discard its jobs" in str(raised.value)
+
+
 # -- controls: read-back attributes ----------------------------------------------------------
 
 
