@@ -20,7 +20,9 @@ For each backend, in a scratch database (``bench.common.scratch_database``):
    over the last hour: half scheduled, 40% ready, 10% blocked. Beside them the table holds
    what a live queue holds too: the calls of finished jobs kept by
    ``SOLIDQ_PRESERVE_FINISHED_JOBS`` (a tenth as many, opened over the day before, so they
-   are the oldest rows), of failed jobs (1%) and of running ones (0.1%, claimed), plus ten
+   are the oldest rows), of failed jobs (1%), of running ones (0.1%, claimed, their keys
+   freed by the start) and of jobs a worker claimed ahead of its threads (0.1%, claimed and
+   still holding their coalesce keys, so their calls wait and count), plus ten
    plain ready jobs with no calls for each collecting job. The rows are **inserted in bulk
    with set-based SQL** (``INSERT ... SELECT`` over ``generate_series`` on PostgreSQL,
    MariaDB's ``seq_0_to_N`` sequence tables, a recursive CTE on SQLite), not through
@@ -154,7 +156,11 @@ KINDS = {
     "waiting": (1.0, dt.timedelta(hours=1), dt.timedelta(hours=1)),
     "failed": (0.01, dt.timedelta(hours=1), dt.timedelta(hours=1)),
     "running": (0.001, dt.timedelta(minutes=1), dt.timedelta(seconds=1)),
+    "claimed ahead": (0.001, dt.timedelta(seconds=30), dt.timedelta(seconds=1)),
 }
+#: The kinds whose calls wait.
+WAITING_KINDS = ("waiting", "claimed ahead")
+KEYS = t.cast(sa.Table, models.CoalesceKey.__table__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +180,7 @@ def fill(engine: sa.Engine, waiting: int) -> Fill:
     started = time.perf_counter()
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
     jobs = max(1, waiting // CALLS_PER_JOB)
-    calls = 0
+    calls = waiting_calls = 0
     with engine.begin() as connection:
         for table in reversed(models.TABLES):
             connection.execute(table.delete())
@@ -185,12 +191,16 @@ def fill(engine: sa.Engine, waiting: int) -> Fill:
             calls += count * CALLS_PER_JOB
             if kind == "waiting":
                 oldest = (now - before).replace(tzinfo=dt.timezone.utc)
+            if kind in WAITING_KINDS:
+                waiting_calls += count * CALLS_PER_JOB
             _insert_executions(connection, kind, first, first + count - 1, now)
+            if kind == "claimed ahead":
+                _insert_keys(connection, first, first + count - 1, now)
         plain = jobs * PLAIN_PER_JOB
         first = _insert_jobs(connection, plain, now - dt.timedelta(minutes=5), None, "", now)
         _insert_executions(connection, "ready", first, first + plain - 1, now)
     _analyze(engine)
-    return Fill(jobs * CALLS_PER_JOB, oldest, calls, time.perf_counter() - started)
+    return Fill(waiting_calls, oldest, calls, time.perf_counter() - started)
 
 
 def _numbers(dialect: str, count: int) -> sa.Subquery:
@@ -283,6 +293,22 @@ def _calls_insert(dialect: str, first: int, last: int) -> sa.Insert:
     return CALLS.insert().from_select(["job_id", "arguments", "created_at"], select)
 
 
+def _insert_keys(connection: sa.Connection, first: int, last: int, now: dt.datetime) -> None:
+    """A coalesce key row for each job ``first`` .. ``last``, pointing at it."""
+    at = sa.literal(now, models.base.UTCDateTime())
+    columns = {
+        "key": sa.literal("bench-key-").concat(sa.cast(JOBS.c.id, sa.String)),
+        "job_id": JOBS.c.id,
+        "calls_count": sa.literal(CALLS_PER_JOB - 1),
+        "created_at": at,
+        "updated_at": at,
+    }
+    select = sa.select(*(value.label(name) for name, value in columns.items()))
+    connection.execute(
+        KEYS.insert().from_select(list(columns), select.where(JOBS.c.id.between(first, last)))
+    )
+
+
 def _insert_executions(
     connection: sa.Connection, kind: str, first: int, last: int, now: dt.datetime
 ) -> None:
@@ -294,7 +320,7 @@ def _insert_executions(
     ahead = sa.literal(now + dt.timedelta(hours=1), models.base.UTCDateTime())
     shares = {
         "waiting": [("scheduled", 0, 4), ("ready", 5, 8), ("blocked", 9, 9)],
-    }.get(kind, [(kind, 0, 9)])
+    }.get(kind, [("running" if kind == "claimed ahead" else kind, 0, 9)])
     for state, low, high in shares:
         table = EXECUTIONS[state]
         columns: dict[str, t.Any] = {"job_id": JOBS.c.id, "created_at": at}
