@@ -19,10 +19,11 @@ import time
 import typing as t
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from flask_solidq import mysql
 from flask_solidq import pooler
 from flask_solidq import postgres
 from flask_solidq import sqlite
@@ -141,7 +142,7 @@ def read_for_counts(engine: sa.Engine) -> t.Iterator[sa.Connection]:
     """
     with read(engine) as connection:
         if connection.dialect.name == "postgresql":
-            connection.exec_driver_sql("SET LOCAL jit = off")
+            connection.exec_driver_sql(postgres.JIT_OFF)
         yield connection
 
 
@@ -207,18 +208,10 @@ def delete_by_ids(connection: sa.Connection, table: sa.Table, ids: t.Sequence[in
     """
     if not ids:
         return
-    if connection.dialect.name in ("mysql", "mariadb"):
-        connection.execute(_mysql_delete_by_ids(table.name), {"ids": json.dumps(list(ids))})
+    if connection.dialect.name in mysql.NAMES:
+        connection.execute(mysql.delete_by_ids(table.name), {"ids": json.dumps(list(ids))})
     else:
         connection.execute(_delete_by_ids(table), {"ids": list(ids)})
-
-
-@functools.cache
-def _mysql_delete_by_ids(table_name: str) -> sa.TextClause:
-    return sa.text(
-        f"DELETE t FROM JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS k"
-        f" STRAIGHT_JOIN {table_name} AS t ON t.id = k.id"
-    )
 
 
 @functools.cache
@@ -241,7 +234,7 @@ def insert_ignoring_duplicates(
         key = next(iter(table.primary_key.columns))
         statement = dialect_insert(table).on_conflict_do_nothing().returning(key)
         return len(connection.execute(statement, rows).all())
-    statement = mysql.insert(table).prefix_with("IGNORE")
+    statement = mysql_dialect.insert(table).prefix_with("IGNORE")
     return int(connection.execute(statement, rows[0] if len(rows) == 1 else rows).rowcount)
 
 
@@ -311,3 +304,16 @@ def batched(
     """Split ``rows`` into slices of at most ``size``."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
+
+
+def minutes_between(
+    connection: sa.Connection, start: sa.ColumnElement[t.Any], end: sa.ColumnElement[t.Any]
+) -> sa.ColumnElement[t.Any]:
+    """SQL for the whole minutes from ``start`` to ``end``, in ``connection``'s dialect
+    (each dialect module has its own: no portable form counts minutes between timestamps)."""
+    name = connection.dialect.name
+    if name == "postgresql":
+        return postgres.minutes_between(start, end)
+    if name in mysql.NAMES:
+        return mysql.minutes_between(start, end)
+    return sqlite.minutes_between(start, end)

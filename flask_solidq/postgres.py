@@ -1,6 +1,8 @@
-"""Every hand-written SQL statement flask-solidq sends, in one place: PostgreSQL's.
+"""What PostgreSQL needs that SQLAlchemy Core doesn't render for it: its hand-written
+statements, its wake-up channels, JIT off for the count pages and the minute bucket.
 
-Everything else is SQLAlchemy Core, which renders for each dialect. These few statements are
+Everything else is SQLAlchemy Core, which renders for each dialect (MySQL's and SQLite's own
+needs are in :mod:`~flask_solidq.mysql` and :mod:`~flask_solidq.sqlite`). These few statements are
 PostgreSQL-only because they use what only PostgreSQL has, data-modifying CTEs (one round trip
 where the other databases need four), ``unnest`` over array parameters, and ``pg_notify``.
 The operations pick them through :mod:`flask_solidq.db`'s capability checks
@@ -9,6 +11,9 @@ The operations pick them through :mod:`flask_solidq.db`'s capability checks
 
 from __future__ import annotations
 
+import datetime as dt
+import typing as t
+
 import sqlalchemy as sa
 
 #: The channels ``LISTEN``/``NOTIFY`` wake-ups travel on (see
@@ -16,6 +21,17 @@ import sqlalchemy as sa
 #: scheduled for the time in the payload (dispatchers listen).
 READY_CHANNEL = "solidq_ready"
 SCHEDULED_CHANNEL = "solidq_scheduled"
+
+#: Turns JIT compilation off for the rest of a transaction (see
+#: :func:`flask_solidq.db.read_for_counts`).
+JIT_OFF = "SET LOCAL jit = off"
+
+
+def minutes_between(
+    start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
+) -> sa.ColumnElement[t.Any]:
+    """Whole minutes from ``start`` to ``end``."""
+    return sa.func.floor(sa.extract("epoch", end - start) / 60)
 
 
 def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:

@@ -95,3 +95,11 @@ def _begin(connection: sa.Connection) -> None:
     connection.connection.driver_connection.execute(  # type: ignore[union-attr]
         "BEGIN" if read_only else "BEGIN IMMEDIATE"
     )
+
+
+def minutes_between(
+    start: sa.ColumnElement[t.Any], end: sa.ColumnElement[t.Any]
+) -> sa.ColumnElement[t.Any]:
+    """Whole minutes from ``start`` to ``end``: julian days (fractional) apart, times the
+    minutes in a day."""
+    return sa.cast((sa.func.julianday(end) - sa.func.julianday(start)) * 1440, sa.Integer)

@@ -10,6 +10,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import mysql
 from flask_solidq.models.tables import PAUSES
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
@@ -66,10 +67,7 @@ def _forcing_index(query: sa.Select[t.Any], index: str) -> sa.Select[t.Any]:
     of pauses), and holds whatever the statistics say, while a literal ``NOT IN`` list was
     still sorted. PostgreSQL and SQLite never see the hint.
     """
-    hint = f"FORCE INDEX ({index})"
-    for dialect_name in ("mysql", "mariadb"):
-        query = query.with_hint(READY, hint, dialect_name=dialect_name)
-    return query
+    return mysql.forcing_index(query, READY, index)
 
 
 def _ready_index(*columns: sa.Column[t.Any]) -> str:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import db
 from flask_solidq.models.tables import JOBS
 
 
@@ -38,7 +38,7 @@ def finished_per_minute(
     """Jobs finished in the ``minutes`` minutes from ``since``, counted per minute and per
     queue. A job stamped after the window (a clock ahead) counts in its last minute."""
     since_param = sa.bindparam("since", since, type_=JOBS.c.finished_at.type)
-    minute = _minutes_since(connection.dialect.name, since_param).label("minute")
+    minute = db.minutes_between(connection, since_param, JOBS.c.finished_at).label("minute")
     statement = (
         sa.select(JOBS.c.queue_name, minute, sa.func.count())
         .where(JOBS.c.finished_at >= since_param)
@@ -50,13 +50,3 @@ def finished_per_minute(
         per_minute[min(max(int(index or 0), 0), minutes - 1)] += int(count)
         per_queue[queue_name] = per_queue.get(queue_name, 0) + int(count)
     return Throughput(since, per_minute, per_queue)
-
-
-def _minutes_since(dialect: str, since: sa.BindParameter[dt.datetime]) -> sa.ColumnElement[t.Any]:
-    finished_at = JOBS.c.finished_at
-    if dialect == "postgresql":
-        return sa.func.floor(sa.extract("epoch", finished_at - since) / 60)
-    if dialect in ("mysql", "mariadb"):
-        return sa.func.timestampdiff(sa.literal_column("MINUTE"), since, finished_at)
-    # SQLite: julian days (fractional) apart, times the minutes in a day.
-    return sa.cast((sa.func.julianday(finished_at) - sa.func.julianday(since)) * 1440, sa.Integer)
