@@ -4,7 +4,6 @@ Rate limits checked inside the claim transaction, coalescing of repeated enqueue
 concurrency limits, on SQLite, PostgreSQL and MySQL/MariaDB.
 """
 
-from flask_solidq.controls.coalesce import CoalesceStatus as CoalesceStatus
 from flask_solidq.controls.coalesce import coalesce as coalesce
 from flask_solidq.controls.concurrency import limits_concurrency as limits_concurrency
 from flask_solidq.controls.rate_limit import limits_rate as limits_rate
@@ -21,5 +20,6 @@ from flask_solidq.errors import PendingMigrations as PendingMigrations
 from flask_solidq.errors import SerializationError as SerializationError
 from flask_solidq.errors import SolidQError as SolidQError
 from flask_solidq.extension import SolidQ as SolidQ
+from flask_solidq.values import CoalesceStatus as CoalesceStatus
 
 __version__ = "0.1.0"

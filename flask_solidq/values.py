@@ -1,12 +1,14 @@
 """The plain values every layer passes around: what moving a job between states needs of it
-(:class:`JobRef`), a claimed job (:class:`ClaimedJob`), and how a stored payload says it is a
-coalesced job's. This module imports nothing of the package's, so the controls, the
+(:class:`JobRef`), a claimed job (:class:`ClaimedJob`), how a stored payload says it is a
+coalesced job's, what became of an enqueued call (:class:`CoalesceStatus`) and the queue of
+the housekeeping jobs. This module imports nothing of the package's, so the controls, the
 definitions and the operations all take these from here, never from one another.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import typing as t
 
 #: The queue of the housekeeping jobs (:mod:`flask_solidq.housekeeping`).
@@ -64,3 +66,14 @@ def is_coalesced(payload: str | None) -> bool:
 def opened_by_collecting(payload: str | None) -> bool:
     """Whether a stored payload is that of a job ``coalesce(on_conflict="collect")`` opened."""
     return (payload or "").startswith(f'{MARKER_PREFIX}"collect"')
+
+
+class CoalesceStatus(str, enum.Enum):
+    """What happened to one enqueued call (``job.coalesce_status``): here, not with the
+    ``coalesce`` control, because a job definition reports it and definitions sit below the
+    controls."""
+
+    CREATED = "created"
+    DISCARDED = "discarded"
+    REPLACED = "replaced"
+    COLLECTED = "collected"

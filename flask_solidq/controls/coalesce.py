@@ -47,15 +47,6 @@ class OnFull(str, enum.Enum):
     DISPATCH = "dispatch"
 
 
-class CoalesceStatus(str, enum.Enum):
-    """What happened to one enqueued call (``job.coalesce_status``)."""
-
-    CREATED = "created"
-    DISCARDED = "discarded"
-    REPLACED = "replaced"
-    COLLECTED = "collected"
-
-
 @dataclasses.dataclass(frozen=True)
 class Coalesce(keys.Keyed):
     """A validated ``coalesce`` declaration."""

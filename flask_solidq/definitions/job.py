@@ -41,11 +41,11 @@ from flask_solidq.state import get_state
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
-    from flask_solidq.controls.coalesce import CoalesceStatus
     from flask_solidq.controls.concurrency import ConcurrencyLimit
     from flask_solidq.controls.rate_limit import RateLimit
     from flask_solidq.definitions.failures import DiscardRule
     from flask_solidq.definitions.failures import RetryRule
+    from flask_solidq.values import CoalesceStatus
 
 
 #: A definition's performer and its parameters, as last read (see ``_performer_parameters``).

@@ -38,7 +38,6 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import coalesce_timing as timing
-from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
 from flask_solidq.models.tables import COALESCE_KEYS
@@ -51,6 +50,7 @@ from flask_solidq.operations import job_rows
 from flask_solidq.operations.coalesce_calls import Decision
 from flask_solidq.operations.coalesce_calls import Pending
 from flask_solidq.values import MARKER_PREFIX
+from flask_solidq.values import CoalesceStatus
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:

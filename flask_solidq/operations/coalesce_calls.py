@@ -12,11 +12,11 @@ import typing as t
 from flask_solidq import keys
 from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
-from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.definitions import calls
 from flask_solidq.operations import job_rows
 from flask_solidq.values import MARKER
+from flask_solidq.values import CoalesceStatus
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce

@@ -21,7 +21,6 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq.controls.coalesce import CoalesceStatus
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
@@ -31,6 +30,7 @@ from flask_solidq.operations import enqueue
 from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.values import CoalesceStatus
 
 if t.TYPE_CHECKING:
     from flask_solidq.config import RecurringSettings
