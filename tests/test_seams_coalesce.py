@@ -33,6 +33,8 @@ from flask_solidq import coalesce
 from flask_solidq import db as solidq_db
 from flask_solidq import errors
 from flask_solidq import signals
+from flask_solidq.controls import coalesce_admission as coalesce_operation
+from flask_solidq.controls import coalesce_start
 from flask_solidq.controls import concurrency
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
@@ -44,8 +46,6 @@ from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import coalesce as coalesce_operation
-from flask_solidq.operations import coalesced_start
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.timing import utcnow
@@ -253,7 +253,7 @@ def test_a_discard_limit_after_collect_was_removed_blocks_the_collected_job_whic
     holder = later(app, jobs.collect_one_at_a_time, "k", 1)
     (running,) = claim(engine)  # the holder: it has the key's one slot
     assert running.id == holder.provider_job_id
-    coalesced_start.release_key(engine, running.id)  # it starts: later calls open a new job
+    coalesce_start.release_key(engine, running.id)  # it starts: later calls open a new job
     waiting = later(app, jobs.collect_one_at_a_time, "k", 2, wait=60)
     later(app, jobs.collect_one_at_a_time, "k", 3, wait=60)  # collected into it
     deploy(

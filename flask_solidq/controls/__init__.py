@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import typing as t
 
+from flask_solidq.controls import coalescing
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
+from flask_solidq.controls.base import JobStore
 
 if t.TYPE_CHECKING:
+    import datetime as dt
+
     import sqlalchemy as sa
 
     from flask_solidq.definitions.job import Job
@@ -26,7 +30,78 @@ if t.TYPE_CHECKING:
     from flask_solidq.values import JobRef
 
 #: Every control, in the order their hooks run.
-CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL]
+CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL, coalescing.CONTROL]
+
+
+class Enqueue(t.NamedTuple):
+    """Jobs about to be enqueued, split by who stores them."""
+
+    #: The jobs the enqueue inserts itself.
+    plain: list[Job]
+    #: Each control that takes jobs over, with what it prepared for them.
+    taken: list[tuple[Control, t.Any]]
+
+
+def _overriding(hook: str) -> list[Control]:
+    """The controls that override the hook named ``hook``: an enqueue or a start asks only
+    them, so the others' no-op defaults cost plain jobs nothing."""
+    default = getattr(Control, hook)
+    return [control for control in CONTROLS if getattr(type(control), hook) is not default]
+
+
+def reads_database_clock(jobs: t.Iterable[Job]) -> bool:
+    """Whether any of ``jobs`` must be stamped with the database's clock."""
+    controls = _overriding("reads_database_clock")
+    return any(control.reads_database_clock(job) for job in jobs for control in controls)
+
+
+def prepare_enqueue(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> Enqueue:
+    """Split ``jobs`` between the plain insert and the controls that take them over (the
+    first control that takes a job has it), each control's share prepared: every key and
+    payload is worked out before anything is written."""
+    plain = list(jobs)
+    taken: list[tuple[Control, t.Any]] = []
+    for control in _overriding("takes_enqueue"):
+        mine = [job for job in plain if control.takes_enqueue(job)]
+        if mine:
+            plain = [job for job in plain if not control.takes_enqueue(job)]
+            taken.append((control, control.prepare_enqueue(mine, now, bulk=bulk)))
+    return Enqueue(plain, taken)
+
+
+def enqueue(
+    engine: sa.Engine, enqueue: Enqueue, now: dt.datetime, store: JobStore, *, bulk: bool
+) -> t.Callable[[], None]:
+    """Have each control store the jobs it took over; return what to announce once the
+    caller is past its handling of database errors."""
+    announcements = [
+        control.enqueue(engine, prepared, now, store, bulk=bulk)
+        for control, prepared in enqueue.taken
+    ]
+
+    def announce() -> None:
+        for announcement in announcements:
+            announcement()
+
+    return announce
+
+
+def start(engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, list[tuple[Control, t.Any]]]:
+    """Run every control's START hook before ``claimed`` is performed; return the job as it
+    now reads and what each control that acted needs once it is loaded."""
+    started: list[tuple[Control, t.Any]] = []
+    for control in _overriding("start"):
+        acted = control.start(engine, claimed)
+        if acted is not None:
+            claimed, needs = acted
+            started.append((control, needs))
+    return claimed, started
+
+
+def prepare_run(job: Job, started: list[tuple[Control, t.Any]]) -> bool:
+    """Give the loaded ``job`` what the controls that acted at its start read for it; False
+    when one says there is nothing to run."""
+    return all(control.prepare_run(job, needs) for control, needs in started)
 
 
 def stamp(job: Job, row: dict[str, t.Any]) -> None:

@@ -3,11 +3,18 @@ life, and the small values they exchange with the operations.
 
 The hooks, in the order a job meets them:
 
+* ``takes_enqueue``, ``prepare_enqueue`` and ``enqueue`` (enqueue): store the calls of a job
+  this control takes over its own way, instead of the plain insert (coalescing: a call may
+  join a pending job instead of storing one); prepared before anything is written, stored
+  through the :class:`JobStore` the enqueue operation passes in;
 * ``stamp`` (enqueue): compute the keys stored with the job, before anything is written;
 * ``dispatch`` (the job becomes due: at enqueue, or when the dispatcher finds it due): take
   what the job needs to become ready, or hold it back (block it, discard it);
 * ``claim`` (inside a worker's claim transaction, over the batch it locked): admit each job
   or defer it to a later time, then ``after_claim`` once that transaction committed;
+* ``start`` and ``prepare_run`` (a worker is about to perform a claimed job): act on the start
+  (coalescing frees the job's key and reads what it runs), then, once the job is loaded, give
+  it what it runs with, or say there is nothing to run;
 * ``finish`` (the job left its claim: finished, failed, retried, discarded; committed):
   give back what it held.
 
@@ -77,8 +84,77 @@ class ClaimClock:
         return self._now if self._now is not None else utcnow()
 
 
+class JobStore(t.Protocol):
+    """What a control that stores jobs its own way needs of the enqueue operation: the
+    ``solidq_jobs`` row of a job, its insert, and its way to ready. The operations sit above
+    the controls, so the enqueue passes its store in (:data:`flask_solidq.operations.enqueue
+    .STORE`) rather than the control importing it."""
+
+    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, t.Any]) -> dict[str, t.Any]:
+        """The row of ``job`` stored with ``payload``, the other controls' keys stamped."""
+        ...
+
+    def insert(self, connection: sa.Connection, row: dict[str, t.Any]) -> int:
+        """Insert the job ``row``; return its id."""
+        ...
+
+    def place(
+        self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
+    ) -> bool:
+        """Give the job stored as ``row`` its first execution (the DISPATCH hooks run);
+        False when a control destroyed it instead."""
+        ...
+
+    def make_ready(self, connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
+        """Move a due job to ready (or blocked: the DISPATCH hooks run)."""
+        ...
+
+
 class Control:
     """A control's hooks; each does nothing unless the control overrides it."""
+
+    def takes_enqueue(self, job: Job) -> bool:
+        """ENQUEUE: whether this control stores ``job`` its own way (:meth:`enqueue`) instead
+        of the plain insert."""
+        return False
+
+    def reads_database_clock(self, job: Job) -> bool:
+        """Whether enqueuing ``job`` must stamp it with the database's clock rather than this
+        host's (a time the dispatcher compares with its own reading of that clock)."""
+        return False
+
+    def prepare_enqueue(self, jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> t.Any:
+        """ENQUEUE: work out everything the jobs it took need (keys, payloads) before anything
+        is written, so that an error (a key callable raising) leaves nothing stored; return
+        it for :meth:`enqueue`."""
+        raise NotImplementedError
+
+    def enqueue(
+        self, engine: sa.Engine, prepared: t.Any, now: dt.datetime, store: JobStore, *, bulk: bool
+    ) -> t.Callable[[], None]:
+        """ENQUEUE: store what :meth:`prepare_enqueue` prepared, recording each outcome on its
+        job; return what to announce once the caller is past its own handling of database
+        errors (a signal receiver's error is the receiver's, never a failed enqueue).
+
+        :raises sqlalchemy.exc.SQLAlchemyError: the database failed.
+        """
+        raise NotImplementedError
+
+    def start(self, engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, t.Any] | None:
+        """START: a worker is about to perform ``claimed``; act on it if this control must,
+        returning the job as it now reads (its payload read again) and what
+        :meth:`prepare_run` needs; None when this control has nothing to do with the job."""
+        return None
+
+    def prepare_run(self, job: Job, started: t.Any) -> bool:
+        """START, once the job is loaded: give ``job`` what it runs with from ``started``
+        (what :meth:`start` returned); False when there is nothing to run (the job then
+        finishes without running).
+
+        :raises Exception: the job can't run (its stored work doesn't load, or no longer
+            matches its definition): it fails, before anything ran.
+        """
+        return True
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
         """ENQUEUE: write this control's key for ``job`` into its ``solidq_jobs`` row.

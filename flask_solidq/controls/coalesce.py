@@ -4,11 +4,9 @@
 call's (the job receives them as ``calls``). ``debounce`` pushes a pending job back with each
 call, at most ``max_wait`` past its opening. Here: the declaration and its validation.
 
-Coalescing is no hook of :class:`~flask_solidq.controls.base.Control`: it decides whether an
-enqueue stores a job at all, so it replaces the enqueue's write instead
-(:mod:`flask_solidq.operations.coalesce`), and it acts when a worker starts a job
-(:mod:`flask_solidq.operations.coalesced_start`). Its timing rules are in
-:mod:`flask_solidq.controls.coalesce_timing`.
+The control itself, with its ENQUEUE and START hooks, is
+:mod:`~flask_solidq.controls.coalescing`; its timing rules are in
+:mod:`~flask_solidq.controls.coalesce_timing`.
 """
 
 from __future__ import annotations

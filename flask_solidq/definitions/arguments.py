@@ -61,6 +61,7 @@ Each value is turned into its form and back by
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 from flask_solidq.definitions import argument_codecs
@@ -86,6 +87,10 @@ __all__ = [
 ImportPathError = import_paths.ImportPathError
 MissingRecord = model_references.MissingRecord
 import_path = import_paths.import_path
+
+#: A payload as stored (``solidq_jobs.arguments``, ``solidq_coalesced_calls.arguments``):
+#: compact JSON, non-ASCII kept as it is.
+dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 load_import_path = import_paths.load_import_path
 
 # Bound here, not looked up on their modules: the loops below read them once per argument.

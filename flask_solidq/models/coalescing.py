@@ -63,7 +63,7 @@ class CoalescedCall(Base):
         and hasn't started. So scheduled, ready and blocked jobs' calls count, and so do those
         of a job a worker claimed ahead of its threads (``prefetch``) while its coalesce key
         still points at it: starting is what frees the key
-        (:mod:`~flask_solidq.operations.coalesced_start`), so a claimed job still holding its
+        (:mod:`~flask_solidq.controls.coalesce_start`), so a claimed job still holding its
         key hasn't started.
 
         ``session.scalar(sa.select(sa.func.count()).select_from(CoalescedCall.waiting()

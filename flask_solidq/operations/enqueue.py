@@ -21,8 +21,6 @@ from flask_solidq import postgres
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import coalesce
-from flask_solidq.operations import coalesce_calls
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.timing import naive_utc
@@ -45,12 +43,11 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
-    coalesced = coalesce_calls.applies(job)
     try:
         now = _enqueue_time(engine, [job])
-        if coalesced:
-            calls = coalesce_calls.prepare([job], now, bulk=False)
-            decided = coalesce.admit_all(engine, calls, now, bulk=False, announce=False)
+        split = controls.prepare_enqueue([job], now, bulk=False)
+        if split.taken:
+            announce = controls.enqueue(engine, split, now, STORE, bulk=False)
         else:
             row = build_row(job, now)
             job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
@@ -59,10 +56,10 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
         raise errors.EnqueueError(
             f"Enqueuing {type(job).job_name} failed: {_describe(exc)}"
         ) from exc
-    if coalesced:
+    if split.taken:
         # Past the database's errors: what a signal receiver raises is its own, and the
         # call it heard about stays admitted and reported so.
-        coalesce_calls.announce_all(decided)
+        announce()
         return
     _record_outcome(job, job_id, placed)
 
@@ -71,7 +68,7 @@ def _enqueue_time(engine: sa.Engine, jobs: t.Sequence[Job]) -> dt.datetime:
     """The time an enqueue stamps its jobs with: this host's clock, unless a job debounces
     (its run is timed from its calls, and the dispatcher reads the database's clock), which
     costs one round trip (none on SQLite)."""
-    if any(coalesce_calls.debounces(job) for job in jobs):
+    if controls.reads_database_clock(jobs):
         return database_clock.read_now(engine)
     return utcnow()
 
@@ -98,25 +95,24 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
 
 def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """Store ``jobs`` and record each outcome: the ordinary ones in one transaction, with
-    multi-row inserts; then the coalesced ones, key after key in sorted order, one
-    transaction per job their calls land in (see :func:`coalesce.admit_all`). Inside the
-    caller's transaction it is all one, all-or-nothing.
+    multi-row inserts; then the ones a control takes over (coalesced calls: key after key in
+    sorted order, one transaction per job their calls land in, see
+    :func:`flask_solidq.controls.coalesce_admission.admit_all`). Inside the caller's
+    transaction it is all one, all-or-nothing.
 
     Every payload and key is built before anything is written. A deadlock outside the
     caller's own transaction is tried again (nothing was committed); other database errors
     propagate as SQLAlchemy raised them (as Solid Queue's bulk enqueue does).
     """
     now = _enqueue_time(engine, jobs)
-    ordinary = [job for job in jobs if not coalesce_calls.applies(job)]
-    groups = coalesce_calls.prepare(
-        [job for job in jobs if coalesce_calls.applies(job)], now, bulk=True
-    )
-    rows = [build_row(job, now) for job in ordinary]
+    split = controls.prepare_enqueue(jobs, now, bulk=True)
+    rows = [build_row(job, now) for job in split.plain]
     if rows:
         ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
-        for job, job_id in zip(ordinary, ids, strict=True):
+        for job, job_id in zip(split.plain, ids, strict=True):
             _record_outcome(job, job_id, job_id in placed)
-    coalesce.admit_all(engine, groups, now, bulk=True)
+    if split.taken:
+        controls.enqueue(engine, split, now, STORE, bulk=True)()
 
 
 def _store_all(
@@ -245,3 +241,27 @@ def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> lis
 def _record_outcome(job: Job, job_id: int, stored: bool) -> None:
     job.provider_job_id = job_id if stored else None
     job.successfully_enqueued = stored
+
+
+class _Store:
+    """The enqueue's way of storing a job, lent to the controls that store jobs their own way
+    (:class:`flask_solidq.controls.base.JobStore`): coalescing's admission opens its jobs
+    through it, so a coalesced job's row and its way to ready are the plain enqueue's."""
+
+    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, t.Any]) -> dict[str, t.Any]:
+        return build_row(job, now, payload)
+
+    def insert(self, connection: sa.Connection, row: dict[str, t.Any]) -> int:
+        return db.insert_returning_id(connection, INSERT_JOB, row)
+
+    def place(
+        self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
+    ) -> bool:
+        return job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
+
+    def make_ready(self, connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
+        dispatch.make_ready(connection, [job], now)
+
+
+#: The store the controls' ENQUEUE hooks write through.
+STORE = _Store()

@@ -19,7 +19,6 @@ from flask_solidq import errors
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.model_references import MissingRecord
-from flask_solidq.operations import coalesced_start
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -71,25 +70,22 @@ class Outcome(t.NamedTuple):
 def perform(claimed: ClaimedJob) -> Outcome:
     """Load and perform ``claimed``; return how it ended. Requires an app context.
 
-    A coalesced job first frees its key and reads its payload and calls again (see
-    :mod:`~flask_solidq.operations.coalesced_start`). A job whose definition can't be loaded,
-    or whose arguments or calls can't be, fails with that reason before anything runs.
+    The controls' START hooks run first: a coalesced job frees its key and reads its payload
+    and calls again (see :mod:`~flask_solidq.controls.coalesce_start`). A job whose
+    definition can't be loaded, or whose arguments or calls can't be, fails with that reason
+    before anything runs.
     """
-    stored_calls = None
-    if coalesced_start.opened_as(claimed.arguments) is not None:
-        claimed, stored_calls = coalesced_start.begin(get_state().engine, claimed)
+    claimed, started = controls.start(get_state().engine, claimed)
     try:
         job = load(claimed)
-        calls = coalesced_start.calls_for(job, stored_calls)
+        runs = controls.prepare_run(job, started)
     except (errors.JobNotFound, errors.DeserializationError, ValueError) as error:
         return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), exception=error)
     except errors.CollectedJobMismatch as error:
         # Nothing ran: retry_on and discard_on don't see it; the job fails with its calls.
         return _fail(claimed, job, error)
-    if calls is not None:
-        if not calls:  # every call's record is gone: nothing to run, and nothing failed
-            return Outcome(claimed, OutcomeKind.FINISHED, job=job)
-        job.coalesced_calls = calls
+    if not runs:  # a coalesced job whose calls' records are all gone: nothing failed
+        return Outcome(claimed, OutcomeKind.FINISHED, job=job)
     try:
         job.perform_now()
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.

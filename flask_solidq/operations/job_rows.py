@@ -1,13 +1,13 @@
-"""The ``solidq_jobs`` row of a job being enqueued, and its reference once stored: shared by
-the plain enqueue (:mod:`~flask_solidq.operations.enqueue`) and the coalesced one
-(:mod:`~flask_solidq.operations.coalesce`)."""
+"""The ``solidq_jobs`` row of a job being enqueued, and its reference once stored: the plain
+enqueue's (:mod:`~flask_solidq.operations.enqueue`), which lends them to the coalescing
+control's admission through its store (:data:`~flask_solidq.operations.enqueue.STORE`)."""
 
 from __future__ import annotations
 
-import json
 import typing as t
 
 from flask_solidq import controls
+from flask_solidq.definitions import arguments
 from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 
@@ -18,7 +18,7 @@ if t.TYPE_CHECKING:
 
 INSERT_JOB = JOBS.insert()
 
-dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+dumps = arguments.dumps
 
 
 def build_row(

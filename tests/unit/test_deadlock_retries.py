@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq.controls import coalesce_admission
 from flask_solidq.operations import claim
-from flask_solidq.operations import coalesce
 from flask_solidq.operations import finalize
 
 
@@ -73,7 +73,7 @@ def test_the_readme_gives_each_writer_the_number_of_tries_the_code_makes():
     3 where the code made 10)."""
     readme = " ".join((pathlib.Path(__file__).parents[2] / "README.md").read_text().split())
     plain = inspect.signature(db.retrying_deadlocks).parameters["attempts"].default
-    assert f"a coalesced call up to {coalesce.DEADLOCK_ATTEMPTS} times in all" in readme
+    assert f"a coalesced call up to {coalesce_admission.DEADLOCK_ATTEMPTS} times in all" in readme
     assert f"(a plain enqueue, single or bulk, up to {plain} times)" in readme
     assert f"key up to {claim.DEADLOCK_RETRIES} times" in readme
     assert f"the finisher's batch up to {finalize.DEADLOCK_ATTEMPTS}," in readme

@@ -7,7 +7,7 @@ or :meth:`SolidQ.transaction` the lock lasts until that commits. A key without a
 by inserting it after the job it points at, ignoring a duplicate: a racing admission that
 inserted first wins, this one deletes the job it just wrote (nothing else saw it) and goes
 round to lock the winner's row. A worker starting the job deletes the row (see
-:mod:`~flask_solidq.operations.coalesced_start`), so a call during the run opens the next job.
+:mod:`~flask_solidq.controls.coalesce_start`), so a call during the run opens the next job.
 
 What a call does when its key has an open job (``on_conflict``):
 
@@ -37,23 +37,23 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import errors
+from flask_solidq.controls import coalesce_calls
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
+from flask_solidq.controls.coalesce_calls import Decision
+from flask_solidq.controls.coalesce_calls import Pending
+from flask_solidq.definitions.arguments import dumps
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import coalesce_calls
-from flask_solidq.operations import dispatch
-from flask_solidq.operations import job_rows
-from flask_solidq.operations.coalesce_calls import Decision
-from flask_solidq.operations.coalesce_calls import Pending
 from flask_solidq.values import MARKER_PREFIX
 from flask_solidq.values import CoalesceStatus
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
+    from flask_solidq.controls.base import JobStore
     from flask_solidq.controls.coalesce import Coalesce
 
 
@@ -84,6 +84,7 @@ def admit_all(
     engine: sa.Engine,
     groups: list[list[Pending]],
     now: dt.datetime,
+    store: JobStore,
     *,
     bulk: bool,
     announce: bool = True,
@@ -104,7 +105,7 @@ def admit_all(
     for group in groups:
         remaining = group
         while remaining:
-            admission = functools.partial(_admit_in_transaction, engine, remaining, now)
+            admission = functools.partial(_admit_in_transaction, engine, remaining, now, store)
             decisions = db.retrying_deadlocks(admission, attempts=DEADLOCK_ATTEMPTS)
             for decision in decisions:
                 coalesce_calls.record(decision, bulk=bulk)
@@ -116,13 +117,15 @@ def admit_all(
 
 
 def _admit_in_transaction(
-    engine: sa.Engine, calls: list[Pending], now: dt.datetime
+    engine: sa.Engine, calls: list[Pending], now: dt.datetime, store: JobStore
 ) -> list[Decision]:
     with db.write(engine) as connection:
-        return admit(connection, calls, now)
+        return admit(connection, calls, now, store)
 
 
-def admit(connection: sa.Connection, calls: list[Pending], now: dt.datetime) -> list[Decision]:
+def admit(
+    connection: sa.Connection, calls: list[Pending], now: dt.datetime, store: JobStore
+) -> list[Decision]:
     """Admit a prefix of ``calls`` (one key's, in order) into one job, in ``connection``'s
     transaction; return a decision for each call of that prefix."""
     first = calls[0]
@@ -130,11 +133,11 @@ def admit(connection: sa.Connection, calls: list[Pending], now: dt.datetime) -> 
     for _round in range(MAX_ROUNDS):
         open_job = connection.execute(_LOCK_KEY, {"key": first.key}).first()
         if open_job is None:
-            decisions = _open(connection, calls, now, key_row=None)
+            decisions = _open(connection, calls, now, store, key_row=None)
         elif _takes_over(connection, open_job, declaration):
-            decisions = _open(connection, calls, now, key_row=open_job.id)
+            decisions = _open(connection, calls, now, store, key_row=open_job.id)
         else:
-            return _join(connection, open_job, calls, now)
+            return _join(connection, open_job, calls, now, store)
         if decisions is not None:
             return decisions
     raise errors.EnqueueError(
@@ -160,7 +163,12 @@ def _takes_over(connection: sa.Connection, open_job: t.Any, declaration: Coalesc
 
 
 def _open(
-    connection: sa.Connection, calls: list[Pending], now: dt.datetime, *, key_row: int | None
+    connection: sa.Connection,
+    calls: list[Pending],
+    now: dt.datetime,
+    store: JobStore,
+    *,
+    key_row: int | None,
 ) -> list[Decision] | None:
     """Open a new job for a prefix of ``calls`` and point the key at it (its row
     ``key_row``, or a new one). Returns None when another admission inserted the key's row
@@ -177,14 +185,14 @@ def _open(
         taken, creator = calls, calls[0]
     full = mode is OnConflict.COLLECT and len(taken) >= t.cast(int, declaration.max_calls)
     scheduled_at = _new_job_time(declaration, creator, taken, now, full=full)
-    row = job_rows.build_row(creator.job, now, creator.marked_payload())
+    row = store.new_row(creator.job, now, creator.marked_payload())
     row["scheduled_at"] = scheduled_at or now
-    job_id = db.insert_returning_id(connection, job_rows.INSERT_JOB, row)
+    job_id = store.insert(connection, row)
     calls_count = len(taken) if mode is OnConflict.COLLECT else 0
     if not _point_key(connection, creator.key, job_id, calls_count, now, key_row, sealed=full):
         connection.execute(JOBS.delete().where(JOBS.c.id == job_id))
         return None
-    if job_id not in dispatch.place(connection, [job_rows.ref(job_id, row, now)], now):
+    if not store.place(connection, job_id, row, now):
         # A concurrency limit with on_conflict="discard" destroyed it (its key row with it).
         return [Decision(pending, None, None) for pending in taken]
     creator.job.scheduled_at = scheduled_at
@@ -236,7 +244,11 @@ def _point_key(
 
 
 def _join(
-    connection: sa.Connection, open_job: t.Any, calls: list[Pending], now: dt.datetime
+    connection: sa.Connection,
+    open_job: t.Any,
+    calls: list[Pending],
+    now: dt.datetime,
+    store: JobStore,
 ) -> list[Decision]:
     """Admit a prefix of ``calls`` into the key's open job."""
     declaration = calls[0].declaration
@@ -251,7 +263,7 @@ def _join(
         if count >= t.cast(int, declaration.max_calls):
             connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.id == open_job.id))
             if declaration.on_full is OnFull.DISPATCH:
-                dispatched = _dispatch_now(connection, job_id, now)
+                dispatched = _dispatch_now(connection, job_id, now, store)
                 if dispatched:
                     taken[-1].job.scheduled_at = now
         else:
@@ -266,7 +278,7 @@ def _join(
         connection.execute(
             JOBS.update()
             .where(JOBS.c.id == job_id)
-            .values(arguments=job_rows.dumps(last.marked_payload()), updated_at=now)
+            .values(arguments=dumps(last.marked_payload()), updated_at=now)
         )
         decisions = [
             Decision(
@@ -328,7 +340,9 @@ def _move_later(
     )
 
 
-def _dispatch_now(connection: sa.Connection, job_id: int, now: dt.datetime) -> bool:
+def _dispatch_now(
+    connection: sa.Connection, job_id: int, now: dt.datetime, store: JobStore
+) -> bool:
     """``on_full="dispatch"``: a full job waiting for its time becomes due now (ready, or
     blocked by its concurrency limit). Returns whether it was moved."""
     scheduled = _locked_schedule(connection, job_id)
@@ -344,5 +358,5 @@ def _dispatch_now(connection: sa.Connection, job_id: int, now: dt.datetime) -> b
         JOBS.update().where(JOBS.c.id == job_id).values(scheduled_at=now, updated_at=now)
     )
     ref = JobRef(job_id, job.queue_name, job.priority, job.class_name, job.concurrency_key, None)
-    dispatch.make_ready(connection, [ref], now)
+    store.make_ready(connection, ref, now)
     return True

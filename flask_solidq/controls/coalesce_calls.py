@@ -1,7 +1,7 @@
-"""Coalesced calls before and after their admission (:mod:`flask_solidq.operations.coalesce`):
-each call worked out before anything is written (its key, the time it asks for, the payloads
-it may store: :func:`prepare`), and its outcome recorded on the job and announced
-(:func:`record`, :func:`announce`)."""
+"""Coalesced calls before and after their admission
+(:mod:`~flask_solidq.controls.coalesce_admission`): each call worked out before anything is
+written (its key, the time it asks for, the payloads it may store: :func:`prepare`), and its
+outcome recorded on the job and announced (:func:`record`, :func:`announce`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.definitions import calls
-from flask_solidq.operations import job_rows
+from flask_solidq.definitions.arguments import dumps
 from flask_solidq.values import MARKER
 from flask_solidq.values import CoalesceStatus
 
@@ -78,7 +78,7 @@ def marked(job: Job, mode: OnConflict) -> dict[str, t.Any]:
 def call_arguments(job: Job) -> str:
     """The stored form of a collected call: its payload, and the request's own fields
     (``Call.job_data``)."""
-    return job_rows.dumps(calls.job_data_of(job))
+    return dumps(calls.job_data_of(job))
 
 
 def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list[Pending]]:
@@ -151,6 +151,6 @@ def announce(decision: Decision) -> None:
 
 def announce_all(decisions: t.Iterable[Decision]) -> None:
     """Send ``signals.coalesce`` for each decision that
-    :func:`flask_solidq.operations.coalesce.admit_all` didn't announce."""
+    :func:`flask_solidq.controls.coalesce_admission.admit_all` didn't announce."""
     for decision in decisions:
         announce(decision)
