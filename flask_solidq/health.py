@@ -4,7 +4,7 @@ does every process it supervises.
 
 Ages are measured on the database's clock, read in the same transaction as the rows, so a
 probe on a host whose clock drifts judges the heartbeats as the supervisors that prune silent
-processes do. The rows come from :func:`flask_solidq.operations.queues.process_rows` (the
+processes do. The rows come from :func:`flask_solidq.operations.processes.process_rows` (the
 registry is a few rows per host), filtered here.
 
 A silent supervisor on the host is no problem while another one there is alive: a supervisor
@@ -23,7 +23,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import database_clock
-from flask_solidq.operations import queues
+from flask_solidq.operations.processes import process_rows
 
 
 class Verdict(enum.IntEnum):
@@ -118,7 +118,7 @@ def check_host(
     when given) and their processes: healthy when one of them heartbeat within ``threshold``
     seconds and every process of each live one did too."""
     now = database_clock.now(connection)
-    rows = [_process_health(row, now, threshold) for row in queues.process_rows(connection)]
+    rows = [_process_health(row, now, threshold) for row in process_rows(connection)]
     candidates = [
         row
         for row in rows

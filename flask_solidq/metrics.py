@@ -30,12 +30,13 @@ from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
-from flask_solidq.operations import queues
+from flask_solidq.operations.processes import process_rows
 from flask_solidq.processes.dispatcher import Dispatcher
 from flask_solidq.processes.scheduler import Scheduler
 from flask_solidq.processes.supervisor import ForkSupervisor
 from flask_solidq.processes.supervisor import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
+from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
 
 if t.TYPE_CHECKING:
@@ -70,14 +71,14 @@ class Figures:
     """What a scrape reports, read in one transaction."""
 
     #: Each queue with jobs or a pause; ``finished`` holds those of the last hour.
-    queue_counts: list[queues.QueueCounts]
+    queue_counts: list[queue_figures.QueueCounts]
     #: Failed executions created in the last hour (not yet retried or discarded), by queue.
     failed_last_hour: dict[str, int]
     #: (budget key, deferred jobs waiting): the most crowded first, then (other).
     waiting_by_budget: list[tuple[str, int]]
     #: Budgets with any job waiting.
     budgets_waiting: int
-    coalescing: list[queues.CoalesceSummary]
+    coalescing: list[queue_figures.CoalesceSummary]
     #: (kind, "alive" or "silent") -> processes.
     processes: dict[tuple[str, str], int]
 
@@ -95,18 +96,18 @@ def read_figures(
     finished = throughput.finished_per_minute(connection, now - WINDOW).per_queue
     waiting = budgets.waiting(connection)
     return Figures(
-        queue_counts=queues.queue_counts(connection, now, finished=finished),
+        queue_counts=queue_figures.queue_counts(connection, now, finished=finished),
         failed_last_hour=_failed_since(connection, now - WINDOW),
         waiting_by_budget=_top_budgets(waiting, max_budgets),
         budgets_waiting=len(waiting),
-        coalescing=queues.coalesce_summary(connection),
+        coalescing=queue_figures.coalesce_summary(connection),
         processes=_processes_by_kind(connection, now, threshold),
     )
 
 
 def _failed_since(connection: sa.Connection, since: dt.datetime) -> dict[str, int]:
     """Failed executions created from ``since``, by their job's queue (looked up by primary
-    key, as :func:`~flask_solidq.operations.queues.queue_counts` does)."""
+    key, as :func:`~flask_solidq.reads.queue_figures.queue_counts` does)."""
     queue_name = sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()
     statement = (
         sa.select(queue_name.label("queue_name"), sa.func.count())
@@ -130,7 +131,7 @@ def _processes_by_kind(
     counts: collections.Counter[tuple[str, str]] = collections.Counter(
         {(kind, state): 0 for kind in KINDS for state in ("alive", "silent")}
     )
-    for row in queues.process_rows(connection):
+    for row in process_rows(connection):
         silent = (now - row.last_heartbeat_at).total_seconds() > threshold
         counts[(row.kind, "silent" if silent else "alive")] += 1
     return dict(counts)
@@ -209,7 +210,7 @@ def families(figures: Figures) -> list[Metric]:
     ]
 
 
-def _states(queue: queues.QueueCounts) -> list[tuple[str, int]]:
+def _states(queue: queue_figures.QueueCounts) -> list[tuple[str, int]]:
     """Each state's jobs; every job is in one (deferred ones aren't in scheduled)."""
     return [
         ("ready", queue.ready),

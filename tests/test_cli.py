@@ -12,6 +12,7 @@ from flask_solidq import formatting
 from flask_solidq import models
 from flask_solidq.cli import status
 from flask_solidq.operations import queues
+from flask_solidq.reads import queue_figures
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
 from tests import jobs
@@ -207,8 +208,8 @@ def test_format_duration_picks_the_two_largest_units():
 
 def test_render_queues_shows_latency_only_for_queues_with_ready_jobs():
     counts = [
-        queues.QueueCounts("default", ready=2, failed=1, latency=75.0),
-        queues.QueueCounts("mail", scheduled=1, paused=True),
+        queue_figures.QueueCounts("default", ready=2, failed=1, latency=75.0),
+        queue_figures.QueueCounts("mail", scheduled=1, paused=True),
     ]
 
     assert status.render_queues(counts).splitlines() == [
@@ -220,7 +221,7 @@ def test_render_queues_shows_latency_only_for_queues_with_ready_jobs():
 
 
 def test_render_failed_jobs_cuts_long_messages_to_one_short_line():
-    failed = queues.FailedJob(
+    failed = queue_figures.FailedJob(
         job_id=7,
         active_job_id="abc",
         class_name="store_result",
@@ -239,8 +240,8 @@ def test_render_failed_jobs_cuts_long_messages_to_one_short_line():
 def test_render_semaphores_says_when_a_lease_ran_out():
     rendered = status.render_semaphores(
         [
-            queues.SemaphoreState("a", 1, NOW + dt.timedelta(minutes=5)),
-            queues.SemaphoreState("b", 0, NOW - dt.timedelta(seconds=12)),
+            queue_figures.SemaphoreState("a", 1, NOW + dt.timedelta(minutes=5)),
+            queue_figures.SemaphoreState("b", 0, NOW - dt.timedelta(seconds=12)),
         ],
         NOW,
     )

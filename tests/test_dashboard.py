@@ -27,6 +27,7 @@ from flask_solidq import models
 from flask_solidq.dashboard import csrf
 from flask_solidq.operations import processes
 from flask_solidq.operations import queues
+from flask_solidq.reads import queue_figures
 from tests import dashboard_jobs as jobs
 from tests import support
 from tests.concurrency_support import job_state
@@ -193,7 +194,7 @@ def scheduled_at(engine: sa.Engine, job_id: int) -> dt.datetime:
 
 def paused(engine: sa.Engine) -> set[str]:
     with engine.connect() as connection:
-        return queues.paused_queues(connection)
+        return queue_figures.paused_queues(connection)
 
 
 # CSRF.

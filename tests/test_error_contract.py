@@ -15,10 +15,10 @@ import sqlalchemy as sa
 import flask_solidq
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
-from flask_solidq import log_subscriber
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
+from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize

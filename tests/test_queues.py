@@ -13,6 +13,8 @@ from flask_solidq import PendingMigrations
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.operations import queues
+from flask_solidq.operations.processes import process_rows
+from flask_solidq.reads import queue_figures
 from flask_solidq.timing import utcnow
 from tests import jobs
 from tests import support
@@ -81,7 +83,7 @@ def test_paused_queues_names_every_paused_queue(app, engine):
         queues.pause(engine, name)
     queues.resume(engine, "reports")
 
-    assert read(engine, queues.paused_queues) == {"mail", "low"}
+    assert read(engine, queue_figures.paused_queues) == {"mail", "low"}
 
 
 @pytest.mark.parametrize("name", ["", "  ", None])
@@ -94,10 +96,10 @@ def test_the_extension_pauses_and_resumes_in_the_app_context(app, engine):
     with app.app_context():
         solidq.pause("mail")
         solidq.pause("mail")
-        assert read(engine, queues.paused_queues) == {"mail"}
+        assert read(engine, queue_figures.paused_queues) == {"mail"}
         solidq.resume("mail")
         solidq.resume("mail")
-    assert read(engine, queues.paused_queues) == set()
+    assert read(engine, queue_figures.paused_queues) == set()
 
 
 def test_the_extension_pause_names_the_fix_when_the_tables_are_missing(tmp_path):
@@ -120,7 +122,7 @@ def test_queue_counts_counts_each_state_per_queue(app, engine):
         other = [enqueue("mail") for _ in range(2)]
         finish(engine, other[0])
 
-    counts = {queue.queue_name: queue for queue in read(engine, queues.queue_counts)}
+    counts = {queue.queue_name: queue for queue in read(engine, queue_figures.queue_counts)}
 
     assert sorted(counts) == ["default", "mail"]
     default = counts["default"]
@@ -139,9 +141,9 @@ def test_queue_counts_counts_each_state_per_queue(app, engine):
 
 def test_queue_counts_lists_a_paused_queue_without_jobs(app, engine):
     queues.pause(engine, "idle")
-    (idle,) = read(engine, queues.queue_counts)
+    (idle,) = read(engine, queue_figures.queue_counts)
 
-    assert idle == queues.QueueCounts(queue_name="idle", paused=True)
+    assert idle == queue_figures.QueueCounts(queue_name="idle", paused=True)
 
 
 def test_latency_is_the_age_of_the_oldest_ready_job(app, engine):
@@ -157,7 +159,7 @@ def test_latency_is_the_age_of_the_oldest_ready_job(app, engine):
             )
 
     with db.read(engine) as connection:
-        (default,) = queues.queue_counts(connection, now)
+        (default,) = queue_figures.queue_counts(connection, now)
 
     assert default.latency == pytest.approx(120, abs=0.01)
 
@@ -166,7 +168,7 @@ def test_latency_is_zero_without_ready_jobs(app, engine):
     with app.app_context():
         enqueue("later", wait=60)
 
-    (later,) = read(engine, queues.queue_counts)
+    (later,) = read(engine, queue_figures.queue_counts)
 
     assert (later.scheduled, later.latency) == (1, 0.0)
 
@@ -177,7 +179,7 @@ def test_failed_jobs_parses_the_error_json_newest_first(app, engine):
     fail(engine, first, "ValueError", "bad value")
     fail(engine, second, "tests.jobs.Boom", "went off")
 
-    failed = read(engine, queues.failed_jobs)
+    failed = read(engine, queue_figures.failed_jobs)
 
     assert [(job.job_id, job.queue_name) for job in failed] == [
         (second, "mail"),
@@ -190,7 +192,7 @@ def test_failed_jobs_parses_the_error_json_newest_first(app, engine):
         "bad value",
     )
     assert failed[1].failed_at.tzinfo is not None
-    assert read(engine, queues.failed_jobs, 1) == failed[:1]
+    assert read(engine, queue_figures.failed_jobs, 1) == failed[:1]
 
 
 def test_failed_jobs_keeps_an_error_that_is_not_json_as_the_message(app, engine):
@@ -198,7 +200,7 @@ def test_failed_jobs_keeps_an_error_that_is_not_json_as_the_message(app, engine)
         job_id = enqueue("default")
     move(engine, job_id, FAILED, error="Traceback (most recent call last)")
 
-    (failed,) = read(engine, queues.failed_jobs)
+    (failed,) = read(engine, queue_figures.failed_jobs)
 
     assert (failed.error_class, failed.message) == ("", "Traceback (most recent call last)")
 
@@ -210,7 +212,7 @@ def test_blocked_summary_counts_jobs_per_concurrency_key(app, engine):
     block(engine, ids[1], "default", "account/1")
     block(engine, ids[2], "default", "account/1")
 
-    assert read(engine, queues.blocked_summary) == [("account/1", 2), ("account/2", 1)]
+    assert read(engine, queue_figures.blocked_summary) == [("account/1", 2), ("account/2", 1)]
 
 
 def test_semaphores_lists_key_value_and_expiry(app, engine):
@@ -231,7 +233,7 @@ def test_semaphores_lists_key_value_and_expiry(app, engine):
             ],
         )
 
-    assert read(engine, queues.semaphores) == [("a", 2, expires_at), ("b", 0, expires_at)]
+    assert read(engine, queue_figures.semaphores) == [("a", 2, expires_at), ("b", 0, expires_at)]
 
 
 def test_process_rows_lists_the_registered_processes(app, engine):
@@ -245,7 +247,7 @@ def test_process_rows_lists_the_registered_processes(app, engine):
             ],
         )
 
-    rows = read(engine, queues.process_rows)
+    rows = read(engine, process_rows)
 
     assert [(row.kind, row.name, row.pid) for row in rows] == [
         ("Dispatcher", "dispatcher-1", 12),

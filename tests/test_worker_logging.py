@@ -19,8 +19,8 @@ import typing as t
 
 import pytest
 
-from flask_solidq import log_format
-from flask_solidq import log_subscriber
+from flask_solidq.logging import formats
+from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
@@ -88,7 +88,7 @@ def test_a_finished_run_logs_one_info_line_with_its_duration_and_fields(caplog):
         'SolidQ Job finished job_name: "store_result", job_id: 7, active_job_id: "a1b2",'
         ' queue: "default", attempt: 2, duration: 0.1235'
     )
-    assert log_format.extra_fields(record) == {
+    assert formats.extra_fields(record) == {
         "event": "job_finished",
         "job_name": "store_result",
         "job_id": 7,
@@ -206,8 +206,8 @@ def make_record(message: str = "hello %s", *args: t.Any, **extra: t.Any) -> logg
 
 
 def test_the_text_formatter_writes_what_logging_s_own_does_across_seconds():
-    ours = log_format.TextFormatter()
-    stdlib = logging.Formatter(log_format.TEXT_FORMAT)
+    ours = formats.TextFormatter()
+    stdlib = logging.Formatter(formats.TEXT_FORMAT)
     start = 1_764_561_599.25  # a quarter second before a minute turns
     for offset in (0.0, 0.5, 0.74, 0.75, 0.9, 61.001, 0.3):  # back in time too
         record = logging.LogRecord("flask_solidq", logging.INFO, "", 0, "line", (), None)
@@ -222,7 +222,7 @@ def test_the_json_formatter_writes_one_object_per_line_with_the_extra_fields():
         "SolidQ %s\nsecond line", "x", event="job_failed", job_id=3, duration=0.5, attempt=None
     )
 
-    line = log_format.JsonFormatter().format(record)
+    line = formats.JsonFormatter().format(record)
 
     assert "\n" not in line
     data = json.loads(line)
@@ -255,7 +255,7 @@ def test_the_json_formatter_keeps_a_traceback_and_writes_values_json_cant_as_tex
         record = make_record("failed", when=dt.date(2026, 5, 1))
         record.exc_info = __import__("sys").exc_info()
 
-    data = json.loads(log_format.JsonFormatter().format(record))
+    data = json.loads(formats.JsonFormatter().format(record))
 
     assert data["when"] == "2026-05-01"
     assert "Boom: inside" in data["exception"]
@@ -276,12 +276,12 @@ def test_configure_without_options_adds_text_to_stderr_at_info_once(fresh_logger
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])
 
-    log_format.configure(fresh_logger, level=None, log_format=None)
-    log_format.configure(fresh_logger, level=None, log_format=None)
+    formats.configure(fresh_logger, level=None, log_format=None)
+    formats.configure(fresh_logger, level=None, log_format=None)
 
     (handler,) = fresh_logger.handlers
     assert handler.formatter is not None
-    assert handler.formatter._fmt == log_format.TEXT_FORMAT
+    assert handler.formatter._fmt == formats.TEXT_FORMAT
     assert fresh_logger.level == logging.INFO
     assert fresh_logger.propagate
 
@@ -291,7 +291,7 @@ def test_configure_without_options_leaves_an_app_s_own_handlers_and_level(fresh_
     fresh_logger.addHandler(own)
     fresh_logger.setLevel(logging.ERROR)
 
-    log_format.configure(fresh_logger, level=None, log_format=None)
+    formats.configure(fresh_logger, level=None, log_format=None)
 
     assert fresh_logger.handlers == [own]
     assert fresh_logger.level == logging.ERROR
@@ -302,16 +302,12 @@ def test_configure_with_a_format_and_level_writes_them_and_stops_propagating(fre
     fresh_logger.addHandler(own)
     fresh_logger.setLevel(logging.ERROR)
 
-    log_format.configure(
-        fresh_logger, level=log_format.LogLevel.DEBUG, log_format=log_format.LogFormat.TEXT
-    )
-    log_format.configure(
-        fresh_logger, level=log_format.LogLevel.DEBUG, log_format=log_format.LogFormat.JSON
-    )
+    formats.configure(fresh_logger, level=formats.LogLevel.DEBUG, log_format=formats.LogFormat.TEXT)
+    formats.configure(fresh_logger, level=formats.LogLevel.DEBUG, log_format=formats.LogFormat.JSON)
 
     ours = [handler for handler in fresh_logger.handlers if handler is not own]
     assert len(ours) == 1
-    assert isinstance(ours[0].formatter, log_format.JsonFormatter)
+    assert isinstance(ours[0].formatter, formats.JsonFormatter)
     assert fresh_logger.level == logging.DEBUG
     assert not fresh_logger.propagate
 

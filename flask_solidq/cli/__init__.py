@@ -13,12 +13,12 @@ from flask.cli import AppGroup
 
 from flask_solidq import db
 from flask_solidq import install as install_module
-from flask_solidq import log_format
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
 from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
 from flask_solidq.errors import SolidQError
+from flask_solidq.logging import formats
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import queues
 from flask_solidq.processes import launcher
@@ -250,14 +250,14 @@ def resume_command(queue: str) -> None:
 @click.option("--only", type=click.Choice(launcher.KINDS), default=None, help="Run only these.")
 @click.option(
     "--log-level",
-    type=click.Choice(log_format.LogLevel, case_sensitive=False),
+    type=click.Choice(formats.LogLevel, case_sensitive=False),
     default=None,
     help="The flask_solidq logger's level (default: INFO, unless the app set one).",
 )
 @click.option(
     "--log-format",
     "format_name",
-    type=click.Choice(log_format.LogFormat, case_sensitive=False),
+    type=click.Choice(formats.LogFormat, case_sensitive=False),
     default=None,
     help="text, or json: one JSON object per line (default: text, unless the app set up"
     " handlers for the flask_solidq logger).",
@@ -270,8 +270,8 @@ def work_command(
     polling_interval: float | None,
     mode: str,
     only: str | None,
-    log_level: log_format.LogLevel | None,
-    format_name: log_format.LogFormat | None,
+    log_level: formats.LogLevel | None,
+    format_name: formats.LogFormat | None,
 ) -> None:
     """Run the workers, dispatchers and scheduler until TERM or INT (graceful; a second one
     stops at once) or QUIT (at once).
@@ -306,10 +306,8 @@ def _queues_option(value: str | None) -> tuple[str, ...] | None:
         raise click.BadParameter(str(error)) from error
 
 
-def _log_to_stderr(
-    level: log_format.LogLevel | None, format_name: log_format.LogFormat | None
-) -> None:
+def _log_to_stderr(level: formats.LogLevel | None, format_name: formats.LogFormat | None) -> None:
     """Show flask-solidq's INFO lines (processes starting and stopping, each job performed)
     unless the app set up logging for them itself; ``--log-level`` and ``--log-format`` choose
-    the level and format (see :func:`flask_solidq.log_format.configure`)."""
-    log_format.configure(logging.getLogger("flask_solidq"), level=level, log_format=format_name)
+    the level and format (see :func:`flask_solidq.logging.formats.configure`)."""
+    formats.configure(logging.getLogger("flask_solidq"), level=level, log_format=format_name)

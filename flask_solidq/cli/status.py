@@ -1,6 +1,6 @@
 """The text ``flask solidq status`` prints: plain functions from the figures
-:mod:`flask_solidq.operations.queues` reads to aligned tables, so the command stays a few lines
-and tests can read what it would print."""
+:mod:`flask_solidq.reads.queue_figures` reads to aligned tables, so the command stays a few
+lines and tests can read what it would print."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from flask_solidq.formatting import format_duration
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_table
 from flask_solidq.formatting import format_when
-from flask_solidq.operations import queues
+from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import control_reads
+from flask_solidq.reads import queue_figures
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -45,26 +46,26 @@ def render_status(
     transaction, so the figures agree with each other."""
     now = now or utcnow()
     sections = [
-        render_queues(queues.queue_counts(connection, now)),
-        render_processes(queues.process_rows(connection), now),
-        render_failed_jobs(queues.failed_jobs(connection, limit=failed_limit), now),
+        render_queues(queue_figures.queue_counts(connection, now)),
+        render_processes(process_rows(connection), now),
+        render_failed_jobs(queue_figures.failed_jobs(connection, limit=failed_limit), now),
     ]
-    blocked = queues.blocked_summary(connection)
+    blocked = queue_figures.blocked_summary(connection)
     if blocked:
         sections.append(render_blocked(blocked))
-    semaphores = queues.semaphores(connection)
+    semaphores = queue_figures.semaphores(connection)
     if semaphores:
         sections.append(render_semaphores(semaphores, now))
     waiting = budgets.waiting(connection)
     if waiting:
         sections.append(render_budgets(connection, waiting, now))
-    coalescing = queues.coalesce_summary(connection)
+    coalescing = queue_figures.coalesce_summary(connection)
     if coalescing:
         sections.append(render_coalescing(coalescing, now))
     return "\n\n".join(sections)
 
 
-def render_queues(counts: t.Sequence[queues.QueueCounts]) -> str:
+def render_queues(counts: t.Sequence[queue_figures.QueueCounts]) -> str:
     """Each queue's jobs per state, its latency and whether it is paused."""
     if not counts:
         return "Queues: none yet (no jobs, no pauses)."
@@ -80,7 +81,7 @@ def render_queues(counts: t.Sequence[queues.QueueCounts]) -> str:
     return "Queues\n" + format_table(QUEUE_HEADERS, rows, right=range(1, 8))
 
 
-def _state_sizes(queue: queues.QueueCounts) -> tuple[int, ...]:
+def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
     return (
         queue.ready,
         queue.scheduled,
@@ -109,7 +110,7 @@ def render_processes(rows: t.Sequence[t.Any], now: dt.datetime) -> str:
     return "Processes\n" + format_table(headers, table, right={2})
 
 
-def render_failed_jobs(failed: t.Sequence[queues.FailedJob], now: dt.datetime) -> str:
+def render_failed_jobs(failed: t.Sequence[queue_figures.FailedJob], now: dt.datetime) -> str:
     """The latest failed jobs, newest first, each with its error's class and first line."""
     if not failed:
         return "Failed jobs: none."
@@ -127,7 +128,7 @@ def render_failed_jobs(failed: t.Sequence[queues.FailedJob], now: dt.datetime) -
     return f"Failed jobs (latest {len(failed)})\n" + format_table(headers, rows, right={0})
 
 
-def _error_summary(job: queues.FailedJob) -> str:
+def _error_summary(job: queue_figures.FailedJob) -> str:
     lines = job.message.strip().splitlines()
     message = lines[0] if lines else ""
     if len(message) > MESSAGE_WIDTH:
@@ -137,13 +138,15 @@ def _error_summary(job: queues.FailedJob) -> str:
     return job.error_class or message
 
 
-def render_blocked(blocked: t.Sequence[queues.BlockedCount]) -> str:
+def render_blocked(blocked: t.Sequence[queue_figures.BlockedCount]) -> str:
     """How many jobs wait on each concurrency key."""
     rows = [[entry.concurrency_key, str(entry.size)] for entry in blocked]
     return "Blocked jobs\n" + format_table(["CONCURRENCY KEY", "JOBS"], rows, right={1})
 
 
-def render_semaphores(semaphores: t.Sequence[queues.SemaphoreState], now: dt.datetime) -> str:
+def render_semaphores(
+    semaphores: t.Sequence[queue_figures.SemaphoreState], now: dt.datetime
+) -> str:
     """Each concurrency key's free slots and when its lease runs out."""
     rows = [
         [entry.key, str(entry.value), format_expiry(entry.expires_at, now)] for entry in semaphores
@@ -165,7 +168,7 @@ def render_budgets(
     return "Rate-limited jobs\n" + format_table(headers, rows, right={1})
 
 
-def render_coalescing(summary: t.Sequence[queues.CoalesceSummary], now: dt.datetime) -> str:
+def render_coalescing(summary: t.Sequence[queue_figures.CoalesceSummary], now: dt.datetime) -> str:
     """Each coalescing job's open keys, and its collected calls waiting to run with the
     oldest one's age."""
     rows = [

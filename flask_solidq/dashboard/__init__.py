@@ -1,7 +1,7 @@
 """The dashboard: a blueprint at ``SOLIDQ_DASHBOARD_URL_PREFIX`` (``/solidq``), Jinja2 pages
-with htmx, over the same read operations (:mod:`flask_solidq.reads.browse`,
-:mod:`~flask_solidq.operations.queues`) and actions (:mod:`~flask_solidq.operations.actions`)
-the CLI and the Python API use: no SQL of its own.
+with htmx, over the same reads (:mod:`flask_solidq.reads.browse`,
+:mod:`~flask_solidq.reads.queue_figures`) and actions (:mod:`~flask_solidq.operations.actions`,
+:mod:`~flask_solidq.operations.queues`) the CLI and the Python API use: no SQL of its own.
 
 Closed by default (:mod:`.access`), every action a POST with a signed CSRF token from the
 dashboard's own origin (:mod:`.csrf`), every parameter checked before it reaches the database

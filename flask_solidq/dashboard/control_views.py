@@ -1,7 +1,7 @@
 """The dashboard's pages for what the controls store: rate-limit budgets, coalesce keys,
 blocked jobs and semaphores, and the registered processes. Each reads through
 :mod:`flask_solidq.reads.control_reads` (and the figures of
-:mod:`~flask_solidq.operations.queues` / :mod:`~flask_solidq.controls.budgets`), a page at a
+:mod:`~flask_solidq.reads.queue_figures` / :mod:`~flask_solidq.controls.budgets`), a page at a
 time: every list that grows with the queue is keyset-paginated (``?after=``, the last key or
 id of the previous page), the figures per job name are bounded by the app's definitions.
 """
@@ -21,8 +21,8 @@ from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_when
-from flask_solidq.operations import queues
 from flask_solidq.reads import control_reads
+from flask_solidq.reads import queue_figures
 from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
@@ -102,7 +102,7 @@ def coalescing_page() -> str:
     now = utcnow()
     after = params.int_cursor("after")
     with reading.page() as connection:
-        summary = queues.coalesce_summary(connection)
+        summary = queue_figures.coalesce_summary(connection)
         keys = control_reads.open_key_page(connection, after=after, limit=PAGE_SIZE)
     return render_template(
         "solidq/coalescing.html",

@@ -1,8 +1,8 @@
 """The dashboard's pages and actions. Each view reads through
-:mod:`flask_solidq.reads.browse` / :mod:`~flask_solidq.operations.queues`, or acts
-through :mod:`~flask_solidq.operations.actions` (the operations the CLI and the Python API
-use), then renders a template of ``templates/solidq/``. An action answers with a redirect
-(303) back to where it came from, saying what it did."""
+:mod:`flask_solidq.reads.browse` / :mod:`~flask_solidq.reads.queue_figures`, or acts
+through :mod:`~flask_solidq.operations.actions` / :mod:`~flask_solidq.operations.queues` (the
+operations the CLI and the Python API use), then renders a template of ``templates/solidq/``.
+An action answers with a redirect (303) back to where it came from, saying what it did."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
+from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import browse
+from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
 from flask_solidq.reads import waiting_reasons
 from flask_solidq.timing import utcnow
@@ -94,8 +96,8 @@ def overview() -> str:
     now = utcnow()
     with reading.page() as connection:
         finished = throughput.finished_per_minute(connection, now - FINISHED_WINDOW)
-        counts = queues.queue_counts(connection, now, finished=finished.per_queue)
-        processes = queues.process_rows(connection)
+        counts = queue_figures.queue_counts(connection, now, finished=finished.per_queue)
+        processes = process_rows(connection)
     return render_template(
         "solidq/overview.html",
         counts=counts,

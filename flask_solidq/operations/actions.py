@@ -41,8 +41,8 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
+from flask_solidq.operations import execute
 from flask_solidq.operations import job_rows
-from flask_solidq.operations import queues
 from flask_solidq.operations import retry_keys
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
@@ -124,7 +124,7 @@ class Filters:
         """Whether a failed execution's ``error`` has the wanted exception class."""
         if self.error_class is None:
             return True
-        error_class, _message = queues.parse_error(error)
+        error_class, _message = execute.parse_error(error)
         return self.error_class in (error_class, error_class.rpartition(".")[2])
 
 

@@ -241,3 +241,16 @@ def failure_json(exception_class: str, message: str) -> str:
     """A failed execution's ``error`` for a failure that isn't an exception in this process
     (a worker that died, say)."""
     return _dumps({"exception_class": exception_class, "message": message, "backtrace": []})
+
+
+def parse_error(error: str | None) -> tuple[str, str]:
+    """The exception class and message of a failed execution's ``error`` JSON. Text that
+    isn't that JSON (written by hand, or cut short) becomes the message, so status never
+    fails on one bad row."""
+    try:
+        parsed = json.loads(error or "")
+    except ValueError:
+        return "", error or ""
+    if not isinstance(parsed, dict):
+        return "", str(parsed)
+    return str(parsed.get("exception_class") or ""), str(parsed.get("message") or "")

@@ -143,6 +143,13 @@ def supervisees(engine: sa.Engine, supervisor_id: int) -> list[ProcessRow]:
         return [ProcessRow(*row) for row in connection.execute(query)]
 
 
+def process_rows(connection: sa.Connection) -> list[sa.Row[t.Any]]:
+    """The registered processes (kind, name, pid, hostname, last_heartbeat_at, ...), by kind
+    and name."""
+    statement = sa.select(PROCESSES).order_by(PROCESSES.c.kind, PROCESSES.c.name)
+    return list(connection.execute(statement))
+
+
 class Removal(t.NamedTuple):
     """What removing a gone process did with its claims."""
 

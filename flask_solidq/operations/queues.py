@@ -1,83 +1,21 @@
-"""Queues: pausing and resuming them, and the read-only figures ``flask solidq status`` shows.
+"""Queues: pausing and resuming them.
 
 A queue exists only as the ``queue_name`` its jobs carry; pausing one is a row in
-``solidq_pauses``, which workers consult when they claim. The figures come from the execution
-tables, one grouped query per table, so their cost doesn't grow with the number of queues.
+``solidq_pauses``, which workers consult when they claim. What ``flask solidq status``, the
+dashboard and the metrics read of the queues (jobs per state, paused queues, blocked jobs,
+semaphores, coalescing) is :mod:`flask_solidq.reads.queue_figures`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import json
-import typing as t
-
 import sqlalchemy as sa
 
 from flask_solidq import db
-from flask_solidq import models
-from flask_solidq.controls.budgets import DEFERRED_KEY
-from flask_solidq.models.tables import BLOCKED
-from flask_solidq.models.tables import CLAIMED
-from flask_solidq.models.tables import COALESCE_KEYS
-from flask_solidq.models.tables import FAILED
-from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PAUSES
-from flask_solidq.models.tables import PROCESSES
-from flask_solidq.models.tables import READY
-from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.timing import utcnow
 
 #: The longest queue name the tables take.
 MAX_QUEUE_NAME_LENGTH = 255
-
-
-@dataclasses.dataclass(frozen=True)
-class QueueCounts:
-    """How many jobs of one queue are in each state, how long its oldest ready job has
-    waited (``latency``, in seconds; 0 with none ready) and whether it is paused."""
-
-    queue_name: str
-    ready: int = 0
-    #: Scheduled executions, deferred ones included.
-    scheduled: int = 0
-    #: Of the scheduled ones, those a rate limit deferred.
-    deferred: int = 0
-    claimed: int = 0
-    blocked: int = 0
-    failed: int = 0
-    finished: int = 0
-    latency: float = 0.0
-    paused: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class FailedJob:
-    """A failed job as status lists it: the error parsed out of its JSON."""
-
-    job_id: int
-    active_job_id: str | None
-    class_name: str
-    queue_name: str
-    error_class: str
-    message: str
-    failed_at: dt.datetime
-
-
-class BlockedCount(t.NamedTuple):
-    """How many jobs wait on one concurrency key."""
-
-    concurrency_key: str
-    size: int
-
-
-class SemaphoreState(t.NamedTuple):
-    """A concurrency key's semaphore: its free slots and when its lease runs out."""
-
-    key: str
-    value: int
-    expires_at: dt.datetime
 
 
 def pause(engine: sa.Engine, queue_name: str) -> bool:
@@ -104,201 +42,6 @@ def resume(engine: sa.Engine, queue_name: str) -> bool:
     with db.write(engine) as connection:
         deleted = connection.execute(PAUSES.delete().where(PAUSES.c.queue_name == queue_name))
     return deleted.rowcount > 0
-
-
-def paused_queues(connection: sa.Connection) -> set[str]:
-    """The names of the paused queues."""
-    return set(connection.scalars(sa.select(PAUSES.c.queue_name)))
-
-
-def queue_counts(
-    connection: sa.Connection,
-    now: dt.datetime | None = None,
-    *,
-    finished: t.Mapping[str, int] | None = None,
-) -> list[QueueCounts]:
-    """Every queue that has jobs or is paused, by name, with its jobs counted per state.
-
-    :param now: the time latency is measured to; the current time by default.
-    :param finished: the finished jobs per queue when the caller counted them already (the
-        dashboard counts those of the last hour, an index range, where counting every
-        finished job of a big queue reads them all); otherwise every finished job counts.
-    """
-    now = now or utcnow()
-    ready = _count_by_queue(connection, READY.c.queue_name)
-    scheduled = _count_by_queue(connection, SCHEDULED.c.queue_name)
-    deferred = _count_by_queue(connection, SCHEDULED.c.queue_name, DEFERRED_KEY.is_not(None))
-    claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED)
-    blocked = _count_by_queue(connection, BLOCKED.c.queue_name)
-    failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
-    if finished is None:
-        finished = _count_by_queue(connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None))
-    oldest_ready = _oldest_ready_by_queue(connection)
-    paused = paused_queues(connection)
-    names = paused.union(ready, scheduled, claimed, blocked, failed, finished)
-    return [
-        QueueCounts(
-            queue_name=name,
-            ready=ready.get(name, 0),
-            scheduled=scheduled.get(name, 0),
-            deferred=deferred.get(name, 0),
-            claimed=claimed.get(name, 0),
-            blocked=blocked.get(name, 0),
-            failed=failed.get(name, 0),
-            finished=finished.get(name, 0),
-            latency=_seconds_since(oldest_ready.get(name), now),
-            paused=name in paused,
-        )
-        for name in sorted(names)
-    ]
-
-
-def _count_by_queue(
-    connection: sa.Connection,
-    queue_column: sa.Column[str],
-    *where: sa.ColumnElement[bool],
-    join: sa.Table | None = None,
-) -> dict[str, int]:
-    """Rows per queue name of ``queue_column``'s table; claimed and failed executions copy no
-    queue name, so each row of ``join`` looks its job's up, along the jobs' primary key: the
-    cost follows the executions counted, never the jobs table (a join let PostgreSQL's planner
-    scan a million finished jobs to count twenty thousand failed ones)."""
-    if join is not None:
-        queue_name = (
-            sa.select(JOBS.c.queue_name).where(JOBS.c.id == join.c.job_id).scalar_subquery()
-        )
-        statement = (
-            sa.select(queue_name.label("queue_name"), sa.func.count())
-            .select_from(join)
-            .where(*where)
-            .group_by(sa.literal_column("queue_name"))
-        )
-    else:
-        statement = (
-            sa.select(queue_column, sa.func.count())
-            .select_from(queue_column.table)
-            .where(*where)
-            .group_by(queue_column)
-        )
-    return {name: int(size) for name, size in connection.execute(statement)}
-
-
-def _oldest_ready_by_queue(connection: sa.Connection) -> dict[str, dt.datetime]:
-    statement = sa.select(READY.c.queue_name, sa.func.min(READY.c.created_at)).group_by(
-        READY.c.queue_name
-    )
-    return {name: oldest for name, oldest in connection.execute(statement)}
-
-
-def _seconds_since(moment: dt.datetime | None, now: dt.datetime) -> float:
-    if moment is None:
-        return 0.0
-    return max(0.0, (now - moment).total_seconds())
-
-
-def process_rows(connection: sa.Connection) -> list[sa.Row[t.Any]]:
-    """The registered processes (kind, name, pid, hostname, last_heartbeat_at, ...), by kind
-    and name."""
-    statement = sa.select(PROCESSES).order_by(PROCESSES.c.kind, PROCESSES.c.name)
-    return list(connection.execute(statement))
-
-
-def failed_jobs(connection: sa.Connection, limit: int = 20) -> list[FailedJob]:
-    """The ``limit`` latest failed jobs, newest first."""
-    statement = (
-        sa.select(
-            JOBS.c.id,
-            JOBS.c.active_job_id,
-            JOBS.c.class_name,
-            JOBS.c.queue_name,
-            FAILED.c.error,
-            FAILED.c.created_at,
-        )
-        .select_from(FAILED.join(JOBS, JOBS.c.id == FAILED.c.job_id))
-        .order_by(FAILED.c.created_at.desc(), FAILED.c.id.desc())
-        .limit(limit)
-    )
-    return [_failed_job(row) for row in connection.execute(statement).mappings()]
-
-
-def _failed_job(row: sa.RowMapping) -> FailedJob:
-    error_class, message = parse_error(row["error"])
-    return FailedJob(
-        job_id=row["id"],
-        active_job_id=row["active_job_id"],
-        class_name=row["class_name"],
-        queue_name=row["queue_name"],
-        error_class=error_class,
-        message=message,
-        failed_at=row["created_at"],
-    )
-
-
-def parse_error(error: str | None) -> tuple[str, str]:
-    """The exception class and message of a failed execution's ``error`` JSON. Text that
-    isn't that JSON (written by hand, or cut short) becomes the message, so status never
-    fails on one bad row."""
-    try:
-        parsed = json.loads(error or "")
-    except ValueError:
-        return "", error or ""
-    if not isinstance(parsed, dict):
-        return "", str(parsed)
-    return str(parsed.get("exception_class") or ""), str(parsed.get("message") or "")
-
-
-def blocked_summary(connection: sa.Connection) -> list[BlockedCount]:
-    """How many jobs wait on each concurrency key, the most crowded first."""
-    size = sa.func.count().label("size")
-    statement = (
-        sa.select(BLOCKED.c.concurrency_key, size)
-        .group_by(BLOCKED.c.concurrency_key)
-        .order_by(size.desc(), BLOCKED.c.concurrency_key)
-    )
-    return [BlockedCount(key, int(count)) for key, count in connection.execute(statement)]
-
-
-def semaphores(connection: sa.Connection) -> list[SemaphoreState]:
-    """Every concurrency key's semaphore, by key."""
-    statement = sa.select(SEMAPHORES.c.key, SEMAPHORES.c.value, SEMAPHORES.c.expires_at).order_by(
-        SEMAPHORES.c.key
-    )
-    return [SemaphoreState(*row) for row in connection.execute(statement)]
-
-
-class CoalesceSummary(t.NamedTuple):
-    """One coalescing job definition's figures: keys with an open job, and the calls of
-    collecting jobs still waiting to run."""
-
-    class_name: str
-    open_keys: int
-    waiting_calls: int
-    oldest_call_at: dt.datetime | None
-
-
-def coalesce_summary(connection: sa.Connection) -> list[CoalesceSummary]:
-    """Per job name: its open coalesce keys, and its waiting collected calls with the oldest
-    one's time (``CoalescedCall.waiting()``), by name. Two grouped queries."""
-    open_keys: dict[str, int] = dict(
-        connection.execute(
-            sa.select(JOBS.c.class_name, sa.func.count())
-            .select_from(COALESCE_KEYS.join(JOBS, JOBS.c.id == COALESCE_KEYS.c.job_id))
-            .group_by(JOBS.c.class_name)
-        ).all()
-    )
-    waiting = models.CoalescedCall.waiting().subquery()
-    calls = {
-        name: (int(count), oldest)
-        for name, count, oldest in connection.execute(
-            sa.select(JOBS.c.class_name, sa.func.count(), sa.func.min(waiting.c.created_at))
-            .select_from(waiting.join(JOBS, JOBS.c.id == waiting.c.job_id))
-            .group_by(JOBS.c.class_name)
-        )
-    }
-    return [
-        CoalesceSummary(name, int(open_keys.get(name, 0)), *calls.get(name, (0, None)))
-        for name in sorted(set(open_keys) | set(calls))
-    ]
 
 
 def _check_queue_name(queue_name: object) -> None:

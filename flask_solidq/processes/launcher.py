@@ -12,11 +12,11 @@ import json
 import logging
 import typing as t
 
-from flask_solidq import log_subscriber
 from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher

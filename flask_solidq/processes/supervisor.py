@@ -33,8 +33,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import log_subscriber
 from flask_solidq.config import OnWorkerDeath
+from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import processes as registry
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module

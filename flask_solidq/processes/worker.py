@@ -49,7 +49,7 @@ import time
 import typing as t
 
 from flask_solidq import db
-from flask_solidq import log_subscriber
+from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release

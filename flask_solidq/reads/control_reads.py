@@ -3,8 +3,8 @@ open coalesce keys, blocked concurrency keys with their semaphores, and processe
 
 Every list is keyset-paginated on a unique, indexed column (``after``: the last value of the
 previous page), so a page costs the same with a million keys as with ten. The figures per job
-name (:func:`flask_solidq.operations.queues.coalesce_summary`) and the deferred jobs per budget
-(:func:`flask_solidq.controls.budgets.waiting`) are read where they already live.
+name (:func:`flask_solidq.reads.queue_figures.coalesce_summary`) and the deferred jobs per
+budget (:func:`flask_solidq.controls.budgets.waiting`) are read where they already live.
 """
 
 from __future__ import annotations

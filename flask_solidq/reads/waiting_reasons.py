@@ -17,8 +17,8 @@ from flask_solidq.errors import JobNotFound
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
-from flask_solidq.operations import queues
 from flask_solidq.reads import control_reads
+from flask_solidq.reads import queue_figures
 from flask_solidq.reads.browse import JobDetail
 from flask_solidq.reads.browse import State
 
@@ -32,7 +32,7 @@ def reasons(connection: sa.Connection, detail: JobDetail, now: dt.datetime) -> l
     if job.state not in _WAITING:
         return []
     found: list[str] = []
-    if job.queue_name in queues.paused_queues(connection):
+    if job.queue_name in queue_figures.paused_queues(connection):
         found.append(
             f"Its queue {job.queue_name} is paused: workers claim nothing from it until it is"
             " resumed."

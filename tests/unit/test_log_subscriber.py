@@ -11,8 +11,8 @@ import blinker
 import pytest
 
 from flask_solidq import CoalesceStatus
-from flask_solidq import log_subscriber
 from flask_solidq import signals
+from flask_solidq.logging import subscriber as log_subscriber
 from tests import jobs
 
 LOGGER = "flask_solidq"

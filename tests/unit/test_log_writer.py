@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from flask_solidq import log_format
-from flask_solidq import log_writer
+from flask_solidq.logging import formats
+from flask_solidq.logging import line_writer
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def read_until(descriptor: int, lines: int, timeout: float = 10.0) -> list[bytes
 
 def test_lines_from_many_threads_arrive_whole_and_in_each_thread_s_order(pipe):
     read, write = pipe
-    writer = log_writer.LineWriter(write)
+    writer = line_writer.LineWriter(write)
     drained: list[bytes] = []
     reader_done = threading.Event()
 
@@ -90,7 +90,7 @@ def test_lines_from_many_threads_arrive_whole_and_in_each_thread_s_order(pipe):
 
 def test_a_line_written_now_and_a_flush_are_on_the_descriptor_when_they_return(pipe):
     read, write = pipe
-    writer = log_writer.LineWriter(write)
+    writer = line_writer.LineWriter(write)
     writer.linger = 60.0  # would hold a lingering line back for a minute
 
     writer.write(b"soon\n")
@@ -105,8 +105,8 @@ def test_a_line_written_now_and_a_flush_are_on_the_descriptor_when_they_return(p
 
 def test_past_the_most_pending_lines_the_logging_thread_writes_them_itself(pipe, monkeypatch):
     read, write = pipe
-    monkeypatch.setattr(log_writer, "MAX_PENDING", 3)
-    writer = log_writer.LineWriter(write)
+    monkeypatch.setattr(line_writer, "MAX_PENDING", 3)
+    writer = line_writer.LineWriter(write)
     writer.linger = 60.0  # the writer's thread holds its lines for a minute
     writer.write(b"one\n")
     writer.write(b"two\n")
@@ -119,7 +119,7 @@ def test_past_the_most_pending_lines_the_logging_thread_writes_them_itself(pipe,
 @pytest.mark.filterwarnings("error::DeprecationWarning")  # 3.12+: a fork with threads running
 def test_a_fork_writes_the_pending_lines_first_and_starts_with_no_writer_thread(pipe):
     read, write = pipe
-    writer = log_writer.LineWriter(write)
+    writer = line_writer.LineWriter(write)
     writer.linger = 60.0  # the parent's line would wait a minute but for the fork
     writer.write(b"parent\n")
     assert writer._thread is not None
@@ -143,9 +143,9 @@ def test_a_fork_writes_the_pending_lines_first_and_starts_with_no_writer_thread(
 def test_the_work_handler_writes_its_lines_before_the_process_exits(tmp_path):
     program = (
         "import logging\n"
-        "from flask_solidq import log_format\n"
+        "from flask_solidq.logging import formats\n"
         "logger = logging.getLogger('flask_solidq')\n"
-        "log_format.configure(logger, level=None, log_format=None)\n"
+        "formats.configure(logger, level=None, log_format=None)\n"
         "for number in range(500):\n"
         "    logger.info('line %s', number)\n"
         "logger.warning('the last')\n"
@@ -169,7 +169,7 @@ def test_the_work_handler_writes_to_a_stream_without_a_descriptor_under_its_lock
     saved = sys.stderr
     sys.stderr = stream
     try:
-        log_format.configure(logger, level=None, log_format=log_format.LogFormat.TEXT)
+        formats.configure(logger, level=None, log_format=formats.LogFormat.TEXT)
     finally:
         sys.stderr = saved
     try:

@@ -4,8 +4,8 @@ format its ``--log-format`` does: text lines, or one JSON object per line.
 A JSON line has the record's ``time``, ``level``, ``logger`` and ``message``, then every field
 the record carries as ``extra=`` (flask-solidq's records carry ``event``, ``job_name``,
 ``job_id``, ``active_job_id``, ``queue``, ``attempt``, ``duration``... see
-:mod:`flask_solidq.log_subscriber`), so a log pipeline can filter on them without parsing the
-message. flask-solidq never puts a job's arguments or keys in a record.
+:mod:`flask_solidq.logging.subscriber`), so a log pipeline can filter on them without parsing
+the message. flask-solidq never puts a job's arguments or keys in a record.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 import time
 import typing as t
 
-from flask_solidq import log_writer
+from flask_solidq.logging import line_writer
 
 #: The text format: what ``flask solidq work`` has always written.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -140,10 +140,10 @@ def configure(
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure` adds (a class of its own, so configuring again replaces
     it instead of adding a second one). It formats a record where it is logged and hands the
-    line to a :class:`~flask_solidq.log_writer.LineWriter` on stderr's descriptor, which writes
-    the lines of a few milliseconds with one call, and those at WARNING and above at once (see
-    :mod:`flask_solidq.log_writer` for why: written one by one, the job lines of a worker's
-    threads cost it as much CPU as the rest of the jobs).
+    line to a :class:`~flask_solidq.logging.line_writer.LineWriter` on stderr's descriptor,
+    which writes the lines of a few milliseconds with one call, and those at WARNING and above
+    at once (see :mod:`flask_solidq.logging.line_writer` for why: written one by one, the job
+    lines of a worker's threads cost it as much CPU as the rest of the jobs).
 
     When stderr has no descriptor (a test runner's capture, say), the handler is an ordinary
     :class:`logging.StreamHandler` writing to the stream under its lock.
@@ -152,7 +152,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
         descriptor = _descriptor(self.stream)
-        self.writer = None if descriptor is None else log_writer.LineWriter(descriptor)
+        self.writer = None if descriptor is None else line_writer.LineWriter(descriptor)
 
     def handle(self, record: logging.LogRecord) -> t.Any:
         if self.writer is None:
