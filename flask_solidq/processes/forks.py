@@ -26,7 +26,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.processes.pool import StartLedger
 from flask_solidq.processes.pool import UsesStartLedger
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
@@ -160,7 +160,7 @@ class ForkSupervisor(Supervisor):
             reaped.append((pid, status))
 
 
-def _has_pid(row: registry.ProcessRow, *, pid: int) -> bool:
+def _has_pid(row: process_roll.ProcessRow, *, pid: int) -> bool:
     return row.pid == pid
 
 

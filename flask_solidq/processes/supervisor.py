@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from flask_solidq import log_subscriber
 from flask_solidq.config import OnWorkerDeath
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes.base import Runnable
@@ -181,7 +181,7 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return None
         try:
-            process_ids = [row.id for row in registry.supervisees(self.engine, self.process_id)]
+            process_ids = [row.id for row in process_roll.supervisees(self.engine, self.process_id)]
             claimed = release.claimed_jobs(self.engine, process_ids) if process_ids else []
         except sa.exc.SQLAlchemyError:
             return None
@@ -218,7 +218,7 @@ class Supervisor(Runnable):
         self._next_prune = now + interval
         started = time.monotonic()
         try:
-            for row in registry.prune_dead(
+            for row in process_roll.prune_dead(
                 self.engine,
                 threshold=self.settings.process_alive_threshold,
                 exclude=self.process_id,
@@ -266,7 +266,7 @@ class Supervisor(Runnable):
                 self.engine,
                 [process_id],
                 policy=self.settings.on_worker_death,
-                error=registry.missing_error(process_id),
+                error=process_roll.missing_error(process_id),
             )
             logger.warning("SolidQ handled %s claims of missing process %s", count, process_id)
 
@@ -277,10 +277,10 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return
         try:
-            rows = registry.supervisees(self.engine, self.process_id)
+            rows = process_roll.supervisees(self.engine, self.process_id)
             claimed = release.claimed_jobs(self.engine, [row.id for row in rows]) if rows else []
             for row in rows:
-                registry.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
+                process_roll.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
             return
@@ -291,7 +291,7 @@ class Supervisor(Runnable):
 
     def handle_unexpected_exit(
         self,
-        is_runner: t.Callable[[registry.ProcessRow], bool],
+        is_runner: t.Callable[[process_roll.ProcessRow], bool],
         label: str,
         description: str,
         never_started: t.Collection[int] = (),
@@ -303,18 +303,18 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return
         try:
-            for row in registry.supervisees(self.engine, self.process_id):
+            for row in process_roll.supervisees(self.engine, self.process_id):
                 if is_runner(row):
                     self._release_never_started(row, label, never_started)
-                    error = registry.exit_error(row, description)
-                    registry.remove(
+                    error = process_roll.exit_error(row, description)
+                    process_roll.remove(
                         self.engine, row, policy=self.settings.on_worker_death, error=error
                     )
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't handle the claims of a dead runner", exc_info=True)
 
     def _release_never_started(
-        self, row: registry.ProcessRow, label: str, job_ids: t.Collection[int]
+        self, row: process_roll.ProcessRow, label: str, job_ids: t.Collection[int]
     ) -> None:
         """Put back to ready the dead runner's claims on ``job_ids`` (claimed ahead, never
         started): committed before the policy applies to the rest, so a crash in between

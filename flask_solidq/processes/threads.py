@@ -16,7 +16,7 @@ import threading
 import time
 import typing as t
 
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
 from flask_solidq.processes.supervisor import RunnerSpec
@@ -76,5 +76,5 @@ class ThreadSupervisor(Supervisor):
         self.runners.clear()
 
 
-def _has_id(row: registry.ProcessRow, *, process_id: int | None) -> bool:
+def _has_id(row: process_roll.ProcessRow, *, process_id: int | None) -> bool:
     return row.id == process_id
