@@ -55,7 +55,7 @@ from bench import scale  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import engines  # noqa: E402
 from flask_solidq import models  # noqa: E402
-from flask_solidq.operations import processes as registry  # noqa: E402
+from flask_solidq.operations import processes as process_roll  # noqa: E402
 from flask_solidq.operations.claim import claim_batch  # noqa: E402
 from flask_solidq.operations.queue_selector import QueueSelector  # noqa: E402
 
@@ -292,7 +292,7 @@ def run_backend(backend: str, server_url: str, options: argparse.Namespace) -> l
         print(f"# {backend}: {options.backlog:,} ready in {time.perf_counter() - begun:.0f} s")
         engine = engines.create_queue_engine(sa.make_url(url))
         process_ids = [
-            registry.register(
+            process_roll.register(
                 engine,
                 kind="Worker",
                 name=f"claimer-{index}",

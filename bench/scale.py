@@ -52,7 +52,7 @@ from bench import common  # noqa: E402
 from bench import throughput  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
-from flask_solidq.operations import processes as registry  # noqa: E402
+from flask_solidq.operations import processes as process_roll  # noqa: E402
 from flask_solidq.operations.claim import claim_batch  # noqa: E402
 from flask_solidq.operations.queue_selector import QueueSelector  # noqa: E402
 
@@ -223,7 +223,7 @@ def _measure_backend(
             state = app.extensions["solidq"]
             cleanup.callback(state.dispose)
             backlog.engine, backlog.claim_engine = state.engine, state.claim_engine
-            backlog.process_id = registry.register(
+            backlog.process_id = process_roll.register(
                 state.engine,
                 kind="Worker",
                 name="bench-claimer",

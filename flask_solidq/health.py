@@ -5,7 +5,7 @@ does every process it supervises.
 Ages are measured on the database's clock, read in the same transaction as the rows, so a
 probe on a host whose clock drifts judges the heartbeats as the supervisors that prune silent
 processes do. The rows come from :func:`flask_solidq.operations.processes.process_rows` (the
-registry is a few rows per host), filtered here.
+process roll is a few rows per host), filtered here.
 
 A silent supervisor on the host is no problem while another one there is alive: a supervisor
 restarted on the same host (a container restart keeps its hostname, and often its pid 1)

@@ -2,7 +2,7 @@
 ``on_worker_stop`` register, and running them in a queue process
 (:class:`~flask_solidq.processes.base.Runnable` calls them). A module of its own, with no
 imports from the rest of the package, so the extension and the per-app state can hold the
-registry without importing the processes."""
+hooks without importing the processes."""
 
 from __future__ import annotations
 

@@ -32,9 +32,9 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.processes.dispatcher import Dispatcher
+from flask_solidq.processes.forks import ForkSupervisor
 from flask_solidq.processes.scheduler import Scheduler
-from flask_solidq.processes.supervisor import ForkSupervisor
-from flask_solidq.processes.supervisor import ThreadSupervisor
+from flask_solidq.processes.threads import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput

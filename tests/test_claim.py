@@ -9,7 +9,7 @@ import pytest
 
 from flask_solidq import models
 from flask_solidq.operations import claim
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import queues
 from tests import jobs
 from tests import support
@@ -89,12 +89,12 @@ def test_concurrent_claimers_never_claim_one_job_twice(app, engine, skip_locked)
 
 
 def test_a_process_whose_row_is_gone_claims_nothing_and_leaves_the_jobs_ready(app, engine):
-    process_id = registry.register(
+    process_id = process_roll.register(
         engine, kind="Worker", name="paused", pid=1, supervisor_id=None, metadata={}
     )
     first = jobs.store_result.perform_later("first").provider_job_id
     assert [job.id for job in claim.claim(engine, ALL, 5, process_id)] == [first]
-    registry.deregister(engine, process_id)  # as a pruning does, after handling its claims
+    process_roll.deregister(engine, process_id)  # as a pruning does, after handling its claims
     second = jobs.store_result.perform_later("second").provider_job_id
 
     assert claim.claim(engine, ALL, 5, process_id) == []
@@ -106,7 +106,7 @@ def test_a_process_whose_row_is_gone_claims_nothing_and_leaves_the_jobs_ready(ap
 def test_a_claim_waits_for_a_pruning_that_holds_the_process_row_then_claims_nothing(
     app, engine, database_url, observer
 ):
-    process_id = registry.register(
+    process_id = process_roll.register(
         engine, kind="Worker", name="paused", pid=1, supervisor_id=None, metadata={}
     )
     ready = jobs.store_result.perform_later("waiting").provider_job_id

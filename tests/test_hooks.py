@@ -27,7 +27,7 @@ from flask_solidq.config import OnWorkerDeath
 from flask_solidq.lifecycle import HookFailed
 from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import claim
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.outage import Outage
@@ -595,9 +595,13 @@ def test_pruning_sends_prune_and_release_for_a_dead_workers_claims(app, engine):
     job_ids = claim_all(app, engine, dead, "a", "b")
 
     with sent(signals.prune) as pruned, sent(signals.release) as released:
-        rows = registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE)
+        rows = process_roll.prune_dead(
+            engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE
+        )
         assert (
-            registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE)
+            process_roll.prune_dead(
+                engine, threshold=60, exclude=None, policy=OnWorkerDeath.RELEASE
+            )
             == []
         )
 
@@ -614,7 +618,7 @@ def test_pruning_with_the_fail_policy_sends_prune_and_no_release(app, engine):
     dead = register_process(engine, "worker-failed", heartbeat_at=utcnow() - dt.timedelta(hours=1))
     claim_all(app, engine, dead, "a")
     with sent(signals.prune) as pruned, sent(signals.release) as released:
-        registry.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.FAIL)
+        process_roll.prune_dead(engine, threshold=60, exclude=None, policy=OnWorkerDeath.FAIL)
     assert [payload["names"] for payload in pruned] == [["worker-failed"]]
     assert released == []
     assert support.count(engine, FAILED) == 1

@@ -126,7 +126,7 @@ def _write_all(descriptor: int, data: bytes) -> None:
 def _before_fork() -> None:
     """Write the pending lines and end the writers' threads before a fork: the supervisor
     forks its workers with no thread of its own running (see
-    :mod:`flask_solidq.processes.supervisor`), and a line logged next starts a thread again,
+    :mod:`flask_solidq.processes.forks`), and a line logged next starts a thread again,
     in the parent and in the child."""
     for writer in list(_writers):
         try:

@@ -1,5 +1,5 @@
-"""``solidq_processes``: the registry of running workers, dispatchers, schedulers and
-supervisors."""
+"""``solidq_processes``: the process roll, the running workers, dispatchers, schedulers and
+supervisors (:mod:`flask_solidq.operations.processes` keeps it)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The process registry, ``solidq_processes``: a process registering, heartbeating and
+"""The process roll, ``solidq_processes``: a process registering, heartbeating and
 deregistering, pruning silent processes, and removing the rows (and handling the claims) of
-processes known to be gone.
+processes known to be gone. (Its importers call it ``process_roll``: the package's
+"registry" is :mod:`flask_solidq.definitions.registry`, job name -> definition.)
 
 Once a removal committed, claims put back to ready send ``signals.release`` (reason
 ``"process_gone"``), and a pruning that removed any process sends ``signals.prune``.

@@ -1,5 +1,6 @@
-"""What every flask-solidq process shares: registration in ``solidq_processes``, heartbeats,
-and a life of boot, run, shut down.
+"""What every flask-solidq process shares: its row on the process roll (``solidq_processes``,
+kept by :mod:`flask_solidq.operations.processes`), heartbeats, and a life of boot, run, shut
+down.
 
 A process (a runner: worker, dispatcher or scheduler) runs in the thread that calls
 :meth:`Runnable.run` (the main thread of a forked child, or a thread of the supervisor in thread
@@ -30,7 +31,7 @@ from flask_solidq import signals
 from flask_solidq.lifecycle import HookFailed
 from flask_solidq.lifecycle import Lifecycle
 from flask_solidq.lifecycle import ProcessInfo
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.processes.signal_safe_waker import Watched
@@ -244,8 +245,8 @@ class Runnable:
             raise failure
 
     def register(self) -> None:
-        """Insert the process's row."""
-        self.process_id = registry.register(
+        """Put the process on the process roll (insert its row)."""
+        self.process_id = process_roll.register(
             self.engine,
             kind=self.kind,
             name=self.name,
@@ -259,14 +260,14 @@ class Runnable:
         if self.process_id is None:
             return
         try:
-            registry.deregister(self.engine, self.process_id)
+            process_roll.deregister(self.engine, self.process_id)
         except sa.exc.SQLAlchemyError as error:
             logger.warning("SolidQ couldn't deregister %s %s", self.kind, self.name, exc_info=True)
             self.report_thread_error(error, ThreadActivity.SHUTDOWN)
 
     def heartbeat(self) -> bool:
         """Touch the process's row; return False when it's gone (pruned by someone else)."""
-        return registry.heartbeat(self.engine, t.cast(int, self.process_id))
+        return process_roll.heartbeat(self.engine, t.cast(int, self.process_id))
 
     def _heartbeat_loop(self) -> None:
         interval = self.settings.process_heartbeat_interval

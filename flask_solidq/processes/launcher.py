@@ -20,11 +20,11 @@ from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher
+from flask_solidq.processes.forks import ForkSupervisor
 from flask_solidq.processes.scheduler import Scheduler
-from flask_solidq.processes.supervisor import ForkSupervisor
 from flask_solidq.processes.supervisor import RunnerSpec
 from flask_solidq.processes.supervisor import Supervisor
-from flask_solidq.processes.supervisor import ThreadSupervisor
+from flask_solidq.processes.threads import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
 from flask_solidq.recurring import tasks as recurring_tasks
 from flask_solidq.values import MAINTENANCE_QUEUE

@@ -9,7 +9,7 @@ also makes each claim feed more jobs).
 
 Which queued jobs have not started is shared with the supervisor through a
 :class:`StartLedger`, so that a worker that dies puts them back to ready instead of failing
-them (see :mod:`flask_solidq.processes.supervisor`).
+them (see :mod:`flask_solidq.processes.forks`).
 """
 
 from __future__ import annotations

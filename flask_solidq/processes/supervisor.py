@@ -1,10 +1,14 @@
 """The supervisor: starts the configured processes, watches them, replaces those that die,
 prunes processes gone silent anywhere, and stops everything on TERM, INT or QUIT.
 
-Fork mode (the default) runs each worker (times its ``processes``), dispatcher and scheduler
-as an OS process of its own; thread mode runs them all as threads of this process, for
-development and tests. The supervisor keeps no threads of its own in fork mode (it heartbeats
-and prunes from its loop), so forking never copies a lock held by another thread.
+This module holds what both modes share: :class:`RunnerSpec` (what to keep running) and
+:class:`Supervisor`, its own process row and heartbeats, the pruning of silent processes,
+the signals and the shutdown sequence, and what becomes of a dead runner's claims. How a
+runner runs is a mode's: :mod:`flask_solidq.processes.forks` (the default) runs each worker
+(times its ``processes``), dispatcher and scheduler as an OS process of its own;
+:mod:`flask_solidq.processes.threads` runs them all as threads of this process, for
+development and tests. The supervisor heartbeats and prunes from its loop, so in fork mode
+it keeps no threads of its own, and forking never copies a lock held by another thread.
 
 * TERM / INT: stop gracefully, saying how many jobs are running and how long they get. Workers
   stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT`` for running jobs and release the rest
@@ -14,8 +18,7 @@ and prunes from its loop), so forking never copies a lock held by another thread
 * A child that exits unexpectedly is replaced, after its claims follow
   ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released). In
   fork mode the jobs a dead worker had claimed ahead and never started go back to ready
-  first, whatever the policy: each worker child lists them in a :class:`~flask_solidq.
-  processes.pool.StartLedger`, memory the supervisor shares with it from before the fork.
+  first, whatever the policy (see :mod:`~flask_solidq.processes.forks`).
   A worker lost where no supervisor sees it die (its machine, say) is pruned for silence,
   and then the policy applies to all its claims, since nobody can tell which had started.
 """
@@ -23,11 +26,7 @@ and prunes from its loop), so forking never copies a lock held by another thread
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import os
-import signal
-import threading
 import time
 import typing as t
 
@@ -35,15 +34,13 @@ import sqlalchemy as sa
 
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.logging import subscriber as log_subscriber
-from flask_solidq.operations import processes as registry
+from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
-from flask_solidq.processes.pool import StartLedger
-from flask_solidq.processes.pool import UsesStartLedger
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -184,7 +181,7 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return None
         try:
-            process_ids = [row.id for row in registry.supervisees(self.engine, self.process_id)]
+            process_ids = [row.id for row in process_roll.supervisees(self.engine, self.process_id)]
             claimed = release.claimed_jobs(self.engine, process_ids) if process_ids else []
         except sa.exc.SQLAlchemyError:
             return None
@@ -221,7 +218,7 @@ class Supervisor(Runnable):
         self._next_prune = now + interval
         started = time.monotonic()
         try:
-            for row in registry.prune_dead(
+            for row in process_roll.prune_dead(
                 self.engine,
                 threshold=self.settings.process_alive_threshold,
                 exclude=self.process_id,
@@ -269,7 +266,7 @@ class Supervisor(Runnable):
                 self.engine,
                 [process_id],
                 policy=self.settings.on_worker_death,
-                error=registry.missing_error(process_id),
+                error=process_roll.missing_error(process_id),
             )
             logger.warning("SolidQ handled %s claims of missing process %s", count, process_id)
 
@@ -280,10 +277,10 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return
         try:
-            rows = registry.supervisees(self.engine, self.process_id)
+            rows = process_roll.supervisees(self.engine, self.process_id)
             claimed = release.claimed_jobs(self.engine, [row.id for row in rows]) if rows else []
             for row in rows:
-                registry.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
+                process_roll.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
             return
@@ -294,7 +291,7 @@ class Supervisor(Runnable):
 
     def handle_unexpected_exit(
         self,
-        is_runner: t.Callable[[registry.ProcessRow], bool],
+        is_runner: t.Callable[[process_roll.ProcessRow], bool],
         label: str,
         description: str,
         never_started: t.Collection[int] = (),
@@ -306,18 +303,18 @@ class Supervisor(Runnable):
         if self.process_id is None:
             return
         try:
-            for row in registry.supervisees(self.engine, self.process_id):
+            for row in process_roll.supervisees(self.engine, self.process_id):
                 if is_runner(row):
                     self._release_never_started(row, label, never_started)
-                    error = registry.exit_error(row, description)
-                    registry.remove(
+                    error = process_roll.exit_error(row, description)
+                    process_roll.remove(
                         self.engine, row, policy=self.settings.on_worker_death, error=error
                     )
         except sa.exc.SQLAlchemyError:
             logger.warning("SolidQ couldn't handle the claims of a dead runner", exc_info=True)
 
     def _release_never_started(
-        self, row: registry.ProcessRow, label: str, job_ids: t.Collection[int]
+        self, row: process_roll.ProcessRow, label: str, job_ids: t.Collection[int]
     ) -> None:
         """Put back to ready the dead runner's claims on ``job_ids`` (claimed ahead, never
         started): committed before the policy applies to the rest, so a crash in between
@@ -334,194 +331,17 @@ class Supervisor(Runnable):
                 len(released),
             )
 
+    # What each mode does its own way (forks.ForkSupervisor, threads.ThreadSupervisor):
+
     def start_runner(self, spec: RunnerSpec) -> None:
+        """Start one runner of ``spec``."""
         raise NotImplementedError
 
     def check_runners(self) -> None:
+        """Notice the runners that ended on their own, handle their claims
+        (:meth:`handle_unexpected_exit`) and start their replacements."""
         raise NotImplementedError
 
     def stop_runners(self, *, immediately: bool) -> None:
+        """Stop the runners: gracefully unless ``immediately``."""
         raise NotImplementedError
-
-
-class ForkSupervisor(Supervisor):
-    """Runs each runner in a forked child process."""
-
-    kind = "Supervisor(fork)"
-
-    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
-        super().__init__(app, specs)
-        self.children: dict[int, RunnerSpec] = {}
-        #: Each worker child's start ledger, by pid (see pool.StartLedger).
-        self.ledgers: dict[int, StartLedger] = {}
-
-    def start_runner(self, spec: RunnerSpec) -> None:
-        # Close the pooled connections first: a forked child must never share one.
-        for engine in self._engines():
-            engine.dispose()
-        # Made before the fork, so that the child's writes are in memory the parent reads.
-        ledger = StartLedger(spec.ledger_slots) if spec.ledger_slots else None
-        pid = os.fork()
-        if pid == 0:
-            self._run_child(spec, ledger)
-        self.children[pid] = spec
-        if ledger is not None:
-            self.ledgers[pid] = ledger
-
-    def queued_jobs(self) -> set[int]:
-        # Read while the children write: a slot caught mid-write reads as not listed, and
-        # the job is counted as running, which only this count sees.
-        return {job_id for ledger in self.ledgers.values() for job_id in ledger.listed()}
-
-    def _engines(self) -> set[sa.Engine]:
-        return {*self.state.own_engines(), *self.state.sqlalchemy.engines.values()}
-
-    def _run_child(self, spec: RunnerSpec, ledger: StartLedger | None) -> t.NoReturn:
-        code = 1
-        try:
-            self.interrupts.restore()
-            for engine in self._engines():
-                # Connections opened before the fork belong to the parent: a child that used
-                # them would garble both sides' conversations with the server.
-                engine.dispose(close=False)
-            for sibling in self.ledgers.values():
-                sibling.close()  # the other children's: this one has no business there
-            runner = spec.build(self.app, self.process_id)
-            if ledger is not None and isinstance(runner, UsesStartLedger):
-                runner.use_start_ledger(ledger)
-            runner.parent_pid = self.pid  # type: ignore[attr-defined]
-            signal.signal(signal.SIGTERM, lambda *_: runner.stop())
-            signal.signal(signal.SIGINT, lambda *_: runner.stop())
-            signal.signal(signal.SIGQUIT, lambda *_: os._exit(1))
-            runner.run()
-            code = 0
-        except BaseException:  # noqa: BLE001 - a child reports and exits, whatever happened
-            logger.exception("SolidQ %s failed", spec.label)
-        finally:
-            logging.shutdown()
-            os._exit(code)
-
-    def check_runners(self) -> None:
-        for pid, status in self._reap():
-            spec = self.children.pop(pid, None)
-            ledger = self.ledgers.pop(pid, None)
-            if spec is None:
-                continue
-            self.handle_unexpected_exit(
-                functools.partial(_has_pid, pid=pid),
-                f"{spec.label} (pid {pid})",
-                _describe_status(status),
-                never_started=ledger.listed() if ledger is not None else (),
-            )
-            if ledger is not None:
-                ledger.close()
-            self.start_runner(spec)
-
-    def stop_runners(self, *, immediately: bool) -> None:
-        """TERM the children and wait for them (a second TERM or INT cuts the wait short),
-        then QUIT those left; KILL any that even QUIT left."""
-        if not immediately:
-            self._signal_children(signal.SIGTERM)
-            timeout = self.settings.shutdown_timeout + CLEANUP_GRACE
-            if not self._wait_for_children(timeout, interruptible=True) and not self._stop_now:
-                logger.warning("SolidQ shutdown timeout exceeded; quitting the remaining processes")
-        if self.children:
-            self._signal_children(signal.SIGQUIT)
-            self._wait_for_children(2.0)
-        self._signal_children(signal.SIGKILL)
-        self._wait_for_children(2.0)
-
-    def _signal_children(self, signum: int) -> None:
-        for pid in list(self.children):
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                self.children.pop(pid, None)
-
-    def _wait_for_children(self, timeout: float, *, interruptible: bool = False) -> bool:
-        """Wait up to ``timeout`` seconds for the children to exit; return whether they all
-        did. ``interruptible``: give up as soon as an interrupt asks to stop at once."""
-        deadline = time.monotonic() + timeout
-        while self.children and time.monotonic() < deadline:
-            for pid, _status in self._reap():
-                self.children.pop(pid, None)
-                ledger = self.ledgers.pop(pid, None)
-                if ledger is not None:
-                    ledger.close()
-            self.heartbeat_if_due()
-            if self.wait_for_interrupts(0.05) and interruptible:
-                return False
-        return not self.children
-
-    def _reap(self) -> list[tuple[int, int]]:
-        reaped: list[tuple[int, int]] = []
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return reaped
-            if pid == 0:
-                return reaped
-            reaped.append((pid, status))
-
-
-class ThreadSupervisor(Supervisor):
-    """Runs every runner as a thread of this process."""
-
-    kind = "Supervisor(thread)"
-
-    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
-        super().__init__(app, specs)
-        self.runners: dict[threading.Thread, tuple[RunnerSpec, Runnable]] = {}
-
-    def start_runner(self, spec: RunnerSpec) -> None:
-        runner = spec.build(self.app, self.process_id)
-        thread = threading.Thread(
-            target=self._run_runner, args=(runner,), name=f"solidq-{spec.label}", daemon=True
-        )
-        self.runners[thread] = (spec, runner)
-        thread.start()
-
-    def _run_runner(self, runner: Runnable) -> None:
-        try:
-            runner.run()
-        except Exception:
-            logger.exception("SolidQ %s %s failed", runner.kind, runner.name)
-
-    def check_runners(self) -> None:
-        for thread, (spec, runner) in list(self.runners.items()):
-            if not thread.is_alive():
-                del self.runners[thread]
-                self.handle_unexpected_exit(
-                    functools.partial(_has_id, process_id=runner.process_id), spec.label, "stopped"
-                )
-                self.start_runner(spec)
-
-    def stop_runners(self, *, immediately: bool) -> None:
-        """Stop the runners and wait for their threads; a second TERM or INT ends the wait
-        (the threads are daemons: they end with the process)."""
-        for _spec, runner in self.runners.values():
-            runner.stop()
-        timeout = 0.0 if immediately else self.settings.shutdown_timeout + CLEANUP_GRACE
-        deadline = time.monotonic() + timeout
-        for thread in self.runners:
-            while thread.is_alive() and time.monotonic() < deadline:
-                thread.join(min(0.1, max(0.0, deadline - time.monotonic())))
-                self.heartbeat_if_due()
-                if self.wait_for_interrupts(0.0):
-                    deadline = 0.0
-        self.runners.clear()
-
-
-def _has_pid(row: registry.ProcessRow, *, pid: int) -> bool:
-    return row.pid == pid
-
-
-def _has_id(row: registry.ProcessRow, *, process_id: int | None) -> bool:
-    return row.id == process_id
-
-
-def _describe_status(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exited with status {os.waitstatus_to_exitcode(status)}"
