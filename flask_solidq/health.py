@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from flask_solidq import database_clock
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.values import ProcessKind
 
 
 class Verdict(enum.IntEnum):
@@ -149,7 +150,7 @@ def _process_health(row: sa.Row[t.Any], now: dt.datetime, threshold: float) -> P
 
 
 def _is_supervisor(process: ProcessHealth) -> bool:
-    return process.kind.startswith("Supervisor")
+    return ProcessKind.is_supervisor(process.kind)
 
 
 def _judge(

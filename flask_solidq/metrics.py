@@ -31,13 +31,9 @@ from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations.processes import process_rows
-from flask_solidq.processes.dispatcher import Dispatcher
-from flask_solidq.processes.forks import ForkSupervisor
-from flask_solidq.processes.scheduler import Scheduler
-from flask_solidq.processes.threads import ThreadSupervisor
-from flask_solidq.processes.worker import Worker
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -51,7 +47,7 @@ MAX_BUDGETS = 20
 OTHER_BUDGETS = "(other)"
 #: Process kinds listed even when none is registered (as 0), so an alert on "no worker
 #: alive" needs no ``absent()``.
-KINDS = (ForkSupervisor.kind, ThreadSupervisor.kind, Worker.kind, Dispatcher.kind, Scheduler.kind)
+KINDS = ProcessKind.ALL
 
 Reading = t.Callable[[], t.ContextManager[sa.Connection]]
 

@@ -1,7 +1,7 @@
 """The plain values every layer passes around: what moving a job between states needs of it
 (:class:`JobRef`), a claimed job (:class:`ClaimedJob`), how a stored payload says it is a
-coalesced job's, what became of an enqueued call (:class:`CoalesceStatus`) and the queue of
-the housekeeping jobs. This module imports nothing of the package's, so the controls, the
+coalesced job's, what became of an enqueued call (:class:`CoalesceStatus`), the queue of the
+housekeeping jobs, and the names of the process kinds and supervisor modes. This module imports nothing of the package's, so the controls, the
 definitions and the operations all take these from here, never from one another.
 """
 
@@ -77,3 +77,30 @@ class CoalesceStatus(str, enum.Enum):
     DISCARDED = "discarded"
     REPLACED = "replaced"
     COLLECTED = "collected"
+
+
+class ProcessKind:
+    """What a row of ``solidq_processes`` is (its ``kind``), as the processes, the health
+    check, the metrics and the lifecycle hooks name it. Plain strings, not an enum: they are
+    written to the table and into log lines as they are."""
+
+    WORKER: t.Final = "Worker"
+    DISPATCHER: t.Final = "Dispatcher"
+    SCHEDULER: t.Final = "Scheduler"
+    FORK_SUPERVISOR: t.Final = "Supervisor(fork)"
+    THREAD_SUPERVISOR: t.Final = "Supervisor(thread)"
+    ALL: t.Final = (FORK_SUPERVISOR, THREAD_SUPERVISOR, WORKER, DISPATCHER, SCHEDULER)
+
+    @staticmethod
+    def is_supervisor(kind: str) -> bool:
+        """Whether ``kind`` is a supervisor's, in either mode."""
+        return kind in (ProcessKind.FORK_SUPERVISOR, ProcessKind.THREAD_SUPERVISOR)
+
+
+class SupervisorMode:
+    """How a supervisor runs its workers and dispatchers (``flask solidq work --mode``):
+    as forked processes, or as threads of its own process."""
+
+    FORK: t.Final = "fork"
+    THREAD: t.Final = "thread"
+    ALL: t.Final = (FORK, THREAD)

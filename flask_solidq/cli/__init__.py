@@ -27,6 +27,7 @@ from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
+from flask_solidq.values import SupervisorMode
 
 
 class SolidQGroup(AppGroup):
@@ -246,7 +247,9 @@ def resume_command(queue: str) -> None:
     default=None,
     help="Seconds between polls of an idle worker.",
 )
-@click.option("--mode", type=click.Choice(launcher.MODES), default="fork", show_default=True)
+@click.option(
+    "--mode", type=click.Choice(launcher.MODES), default=SupervisorMode.FORK, show_default=True
+)
 @click.option("--only", type=click.Choice(launcher.KINDS), default=None, help="Run only these.")
 @click.option(
     "--log-level",

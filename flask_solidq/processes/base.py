@@ -35,6 +35,7 @@ from flask_solidq.operations import processes as process_roll
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.processes.signal_safe_waker import Watched
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -62,8 +63,8 @@ class ThreadActivity(str, enum.Enum):
 
 
 #: The hooks run after boot and at shutdown, by process kind.
-_START_HOOKS = {"Worker": Lifecycle.WORKER_START}
-_STOP_HOOKS = {"Worker": Lifecycle.WORKER_STOP}
+_START_HOOKS = {ProcessKind.WORKER: Lifecycle.WORKER_START}
+_STOP_HOOKS = {ProcessKind.WORKER: Lifecycle.WORKER_STOP}
 
 
 def report_thread_error(

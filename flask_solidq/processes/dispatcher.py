@@ -22,6 +22,7 @@ from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.timing import utcnow
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -33,7 +34,7 @@ if t.TYPE_CHECKING:
 class Dispatcher(Poller):
     """A dispatcher process (or thread, in thread mode)."""
 
-    kind = "Dispatcher"
+    kind = ProcessKind.DISPATCHER
 
     def __init__(self, app: Flask, dispatcher: DispatcherSettings, **options: t.Any) -> None:
         super().__init__(app, **options)

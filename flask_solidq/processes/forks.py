@@ -32,6 +32,7 @@ from flask_solidq.processes.pool import UsesStartLedger
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
 from flask_solidq.processes.supervisor import RunnerSpec
 from flask_solidq.processes.supervisor import Supervisor
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -42,7 +43,7 @@ logger = logging.getLogger("flask_solidq")
 class ForkSupervisor(Supervisor):
     """Runs each runner in a forked child process."""
 
-    kind = "Supervisor(fork)"
+    kind = ProcessKind.FORK_SUPERVISOR
 
     def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
         super().__init__(app, specs)

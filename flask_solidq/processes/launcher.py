@@ -28,6 +28,7 @@ from flask_solidq.processes.threads import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
 from flask_solidq.recurring import tasks as recurring_tasks
 from flask_solidq.values import MAINTENANCE_QUEUE
+from flask_solidq.values import SupervisorMode
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -37,7 +38,7 @@ if t.TYPE_CHECKING:
 
 logger = logging.getLogger("flask_solidq")
 
-MODES = ("fork", "thread")
+MODES = SupervisorMode.ALL
 KINDS = ("worker", "dispatcher", "scheduler")
 
 
@@ -69,7 +70,7 @@ class WorkerOverrides:
 def supervisor(
     app: Flask,
     *,
-    mode: str = "fork",
+    mode: str = SupervisorMode.FORK,
     only: str | None = None,
     overrides: WorkerOverrides = WorkerOverrides(),
 ) -> Supervisor:
@@ -83,7 +84,9 @@ def supervisor(
     if only is not None and only not in KINDS:
         raise ValueError(f"only must be one of {KINDS}, not {only!r}.")
     settings: Settings = app.extensions["solidq"].settings
-    specs = runner_specs(settings, only=only, overrides=overrides, forked=mode == "fork")
+    specs = runner_specs(
+        settings, only=only, overrides=overrides, forked=mode == SupervisorMode.FORK
+    )
     if not specs:
         raise ValueError(
             "Nothing to run: no workers, dispatchers or recurring tasks are configured."
@@ -95,7 +98,7 @@ def supervisor(
         hint_unused_queues(workers, known_queues(settings))
         if settings.recurring:
             warn_unserved_tasks(workers, _loadable_tasks(settings))
-    supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
+    supervisor_class = ForkSupervisor if mode == SupervisorMode.FORK else ThreadSupervisor
     return supervisor_class(app, specs)
 
 

@@ -16,6 +16,7 @@ import typing as t
 from flask_solidq.processes.poller import Poller
 from flask_solidq.recurring import tasks as recurring_tasks
 from flask_solidq.timing import utcnow
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -31,7 +32,7 @@ MAX_SLEEP = 60.0
 class Scheduler(Poller):
     """The scheduler process (or thread, in thread mode)."""
 
-    kind = "Scheduler"
+    kind = ProcessKind.SCHEDULER
 
     def __init__(self, app: Flask, tasks: t.Sequence[RecurringTask], **options: t.Any) -> None:
         super().__init__(app, **options)

@@ -21,6 +21,7 @@ from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
 from flask_solidq.processes.supervisor import RunnerSpec
 from flask_solidq.processes.supervisor import Supervisor
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -31,7 +32,7 @@ logger = logging.getLogger("flask_solidq")
 class ThreadSupervisor(Supervisor):
     """Runs every runner as a thread of this process."""
 
-    kind = "Supervisor(thread)"
+    kind = ProcessKind.THREAD_SUPERVISOR
 
     def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
         super().__init__(app, specs)

@@ -60,6 +60,7 @@ from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
 from flask_solidq.processes.pool import Queued
 from flask_solidq.processes.pool import StartLedger
+from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -116,7 +117,7 @@ class HeldJobs:
 class Worker(Poller):
     """A worker process (or thread, in thread mode)."""
 
-    kind = "Worker"
+    kind = ProcessKind.WORKER
 
     def __init__(self, app: Flask, worker: WorkerSettings, **options: t.Any) -> None:
         super().__init__(app, **options)
