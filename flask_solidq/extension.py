@@ -63,7 +63,7 @@ class SolidQ:
     def __init__(self, app: Flask | None = None) -> None:
         # The lifecycle hooks, shared by every app this object serves (see
         # on_process_start); each app's state refers to them.
-        self._hooks = LifecycleHooks()
+        self._lifecycle_hooks = LifecycleHooks()
         self._dashboard_rules: list[t.Callable[[], bool]] = []
         if app is not None:
             self.init_app(app)
@@ -100,7 +100,12 @@ class SolidQ:
         _add_tables(sqlalchemy, settings.bind)
         app_transaction.listen()
         app.extensions["solidq"] = SolidQState(
-            app, settings, sqlalchemy, self._hooks, self._dashboard_rules, adapters.enqueue
+            app,
+            settings,
+            sqlalchemy,
+            self._lifecycle_hooks,
+            self._dashboard_rules,
+            adapters.enqueue,
         )
         app.cli.add_command(cli.solidq_group)
         if settings.dashboard:
@@ -215,7 +220,7 @@ class SolidQ:
         A hook that raises stops the process with the error; the supervisor logs it and
         starts the process again, as for any crash. Usable as a decorator.
         """
-        return self._hooks.add(Lifecycle.PROCESS_START, hook)
+        return self._lifecycle_hooks.add(Lifecycle.PROCESS_START, hook)
 
     def on_worker_start(self, hook: _Hook) -> _Hook:
         """Register ``hook(process)`` to run in each worker once it has booted (registered,
@@ -223,7 +228,7 @@ class SolidQ:
         :meth:`on_process_start` hooks. As those, it runs in the app context and a hook that
         raises stops the worker with the error. Usable as a decorator.
         """
-        return self._hooks.add(Lifecycle.WORKER_START, hook)
+        return self._lifecycle_hooks.add(Lifecycle.WORKER_START, hook)
 
     def on_worker_stop(self, hook: _Hook) -> _Hook:
         """Register ``hook(process)`` to run in each worker as it stops gracefully, once its
@@ -232,7 +237,7 @@ class SolidQ:
         :meth:`on_worker_start` hooks did; not on QUIT or a kill. A hook that raises makes the
         worker exit with an error, after deregistering. Usable as a decorator.
         """
-        return self._hooks.add(Lifecycle.WORKER_STOP, hook)
+        return self._lifecycle_hooks.add(Lifecycle.WORKER_STOP, hook)
 
     @contextlib.contextmanager
     def transaction(self) -> t.Iterator[sa.Connection]:

@@ -35,7 +35,7 @@ class SolidQState:
         app: Flask,
         settings: Settings,
         sqlalchemy: SQLAlchemy,
-        hooks: LifecycleHooks | None = None,
+        lifecycle_hooks: LifecycleHooks | None = None,
         dashboard_rules: list[t.Callable[[], bool]] | None = None,
         enqueue: t.Callable[[Job], None] | None = None,
     ) -> None:
@@ -47,7 +47,7 @@ class SolidQState:
         self.sqlalchemy = sqlalchemy
         #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
         #: every app that object serves), which its processes run.
-        self.hooks = hooks if hooks is not None else LifecycleHooks()
+        self.lifecycle_hooks = lifecycle_hooks if lifecycle_hooks is not None else LifecycleHooks()
         #: The dashboard's access check registered with ``@solidq.dashboard_auth`` (a list
         #: shared with the ``SolidQ`` object, so a check registered after ``init_app``
         #: applies too; the last one registered decides).

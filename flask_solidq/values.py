@@ -1,8 +1,9 @@
 """The plain values every layer passes around: what moving a job between states needs of it
 (:class:`JobRef`), a claimed job (:class:`ClaimedJob`), how a stored payload says it is a
 coalesced job's, what became of an enqueued call (:class:`CoalesceStatus`), the queue of the
-housekeeping jobs, and the names of the process kinds and supervisor modes. This module imports nothing of the package's, so the controls, the
-definitions and the operations all take these from here, never from one another.
+housekeeping jobs, and the names of the process kinds and supervisor modes. This module
+imports nothing of the package's, so the controls, the definitions and the operations all take
+these from here, never from one another.
 """
 
 from __future__ import annotations

@@ -412,7 +412,7 @@ def test_the_hooks_of_one_solidq_object_run_for_every_app_it_serves(database_url
         names.append(current_app.config["APP_LABEL"])
 
     first, second = make_app(extension, APP_LABEL="first"), make_app(extension, APP_LABEL="second")
-    assert first.extensions["solidq"].hooks is second.extensions["solidq"].hooks
+    assert first.extensions["solidq"].lifecycle_hooks is second.extensions["solidq"].lifecycle_hooks
     OneStop(first).run()
     OneStop(second).run()
     assert names == ["first", "second"]

@@ -115,7 +115,7 @@ class Runnable:
         #: hands the other errors of the process's threads to :meth:`report_thread_error`.
         self.outage = Outage(f"{self.kind} {self.name}", report=self.report_thread_error)
         #: Whether the start hooks ran, so the stop hooks are due.
-        self._started_hooks = False
+        self._started_lifecycle_hooks = False
 
     @property
     def engine(self) -> sa.Engine:
@@ -147,39 +147,39 @@ class Runnable:
         """
         with self.app.app_context():
             try:
-                self.run_hooks(Lifecycle.PROCESS_START)
+                self.run_lifecycle_hooks(Lifecycle.PROCESS_START)
             except HookFailed:
                 self._waker.close()  # shutdown, which would close it, won't run
                 raise
             self.boot()
             try:
-                self._run_start_hooks()
+                self._run_start_lifecycle_hooks()
                 self.loop()
             finally:
                 self.shutdown()
 
-    def run_hooks(self, moment: Lifecycle) -> None:
+    def run_lifecycle_hooks(self, moment: Lifecycle) -> None:
         """Run the app's lifecycle hooks of ``moment`` for this process (app context).
 
         :raises HookFailed: a hook raised.
         """
-        self.state.hooks.run(moment, self.info)
+        self.state.lifecycle_hooks.run(moment, self.info)
 
-    def _run_start_hooks(self) -> None:
+    def _run_start_lifecycle_hooks(self) -> None:
         moment = _START_HOOKS.get(self.kind)
         if moment is not None:
-            self.run_hooks(moment)
-        self._started_hooks = True
+            self.run_lifecycle_hooks(moment)
+        self._started_lifecycle_hooks = True
 
-    def _run_stop_hooks(self) -> HookFailed | None:
+    def _run_stop_lifecycle_hooks(self) -> HookFailed | None:
         """Run the stop hooks (once the start hooks ran); return their failure, if any, so
         the process deregisters before it stops with the error."""
         moment = _STOP_HOOKS.get(self.kind)
-        if moment is None or not self._started_hooks:
+        if moment is None or not self._started_lifecycle_hooks:
             return None
-        self._started_hooks = False
+        self._started_lifecycle_hooks = False
         try:
-            self.run_hooks(moment)
+            self.run_lifecycle_hooks(moment)
         except HookFailed as failure:
             return failure
         return None
@@ -235,7 +235,7 @@ class Runnable:
         :raises HookFailed: a stop hook raised; the process deregistered all the same.
         """
         self._stopping = True
-        failure = self._run_stop_hooks()
+        failure = self._run_stop_lifecycle_hooks()
         self._heartbeat_stopped.set()
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
