@@ -30,8 +30,9 @@ import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-#: The flags Chromium is launched with here and by tests/test_dashboard_browser.py (headless in
-#: a container, no connections to Google's services, which this machine's network refuses).
+#: The flags Chromium is launched with here and by tests/dashboard/test_dashboard_browser.py
+#: (headless in a container, no connections to Google's services, which this machine's network
+#: refuses).
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

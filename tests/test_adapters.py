@@ -9,8 +9,8 @@ import pytest
 from flask_solidq import SerializationError
 from flask_solidq import current_job
 from flask_solidq import testing
-from tests import jobs
 from tests import support
+from tests.jobs import basic as jobs
 from tests.support import solidq
 
 pytest_plugins = ["pytester"]

@@ -9,8 +9,8 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_solidq import SolidQ
 from flask_solidq import models
-from tests import jobs
 from tests import support
+from tests.jobs import basic as jobs
 
 
 def make_app(tmp_path, **config) -> Flask:

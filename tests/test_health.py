@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from flask_solidq import models
 from flask_solidq.operations import processes
 from flask_solidq.timing import utcnow
-from tests import runtime_support
 from tests import support
+from tests.support import runtime as runtime_support
 
 if t.TYPE_CHECKING:
     from click.testing import Result

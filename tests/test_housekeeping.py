@@ -18,7 +18,7 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.processes import launcher
 from tests import support
-from tests.runtime_support import FAILED
+from tests.support.runtime import FAILED
 
 PROCESS_ID = 4646
 CLAIMERS = (PROCESS_ID,)
@@ -117,7 +117,7 @@ def test_work_warns_once_when_no_worker_serves_the_housekeeping_queue(database_u
 
 def test_a_task_given_a_queue_is_judged_by_that_queue(database_url, caplog):
     reports = {
-        "reports": {"job": "tests.jobs:store_result", "schedule": "every day", "queue": "rep"}
+        "reports": {"job": "tests.jobs.basic:store_result", "schedule": "every day", "queue": "rep"}
     }
     (warning,) = unserved_warnings(
         database_url, caplog, ["solidq_maintenance", "default"], recurring=reports

@@ -20,15 +20,15 @@ from flask_solidq import models
 from flask_solidq.operations import processes
 from flask_solidq.operations import queues
 from flask_solidq.timing import utcnow
-from tests import job_action_jobs as jobs
-from tests import rate_limit_jobs
 from tests import support
-from tests.test_concurrency_controls import claim
-from tests.test_job_actions import blocked_job
-from tests.test_job_actions import enqueue
-from tests.test_job_actions import failed_job
-from tests.test_job_actions import run_ready
-from tests.test_job_actions import scheduled_job
+from tests.controls.test_concurrency_controls import claim
+from tests.jobs import job_action as jobs
+from tests.jobs import rate_limit as rate_limit_jobs
+from tests.operations.test_job_actions import blocked_job
+from tests.operations.test_job_actions import enqueue
+from tests.operations.test_job_actions import failed_job
+from tests.operations.test_job_actions import run_ready
+from tests.operations.test_job_actions import scheduled_job
 
 if t.TYPE_CHECKING:
     from flask import Flask

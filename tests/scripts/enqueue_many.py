@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from tests import jobs
+from tests.jobs import basic as jobs
 from tests.support import create_app
 
 

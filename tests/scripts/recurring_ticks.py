@@ -21,7 +21,7 @@ from tests.support import create_app
 #: The task every racer enqueues: the scripts and the test that starts them must agree on it.
 RACE = RecurringSettings(
     key="recurring_test.race",
-    job="tests.jobs:store_result",
+    job="tests.jobs.basic:store_result",
     schedule="every minute",
     args=("tick",),
 )

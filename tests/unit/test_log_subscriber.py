@@ -1,6 +1,6 @@
 """The log subscriber: one line per signal, at the right level, never with arguments, with
 its fields as ``extra=`` too, and nothing built when the level is off. (The lines of the jobs
-a worker performs: tests/test_worker_logging.py.)"""
+a worker performs: tests/processes/test_worker_logging.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from flask_solidq import CoalesceStatus
 from flask_solidq import signals
 from flask_solidq.logging import subscriber as log_subscriber
-from tests import jobs
+from tests.jobs import basic as jobs
 
 LOGGER = "flask_solidq"
 

@@ -1,0 +1,1 @@
+"""The job definitions the tests enqueue, a module per suite that needs its own."""
