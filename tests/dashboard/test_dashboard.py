@@ -571,7 +571,7 @@ def test_the_job_page_of_a_failed_job_shows_its_fields_payload_error_and_backtra
     assert "Concurrency key - Rate-limit key - Coalesce key - Collected calls 0" in text
     assert "Error builtins.ValueError : dashboard_test.task failed on purpose for broken" in text
     # The backtrace names the job's code; the payload holds the argument.
-    assert "dashboard_jobs.py" in text
+    assert "jobs/dashboard.py" in text
     assert '"broken"' in shown.markup or "&#34;broken&#34;" in shown.markup
     assert set(shown.forms) == {
         f"{PREFIX}/jobs/{job_id}/retry",

@@ -160,7 +160,7 @@ def test_the_dashboard_in_a_browser_retries_a_failed_job_and_discards_a_schedule
     )
     backtrace = error.locator("xpath=following-sibling::pre[1]")
     expect(backtrace).to_contain_text("Traceback")
-    expect(backtrace).to_contain_text("job_action_jobs.py")
+    expect(backtrace).to_contain_text("jobs/job_action.py")
     page.get_by_role("button", name="Retry", exact=True).click()
     expect(page.get_by_role("status")).to_have_text("Retried 1 job.")
     assert job_state(engine, failed) == "ready"

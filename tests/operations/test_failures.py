@@ -43,7 +43,7 @@ def test_a_job_that_raises_is_kept_as_a_failed_execution_with_class_message_and_
     backtrace = error["backtrace"]
     assert isinstance(backtrace, list)
     assert all(isinstance(line, str) for line in backtrace)
-    assert any("worker_jobs.py" in line for line in backtrace)
+    assert any("jobs/worker.py" in line for line in backtrace)
     assert backtrace[-1] == "ValueError: failing on purpose with x"
     assert settled(engine)
     assert runtime_support.finished_ids(engine) == set()

@@ -765,7 +765,7 @@ def test_a_failed_job_shows_its_error_with_its_backtrace(app, engine):
     stored = json.loads(support.rows(engine, FAILED)[0].error)
     assert error.backtrace == stored["backtrace"]
     assert error.backtrace[0].startswith("Traceback")
-    assert any("job_action_jobs.py" in line for line in error.backtrace)
+    assert any("jobs/job_action.py" in line for line in error.backtrace)
     assert found.executions == 1  # the failing run, as its error recorded it
     assert found.claimed_by is None
 
