@@ -26,9 +26,11 @@ from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
@@ -103,19 +105,12 @@ def limits_rate(
             f" which must be at least {MIN_INTERVAL}s; lower to= or raise per=."
         )
 
-    def apply(job_class: type) -> None:
-        if declarations.declares_own(job_class, "_rate_limit"):
+    def apply(job_class: type[DeclaredAttributes]) -> None:
+        if declared.declares_own(job_class, "rate_limit"):
             raise ValueError(
                 f"{job_class.__qualname__} declares limits_rate twice; a job has one rate limit."
             )
-        enabled = declaration.enabled
-        job_class._rate_limit = declaration if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_to = declaration.to if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_per = declaration.per if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_burst = declaration.burst if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_key = declaration.key  # type: ignore[attr-defined]
-        job_class.rate_limit_group = declaration.group  # type: ignore[attr-defined]
-        job_class.rate_limited = enabled  # type: ignore[attr-defined]
+        declared.declare_on(job_class, "rate_limit", rate_limit=declaration)
         concurrency.check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)
