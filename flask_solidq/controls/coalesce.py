@@ -68,6 +68,16 @@ class Coalesce(keys.Keyed):
     #: Coalesce keys are always the job's own: there is no group.
     group: keys.KeyDeclaration = dataclasses.field(default=None, init=False)
 
+    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+        """The ``solidq_coalesce_keys.key`` of a call: never blank, since without a group it
+        starts with the job's name.
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = t.cast(str, self.key_for(job_name, args, kwargs))  # on: key_for gives a str
+        keys.check_length(key, job_name, "coalesce key")
+        return key
+
 
 def coalesce(
     *,

@@ -67,6 +67,18 @@ class ConcurrencyLimit(keys.Keyed):
     group: keys.KeyDeclaration
     on_conflict: OnConflict
 
+    def stored_key(
+        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    ) -> str | None:
+        """The ``solidq_jobs.concurrency_key`` of a call: None when the key comes out blank
+        (the job is then not limited, and never blocks).
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = self.key_for(job_name, args, kwargs) or None
+        keys.check_length(key, job_name, "concurrency key")
+        return key
+
 
 def limits_concurrency(
     *,
@@ -140,9 +152,10 @@ class ConcurrencyControl(Control):
     discarding) when the job becomes ready, the slot back when it leaves its claim."""
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        key = type(job).concurrency_key_for(*job.arguments, **job.kwargs)
-        keys.check_length(key, type(job).job_name, "concurrency key")
-        row["concurrency_key"] = key
+        limit = type(job)._concurrency_limit
+        row["concurrency_key"] = (
+            limit.stored_key(type(job).job_name, job.arguments, job.kwargs) if limit else None
+        )
 
     def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
         return row["concurrency_key"] is not None

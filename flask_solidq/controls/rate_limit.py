@@ -68,6 +68,17 @@ class RateLimit(keys.Keyed):
         """The limit as the GCRA arithmetic takes it."""
         return gcra.Rate.of(self.to, self.per, self.burst)
 
+    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+        """The ``solidq_jobs.rate_limit_key`` of a call: a blank key is stored as ``""`` (the
+        job is not limited), apart from None, which a job stored before its definition
+        declared the limit holds (it uses the bare budget: see ``_limit_of``).
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = self.key_for(job_name, args, kwargs)
+        keys.check_length(key, job_name, "rate-limit key")
+        return t.cast(str, key)  # the control is on: key_for gives a str
+
 
 def limits_rate(
     *,
@@ -126,13 +137,10 @@ class RateLimitControl(Control):
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
         declaration = type(job)._rate_limit
-        if declaration is None:
-            return
-        # A blank key is stored as "" (the job is not limited), apart from None: a job stored
-        # without a key (enqueued before the limit was declared) uses the bare budget.
-        key = declaration.key_for(type(job).job_name, job.arguments, job.kwargs)
-        keys.check_length(key, type(job).job_name, "rate-limit key")
-        row["rate_limit_key"] = key
+        if declaration is not None:
+            row["rate_limit_key"] = declaration.stored_key(
+                type(job).job_name, job.arguments, job.kwargs
+            )
 
     def checked_at_claim(self) -> frozenset[str]:
         return frozenset(

@@ -9,7 +9,6 @@ import dataclasses
 import datetime as dt
 import typing as t
 
-from flask_solidq import keys
 from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import CoalesceStatus
@@ -97,8 +96,7 @@ def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list
     for job in jobs:
         definition = type(job)
         declaration = t.cast("Coalesce", definition._coalesce)
-        key = t.cast(str, declaration.key_for(definition.job_name, job.arguments, job.kwargs))
-        keys.check_length(key, definition.job_name, "coalesce key")
+        key = declaration.stored_key(definition.job_name, job.arguments, job.kwargs)
         explicit = job.requests_wait()
         job.mark_enqueued(now)
         wanted_at = timing.wanted(declaration, job.scheduled_at, explicit, now)
