@@ -152,7 +152,7 @@ class ConcurrencyControl(Control):
     discarding) when the job becomes ready, the slot back when it leaves its claim."""
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        limit = type(job)._concurrency_limit
+        limit = type(job)._declared.active_concurrency_limit
         row["concurrency_key"] = (
             limit.stored_key(type(job).job_name, job.arguments, job.kwargs) if limit else None
         )
@@ -317,7 +317,7 @@ def limit_of(source: sa.Connection | sa.Engine, job: JobRef) -> ConcurrencyLimit
         definition = registry.lookup(job.class_name, _import_path(source, job))
     except errors.JobNotFound:
         return None
-    return definition._concurrency_limit
+    return definition._declared.active_concurrency_limit
 
 
 def _import_path(source: sa.Connection | sa.Engine, job: JobRef) -> str | None:

@@ -136,7 +136,7 @@ class RateLimitControl(Control):
         self._table_present: set[str] = set()
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        declaration = type(job)._rate_limit
+        declaration = type(job)._declared.active_rate_limit
         if declaration is not None:
             row["rate_limit_key"] = declaration.stored_key(
                 type(job).job_name, job.arguments, job.kwargs
@@ -241,7 +241,7 @@ def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
     definition that doesn't load, or declares no limit now, isn't limited (None).
     """
     definition = registry.find(job.class_name, job.arguments)
-    declaration = definition._rate_limit if definition is not None else None
+    declaration = definition._declared.active_rate_limit if definition is not None else None
     if declaration is None:
         return None
     key = job.rate_limit_key

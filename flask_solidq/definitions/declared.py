@@ -57,8 +57,10 @@ class Declared:
     #: control may be declared once per class.
     own: frozenset[Control] = frozenset()
 
-    # Cached: the enqueue reads them for every job (a frozen dataclass without slots keeps a
-    # __dict__, which is where cached_property stores them).
+    # Cached: the enqueue reads them for every job, as ``cls._declared.active_*`` (a frozen
+    # dataclass without slots keeps a __dict__, which is where cached_property stores them).
+    # Through the views below a read costs about 0.15 µs more (a Python __get__), which the
+    # enqueue's and the claim's per-job hooks don't pay.
 
     @functools.cached_property
     def active_rate_limit(self) -> RateLimit | None:

@@ -24,16 +24,15 @@ if t.TYPE_CHECKING:
 
 def applies(job: Job) -> bool:
     """Whether ``job``'s definition coalesces its enqueues."""
-    declaration = type(job)._coalesce
-    return declaration is not None and declaration.enabled
+    return type(job)._declared.active_coalesce is not None
 
 
 def debounces(job: Job) -> bool:
     """Whether ``job``'s definition coalesces and times its job from its calls
     (``debounce``, ``max_wait``): such an enqueue reads the database's clock, which the
     dispatcher runs the job by (see :mod:`flask_solidq.database_clock`)."""
-    declaration = type(job)._coalesce
-    return applies(job) and t.cast("Coalesce", declaration).debounce is not None
+    declaration = type(job)._declared.active_coalesce
+    return declaration is not None and declaration.debounce is not None
 
 
 @dataclasses.dataclass
@@ -95,7 +94,7 @@ def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list
     groups: dict[tuple[str, type], list[Pending]] = {}
     for job in jobs:
         definition = type(job)
-        declaration = t.cast("Coalesce", definition._coalesce)
+        declaration = t.cast("Coalesce", definition._declared.active_coalesce)
         key = declaration.stored_key(definition.job_name, job.arguments, job.kwargs)
         explicit = job.requests_wait()
         job.mark_enqueued(now)
