@@ -19,11 +19,10 @@ import typing as t
 from flask_solidq import keys
 from flask_solidq.controls import concurrency
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
-
-if t.TYPE_CHECKING:
-    pass
+from flask_solidq.definitions.declared import DeclaredAttributes
 
 DEFAULT_MAX_CALLS = 100
 
@@ -57,6 +56,16 @@ class Coalesce(keys.Keyed):
     max_wait: float | None
     #: Coalesce keys are always the job's own: there is no group.
     group: keys.KeyDeclaration = dataclasses.field(default=None, init=False)
+
+    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+        """The ``solidq_coalesce_keys.key`` of a call: never blank, since without a group it
+        starts with the job's name.
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = t.cast(str, self.key_for(job_name, args, kwargs))  # on: key_for gives a str
+        keys.check_length(key, job_name, "coalesce key")
+        return key
 
 
 def coalesce(
@@ -141,17 +150,10 @@ def coalesce(
         max_wait=max_wait_seconds,
     )
 
-    def apply(job_class: type) -> None:
-        if declarations.declares_own(job_class, "_coalesce"):
+    def apply(job_class: type[DeclaredAttributes]) -> None:
+        if declared.declares_own(job_class, "coalesce"):
             raise ValueError(f"{job_class.__qualname__} declares coalesce twice.")
-        enabled = declaration.enabled
-        job_class._coalesce = declaration if enabled else None  # type: ignore[attr-defined]
-        job_class.coalesce_key = declaration.key  # type: ignore[attr-defined]
-        job_class.coalesce_on_conflict = declaration.on_conflict if enabled else None  # type: ignore[attr-defined]
-        job_class.coalesce_max_calls = declaration.max_calls if enabled else None  # type: ignore[attr-defined]
-        job_class.coalesce_on_full = declaration.on_full if enabled else None  # type: ignore[attr-defined]
-        job_class.coalesce_debounce = declaration.debounce if enabled else None  # type: ignore[attr-defined]
-        job_class.coalesce_max_wait = declaration.max_wait if enabled else None  # type: ignore[attr-defined]
+        declared.declare_on(job_class, "coalesce", coalesce=declaration)
         concurrency.check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)

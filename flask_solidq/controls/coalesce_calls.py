@@ -9,7 +9,6 @@ import dataclasses
 import datetime as dt
 import typing as t
 
-from flask_solidq import keys
 from flask_solidq import signals
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import OnConflict
@@ -25,16 +24,15 @@ if t.TYPE_CHECKING:
 
 def applies(job: Job) -> bool:
     """Whether ``job``'s definition coalesces its enqueues."""
-    declaration = type(job)._coalesce
-    return declaration is not None and declaration.enabled
+    return type(job)._declared.active_coalesce is not None
 
 
 def debounces(job: Job) -> bool:
     """Whether ``job``'s definition coalesces and times its job from its calls
     (``debounce``, ``max_wait``): such an enqueue reads the database's clock, which the
     dispatcher runs the job by (see :mod:`flask_solidq.database_clock`)."""
-    declaration = type(job)._coalesce
-    return applies(job) and t.cast("Coalesce", declaration).debounce is not None
+    declaration = type(job)._declared.active_coalesce
+    return declaration is not None and declaration.debounce is not None
 
 
 @dataclasses.dataclass
@@ -96,9 +94,8 @@ def prepare(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> list[list
     groups: dict[tuple[str, type], list[Pending]] = {}
     for job in jobs:
         definition = type(job)
-        declaration = t.cast("Coalesce", definition._coalesce)
-        key = t.cast(str, declaration.key_for(definition.job_name, job.arguments, job.kwargs))
-        keys.check_length(key, definition.job_name, "coalesce key")
+        declaration = t.cast("Coalesce", definition._declared.active_coalesce)
+        key = declaration.stored_key(definition.job_name, job.arguments, job.kwargs)
         explicit = job.requests_wait()
         job.mark_enqueued(now)
         wanted_at = timing.wanted(declaration, job.scheduled_at, explicit, now)

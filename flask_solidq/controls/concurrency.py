@@ -27,9 +27,11 @@ from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import FAILED
@@ -65,6 +67,18 @@ class ConcurrencyLimit(keys.Keyed):
     group: keys.KeyDeclaration
     on_conflict: OnConflict
 
+    def stored_key(
+        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    ) -> str | None:
+        """The ``solidq_jobs.concurrency_key`` of a call: None when the key comes out blank
+        (the job is then not limited, and never blocks).
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = self.key_for(job_name, args, kwargs) or None
+        keys.check_length(key, job_name, "concurrency key")
+        return key
+
 
 def limits_concurrency(
     *,
@@ -99,37 +113,32 @@ def limits_concurrency(
         ),
     )
 
-    def apply(job_class: type) -> None:
-        if declarations.declares_own(job_class, "_concurrency_limit"):
+    def apply(job_class: type[DeclaredAttributes]) -> None:
+        if declared.declares_own(job_class, "concurrency_limit"):
             raise ValueError(f"{job_class.__qualname__} declares limits_concurrency twice.")
-        job_class._concurrency_limit = declaration if declaration.enabled else None  # type: ignore[attr-defined]
-        job_class.concurrency_limit = declaration.to if declaration.enabled else None  # type: ignore[attr-defined]
-        job_class.concurrency_key = declaration.key  # type: ignore[attr-defined]
-        job_class.concurrency_duration = declaration.duration  # type: ignore[attr-defined]
-        job_class.concurrency_group = declaration.group  # type: ignore[attr-defined]
-        job_class.concurrency_on_conflict = declaration.on_conflict  # type: ignore[attr-defined]
+        declared.declare_on(job_class, "concurrency_limit", concurrency_limit=declaration)
         check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)
 
 
-def check_combinations(job_class: type) -> None:
+def check_combinations(job_class: type[DeclaredAttributes]) -> None:
     """Refuse declarations that can't work together, whichever was written first.
 
     A ``discard`` concurrency limit would destroy a job that comes back from waiting on its
     rate limit, or one holding replaced arguments or collected calls.
     """
-    limit: ConcurrencyLimit | None = getattr(job_class, "_concurrency_limit", None)
+    limit = job_class._concurrency_limit
     if limit is None or limit.on_conflict is not OnConflict.DISCARD:
         return
     name = job_class.__qualname__
-    if getattr(job_class, "rate_limited", False):
+    if job_class.rate_limited:
         raise ValueError(
             f"{name}: limits_concurrency(on_conflict='discard') can't be combined with"
             " limits_rate: a job that comes back from waiting on its rate limit to a taken slot"
             " would be discarded. Use on_conflict='block'."
         )
-    coalesce = getattr(job_class, "_coalesce", None)
+    coalesce = job_class._coalesce
     if coalesce is not None and coalesce.on_conflict in ("replace", "collect"):
         raise ValueError(
             f"{name}: coalesce(on_conflict={coalesce.on_conflict.value!r}) can't be combined with"
@@ -143,9 +152,10 @@ class ConcurrencyControl(Control):
     discarding) when the job becomes ready, the slot back when it leaves its claim."""
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        key = type(job).concurrency_key_for(*job.arguments, **job.kwargs)
-        keys.check_length(key, type(job).job_name, "concurrency key")
-        row["concurrency_key"] = key
+        limit = type(job)._declared.active_concurrency_limit
+        row["concurrency_key"] = (
+            limit.stored_key(type(job).job_name, job.arguments, job.kwargs) if limit else None
+        )
 
     def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
         return row["concurrency_key"] is not None
@@ -307,7 +317,7 @@ def limit_of(source: sa.Connection | sa.Engine, job: JobRef) -> ConcurrencyLimit
         definition = registry.lookup(job.class_name, _import_path(source, job))
     except errors.JobNotFound:
         return None
-    return definition._concurrency_limit
+    return definition._declared.active_concurrency_limit
 
 
 def _import_path(source: sa.Connection | sa.Engine, job: JobRef) -> str | None:

@@ -26,9 +26,11 @@ from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
@@ -65,6 +67,17 @@ class RateLimit(keys.Keyed):
     def rate(self) -> gcra.Rate:
         """The limit as the GCRA arithmetic takes it."""
         return gcra.Rate.of(self.to, self.per, self.burst)
+
+    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+        """The ``solidq_jobs.rate_limit_key`` of a call: a blank key is stored as ``""`` (the
+        job is not limited), apart from None, which a job stored before its definition
+        declared the limit holds (it uses the bare budget: see ``_limit_of``).
+
+        :raises ValueError: the key is longer than its column takes.
+        """
+        key = self.key_for(job_name, args, kwargs)
+        keys.check_length(key, job_name, "rate-limit key")
+        return t.cast(str, key)  # the control is on: key_for gives a str
 
 
 def limits_rate(
@@ -103,19 +116,12 @@ def limits_rate(
             f" which must be at least {MIN_INTERVAL}s; lower to= or raise per=."
         )
 
-    def apply(job_class: type) -> None:
-        if declarations.declares_own(job_class, "_rate_limit"):
+    def apply(job_class: type[DeclaredAttributes]) -> None:
+        if declared.declares_own(job_class, "rate_limit"):
             raise ValueError(
                 f"{job_class.__qualname__} declares limits_rate twice; a job has one rate limit."
             )
-        enabled = declaration.enabled
-        job_class._rate_limit = declaration if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_to = declaration.to if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_per = declaration.per if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_burst = declaration.burst if enabled else None  # type: ignore[attr-defined]
-        job_class.rate_limit_key = declaration.key  # type: ignore[attr-defined]
-        job_class.rate_limit_group = declaration.group  # type: ignore[attr-defined]
-        job_class.rate_limited = enabled  # type: ignore[attr-defined]
+        declared.declare_on(job_class, "rate_limit", rate_limit=declaration)
         concurrency.check_combinations(job_class)
 
     return lambda target: declarations.declare(target, apply, decorator=name)
@@ -130,14 +136,11 @@ class RateLimitControl(Control):
         self._table_present: set[str] = set()
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        declaration = type(job)._rate_limit
-        if declaration is None:
-            return
-        # A blank key is stored as "" (the job is not limited), apart from None: a job stored
-        # without a key (enqueued before the limit was declared) uses the bare budget.
-        key = declaration.key_for(type(job).job_name, job.arguments, job.kwargs)
-        keys.check_length(key, type(job).job_name, "rate-limit key")
-        row["rate_limit_key"] = key
+        declaration = type(job)._declared.active_rate_limit
+        if declaration is not None:
+            row["rate_limit_key"] = declaration.stored_key(
+                type(job).job_name, job.arguments, job.kwargs
+            )
 
     def checked_at_claim(self) -> frozenset[str]:
         return frozenset(
@@ -238,7 +241,7 @@ def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
     definition that doesn't load, or declares no limit now, isn't limited (None).
     """
     definition = registry.find(job.class_name, job.arguments)
-    declaration = definition._rate_limit if definition is not None else None
+    declaration = definition._declared.active_rate_limit if definition is not None else None
     if declaration is None:
         return None
     key = job.rate_limit_key

@@ -14,8 +14,10 @@ import random
 import typing as t
 
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.timing import to_seconds
 
 if t.TYPE_CHECKING:
@@ -105,10 +107,7 @@ def retry_on(
         fallback=_optional_callable(fallback, option="fallback", decorator=name),
     )
 
-    def apply(job_class: type) -> None:
-        job_class._failure_rules = (*job_class._failure_rules, rule)  # type: ignore[attr-defined]
-
-    return lambda target: declarations.declare(target, apply, decorator=name)
+    return lambda target: declarations.declare(target, _adding(rule), decorator=name)
 
 
 def discard_on(
@@ -126,18 +125,24 @@ def discard_on(
         callback=_optional_callable(callback, option="callback", decorator=name),
     )
 
-    def apply(job_class: type) -> None:
-        job_class._failure_rules = (*job_class._failure_rules, rule)  # type: ignore[attr-defined]
+    return lambda target: declarations.declare(target, _adding(rule), decorator=name)
 
-    return lambda target: declarations.declare(target, apply, decorator=name)
+
+def _adding(rule: RetryRule | DiscardRule) -> declarations.Apply:
+    """Applies ``rule`` after the class's other rules (inherited ones first), so it wins."""
+
+    def apply(job_class: type[DeclaredAttributes]) -> None:
+        declared.declare_on(job_class, failure_rules=(*job_class._failure_rules, rule))
+
+    return apply
 
 
 def find_rule(job_class: type[Job], error: BaseException) -> RetryRule | DiscardRule | None:
     """The rule that handles ``error``: the last applied one that matches. A subclass's rules
     come after its parents', and an outer decorator after an inner one, so they win."""
-    for rule in reversed(getattr(job_class, "_failure_rules", ())):
+    for rule in reversed(job_class._failure_rules):
         if isinstance(error, rule.exceptions):
-            return t.cast("RetryRule | DiscardRule", rule)
+            return rule
     return None
 
 

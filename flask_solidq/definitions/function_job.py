@@ -118,11 +118,14 @@ def make_job(
         "__doc__": function.__doc__,
         "__wrapped__": function,
     }
-    job_class = _FunctionJobType(
-        function.__name__,
-        (FunctionJob,),
-        namespace,
-        name=function.__qualname__ if name is None else name,
+    job_class = t.cast(
+        "type[FunctionJob[..., t.Any]]",
+        _FunctionJobType(
+            function.__name__,
+            (FunctionJob,),
+            namespace,
+            name=function.__qualname__ if name is None else name,
+        ),
     )
     declarations.apply_pending(function, job_class)
-    return t.cast("type[FunctionJob[..., t.Any]]", job_class)
+    return job_class

@@ -33,6 +33,7 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.definitions.job_methods import JobT
 from flask_solidq.definitions.job_methods import P
 from flask_solidq.definitions.job_methods import R
@@ -40,11 +41,6 @@ from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.coalesce import Coalesce
-    from flask_solidq.controls.concurrency import ConcurrencyLimit
-    from flask_solidq.controls.rate_limit import RateLimit
-    from flask_solidq.definitions.failures import DiscardRule
-    from flask_solidq.definitions.failures import RetryRule
     from flask_solidq.values import CoalesceStatus
 
 
@@ -52,48 +48,23 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job:
+class Job(DeclaredAttributes):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
     lower runs first). Class keywords: ``name=`` (the stored job name; the class's
     ``__qualname__`` by default) and ``abstract=True`` (a base class that isn't a job itself).
+    What the control decorators declared is read back through the attributes it inherits
+    from :class:`~flask_solidq.definitions.declared.DeclaredAttributes`.
     """
-
-    _solidq_job: t.ClassVar[bool] = True
 
     #: The name stored in ``solidq_jobs.class_name``; starts every control's key.
     job_name: t.ClassVar[str] = "Job"
     queue_name: str = "default"
     priority: int = 0
 
-    _concurrency_limit: t.ClassVar[ConcurrencyLimit | None] = None
-    _rate_limit: t.ClassVar[RateLimit | None] = None
-    _coalesce: t.ClassVar[Coalesce | None] = None
-    _failure_rules: t.ClassVar[tuple[RetryRule | DiscardRule, ...]] = ()
     #: (the performer they were read from, its parameters): see ``_performer_parameters``.
-    _parameters_cache: t.ClassVar[
-        tuple[t.Callable[..., t.Any], signatures.Parameters | None] | None
-    ] = None
-
-    # Read-back attributes of the controls (API.md section 2); the decorators set them.
-    rate_limit_to: t.ClassVar[int | None] = None
-    rate_limit_per: t.ClassVar[float | None] = None
-    rate_limit_burst: t.ClassVar[int | None] = None
-    rate_limit_key: t.ClassVar[t.Any] = None
-    rate_limit_group: t.ClassVar[t.Any] = None
-    rate_limited: t.ClassVar[bool] = False
-    coalesce_key: t.ClassVar[t.Any] = None
-    coalesce_on_conflict: t.ClassVar[str | None] = None
-    coalesce_max_calls: t.ClassVar[int | None] = None
-    coalesce_on_full: t.ClassVar[str | None] = None
-    coalesce_debounce: t.ClassVar[float | None] = None
-    coalesce_max_wait: t.ClassVar[float | None] = None
-    concurrency_limit: t.ClassVar[int | None] = None
-    concurrency_key: t.ClassVar[t.Any] = None
-    concurrency_duration: t.ClassVar[float | None] = None
-    concurrency_group: t.ClassVar[t.Any] = None
-    concurrency_on_conflict: t.ClassVar[str | None] = None
+    _parameters_cache: t.ClassVar[_ParametersCache | None] = None
 
     def __init_subclass__(
         cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
@@ -317,31 +288,7 @@ class Job:
         cls._parameters_cache = (performer, parameters)
         return parameters
 
-    # Keys and payloads.
-
-    @classmethod
-    def is_collecting(cls) -> bool:
-        """Whether the definition collects calls (``coalesce(on_conflict="collect")``)."""
-        return cls._coalesce is not None and cls._coalesce.on_conflict == "collect"
-
-    @classmethod
-    def rate_limit_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
-        """The budget key a call with these arguments uses: None without a rate limit, or when
-        the key comes out blank (the call is then not limited)."""
-        limit = cls._rate_limit
-        return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
-
-    @classmethod
-    def concurrency_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
-        """The concurrency key a call with these arguments uses: None without a limit, or when
-        the key comes out blank (the call is then not limited)."""
-        limit = cls._concurrency_limit
-        return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
-
-    @classmethod
-    def coalesce_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
-        """The coalesce key a call with these arguments uses (None without coalescing)."""
-        return cls._coalesce.key_for(cls.job_name, args, kwargs) if cls._coalesce else None
+    # Payloads.
 
     def payload(self) -> dict[str, t.Any]:
         """The JSON-ready payload stored in ``solidq_jobs.arguments``.

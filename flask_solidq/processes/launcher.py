@@ -145,7 +145,7 @@ def known_queues(settings: Settings) -> set[str]:
     queues = {task.queue for task in settings.recurring if task.queue}
     for definition in registry.definitions():
         queues.add(definition.queue_name)
-        for rule in getattr(definition, "_failure_rules", ()):
+        for rule in definition._failure_rules:
             if isinstance(rule, failures.RetryRule) and rule.queue:
                 queues.add(rule.queue)
     return queues

@@ -455,7 +455,7 @@ def test_after_max_calls_is_lowered_the_next_call_seals_an_open_job_over_it_as_i
 
     # A deploy lowers max_calls from 5 to 2 while the job is open with 4 calls.
     lowered = dataclasses.replace(jobs.collect_small._coalesce, max_calls=2)
-    monkeypatch.setattr(jobs.collect_small, "_coalesce", lowered)
+    support.redeclare(monkeypatch, jobs.collect_small, coalesce=lowered)
     opener = jobs.collect_small.perform_later("a", 4)
 
     assert opener.coalesce_status is CREATED

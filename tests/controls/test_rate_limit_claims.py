@@ -455,7 +455,7 @@ def test_a_job_whose_definition_no_longer_declares_a_limit_is_claimed_without_a_
 ):
     dropped = many(app, rate_limit_jobs.global_job, 3)
     limited = many(app, rate_limit_jobs.per_account, 2, "acct")
-    monkeypatch.setattr(rate_limit_jobs.global_job, "_rate_limit", None)
+    support.redeclare(monkeypatch, rate_limit_jobs.global_job, rate_limit=None)
 
     batch = claim_batch(engine)
 
@@ -468,7 +468,7 @@ def test_a_batch_of_jobs_whose_definition_dropped_its_limit_is_claimed_whole(
     app, engine, monkeypatch
 ):
     jobs = many(app, rate_limit_jobs.global_job, 3)
-    monkeypatch.setattr(rate_limit_jobs.global_job, "_rate_limit", None)
+    support.redeclare(monkeypatch, rate_limit_jobs.global_job, rate_limit=None)
 
     batch = claim_batch(engine)
 

@@ -8,7 +8,7 @@ failures and deadlocks at enqueue, ``signals.enqueue``/``signals.coalesce``,
 queries.
 
 A deploy is simulated as the other coalescing tests do: the definition's declaration is
-swapped (``monkeypatch`` on ``_coalesce`` / ``_concurrency_limit``) between enqueue and claim.
+swapped (``support.redeclare``: a new declarations object) between enqueue and claim.
 Jobs are claimed, performed and finished in-process (the helpers of
 :mod:`tests.controls.test_concurrency_controls`), on a real database.
 """
@@ -116,7 +116,7 @@ def deploy(monkeypatch: pytest.MonkeyPatch, definition: t.Any, **changes: t.Any)
     """A deploy that changes ``definition``'s ``coalesce`` declaration (the stored jobs keep
     what they were enqueued with)."""
     changed = dataclasses.replace(definition._coalesce, **changes)
-    monkeypatch.setattr(definition, "_coalesce", changed)
+    support.redeclare(monkeypatch, definition, coalesce=changed)
 
 
 def key_rows(engine: sa.Engine) -> dict[str, tuple[int, int]]:
@@ -188,7 +188,7 @@ def test_a_leftover_concurrency_key_is_released_when_its_holder_finishes_after_t
     assert semaphore(engine, key).value == 0
 
     # A deploy removes limits_concurrency; both stored jobs keep their key.
-    monkeypatch.setattr(jobs.limited, "_concurrency_limit", None)
+    support.redeclare(monkeypatch, jobs.limited, concurrency_limit=None)
     assert run(app, engine) == {holder.provider_job_id: OutcomeKind.FINISHED}
 
     # Its key is still a concurrency key: the holder's finish hands the slot to the job it
@@ -201,7 +201,7 @@ def test_a_leftover_blocked_job_is_released_by_maintenance_once_its_lease_runs_o
 ):
     holder = later(app, jobs.limited, "holder")
     waiting = later(app, jobs.limited, "waiting")
-    monkeypatch.setattr(jobs.limited, "_concurrency_limit", None)
+    support.redeclare(monkeypatch, jobs.limited, concurrency_limit=None)
     claimed = claim(engine)
     assert [job.id for job in claimed] == [holder.provider_job_id]
 
@@ -264,10 +264,10 @@ def test_a_discard_limit_after_collect_was_removed_blocks_the_collected_job_whic
         on_full=None,
     )
     limit = jobs.collect_one_at_a_time._concurrency_limit
-    monkeypatch.setattr(
+    support.redeclare(
+        monkeypatch,
         jobs.collect_one_at_a_time,
-        "_concurrency_limit",
-        dataclasses.replace(limit, on_conflict=concurrency.OnConflict.DISCARD),
+        concurrency_limit=dataclasses.replace(limit, on_conflict=concurrency.OnConflict.DISCARD),
     )
 
     support.make_due(engine, waiting.provider_job_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import importlib
 import os
@@ -213,6 +214,15 @@ def count(engine: sa.Engine, table: sa.Table | type[models.Base]) -> int:
     table = getattr(table, "__table__", table)
     with engine.connect() as connection:
         return int(connection.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
+
+
+def redeclare(monkeypatch: t.Any, definition: t.Any, **changes: t.Any) -> None:
+    """A deploy that changes what ``definition`` declares, for this test: ``changes`` replace
+    fields of its declarations object (``coalesce=``, ``concurrency_limit=None``...; see
+    flask_solidq.definitions.declared.Declared), as a decorator would have; the stored jobs
+    keep what they were enqueued with."""
+    changed = dataclasses.replace(definition._declared, **changes)
+    monkeypatch.setattr(definition, "_declared", changed)
 
 
 @contextlib.contextmanager

@@ -6,11 +6,13 @@ tests/controls/test_coalesce_debounce.py."""
 from __future__ import annotations
 
 import datetime as dt
+import typing as t
 
 from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import Coalesce
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import coalesce
+from flask_solidq.definitions.declared import DeclaredAttributes
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -23,11 +25,11 @@ def seconds(value: float) -> dt.timedelta:
 def declared(**options: object) -> Coalesce:
     """The declaration ``coalesce(key="k", **options)`` gives a throwaway job class."""
 
-    class Throwaway:
-        _solidq_job = True
+    class Throwaway(DeclaredAttributes):
+        pass
 
-    coalesce(key="k", **options)(Throwaway)  # type: ignore[arg-type]
-    return Throwaway._coalesce  # type: ignore[attr-defined,no-any-return]
+    coalesce(key="k", **options)(Throwaway)
+    return t.cast(Coalesce, Throwaway._coalesce)
 
 
 PLAIN = declared()
