@@ -12,8 +12,8 @@ import os
 
 from flask import Flask
 
-from tests import concurrency_jobs  # noqa: F401 - the jobs the tests enqueue
 from tests import support
+from tests.jobs import concurrency  # noqa: F401 - the jobs the tests enqueue
 
 
 def create_app() -> Flask:

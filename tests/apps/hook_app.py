@@ -28,7 +28,7 @@ from flask_solidq import signals
 from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import finalize
 from tests import support
-from tests import worker_jobs  # noqa: F401 - the jobs the tests enqueue
+from tests.jobs import worker  # noqa: F401 - the jobs the tests enqueue
 from tests.support import solidq
 
 LOG_KEY = "HOOK_TEST_LOG"

@@ -11,8 +11,8 @@ import os
 
 from flask import Flask
 
-from tests import model_jobs  # noqa: F401 - the jobs the test enqueues
 from tests import support
+from tests.jobs import model  # noqa: F401 - the jobs the test enqueues
 
 
 def create_app() -> Flask:

@@ -12,8 +12,8 @@ import os
 
 from flask import Flask
 
-from tests import rate_limit_process_jobs  # noqa: F401 - the jobs the tests enqueue
 from tests import support
+from tests.jobs import rate_limit_process  # noqa: F401 - the jobs the tests enqueue
 
 
 def create_app() -> Flask:

@@ -12,7 +12,7 @@ import os
 from flask import Flask
 
 from tests import support
-from tests import worker_jobs  # noqa: F401 - the jobs the tests enqueue
+from tests.jobs import worker  # noqa: F401 - the jobs the tests enqueue
 
 
 def create_app() -> Flask:
