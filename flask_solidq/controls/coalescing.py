@@ -18,6 +18,7 @@ from flask_solidq.controls import coalesce_admission
 from flask_solidq.controls import coalesce_calls
 from flask_solidq.controls import coalesce_start
 from flask_solidq.controls.base import Control
+from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
     import datetime as dt
@@ -64,6 +65,19 @@ class Coalescing(Control):
             engine, prepared, now, store, bulk=False, announce=False
         )
         return functools.partial(coalesce_calls.announce_all, decided)
+
+    def checked_at_claim(self) -> frozenset[str]:
+        """The collecting definitions: a worker claims their jobs only for idle threads and
+        starts them first, never ahead of its threads (``prefetch``), as it does rate-limited
+        ones. So a claimed collecting job is one starting now, and
+        ``CoalescedCall.waiting()``, which stops counting a job's calls once it is claimed
+        and no longer holds its key (full, or run again after a retry), misses none waiting
+        in a worker's queue. Nothing is deferred: the CLAIM hook is the base's."""
+        return frozenset(
+            definition.job_name
+            for definition in registry.definitions()
+            if definition.is_collecting()
+        )
 
     def start(
         self, engine: sa.Engine, claimed: ClaimedJob

@@ -69,10 +69,10 @@ class CoalescedCall(Base):
         ``session.scalar(sa.select(sa.func.count()).select_from(CoalescedCall.waiting()
         .subquery()))`` counts them.
 
-        What it can't see: a collecting job that no longer holds a key (it filled, or is
-        running again after a retry) counts as started from its claim, since nothing stored
-        tells its claim from its start; a worker holds such a claim unstarted for at most
-        ``AHEAD_SECONDS`` of its threads' work (:mod:`~flask_solidq.processes.worker`).
+        A collecting job that no longer holds a key (it filled, or runs again after a retry)
+        counts as started from its claim, since nothing stored tells its claim from its start:
+        which it is, because workers claim collecting jobs only for idle threads and start
+        them first, never ahead (:class:`~flask_solidq.controls.coalescing.Coalescing`).
 
         The conditions correlate on the job's id rather than the call's ``job_id``: the same
         value, but PostgreSQL then probes each job once rather than each call (bench/coalesce.py:

@@ -26,7 +26,9 @@ run, it claims for idle threads only). The claimed-ahead jobs are claims like an
   starts at once and the limit holds at job start as it does at claim. A claim that met more
   of them than it could admit leaves them ready and stops there; until a claim leaves none,
   the worker claims only for idle threads, as without ``prefetch``, so they aren't starved
-  by the unlimited jobs behind them.
+  by the unlimited jobs behind them. Collecting jobs are treated the same (a claimed one is
+  one starting now, so ``CoalescedCall.waiting()`` counts the calls of every collecting job
+  not yet started: see :class:`~flask_solidq.controls.coalescing.Coalescing`).
 
 Without a backlog a worker claims for its idle threads only, so it doesn't hoard the few
 ready jobs another worker's idle threads could run.

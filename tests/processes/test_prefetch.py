@@ -26,6 +26,8 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 
+from flask_solidq import coalesce
+from flask_solidq import controls
 from flask_solidq import limits_rate
 from flask_solidq.definitions import registry
 from flask_solidq.operations import claim
@@ -78,6 +80,12 @@ def roomy(note: object = None) -> None:
 @solidq.job(name="prefetch_test.plain")
 def plain(note: object = None) -> None:
     """A job without a limit."""
+
+
+@solidq.job(name="prefetch_test.collecting")
+@coalesce(key=lambda account, *_: account, on_conflict="collect", max_calls=2)
+def collecting(account: object, note: object = None) -> None:
+    """A collecting job: two calls fill it."""
 
 
 @solidq.job(name="prefetch_test.limited_sleep")
@@ -294,6 +302,24 @@ def test_a_cap_of_zero_claims_only_what_comes_before_the_first_limited_job(app, 
     assert limited in ready_ids(engine)
 
 
+def test_a_capped_claim_takes_collecting_jobs_only_for_its_idle_threads(app, engine):
+    """A collecting job claimed is one starting now, never one queued in a worker's pool
+    behind its threads: ``CoalescedCall.waiting()`` counts a claimed job's calls only while it
+    holds its key, which a full one (as here) no longer does (issue 19, item 7)."""
+    before = enqueue(app, plain, "before")
+    full = [enqueue(app, collecting, account, "a") for account in ("x", "y")]
+    for account in ("x", "y"):
+        enqueue(app, collecting, account, "b")  # fills it: its key is freed
+    after = enqueue(app, plain, "after")
+
+    batch = claim_ten(engine, limited_cap=1)
+
+    assert [job.id for job in batch.jobs] == [before, full[0]]
+    assert batch.limited == (full[0],)
+    assert batch.held_back == 2
+    assert ready_ids(engine) == [full[1], after]
+
+
 def test_a_claim_without_limited_jobs_ignores_the_cap(app, engine):
     jobs = [enqueue(app, plain, index) for index in range(5)]
     batch = claim_ten(engine, limited_cap=0)
@@ -318,8 +344,9 @@ def test_late_imported_limited_jobs_past_the_cap_go_back_to_ready(app, engine, l
     registry.unregister(module.late)
     sys.modules.pop(module.__name__)
     assert not registry.is_registered(job_name)
-    # No limited definition this process knows may claim at all: a claim without hooks.
-    known = [definition for definition in registry.definitions() if definition._rate_limit]
+    # No definition this process knows is checked at claim: a claim without hooks.
+    checked = controls.checked_at_claim()
+    known = [definition for definition in registry.definitions() if definition.job_name in checked]
     for definition in known:
         registry.unregister(definition)
     try:
