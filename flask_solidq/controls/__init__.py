@@ -9,6 +9,7 @@ a new control is a new module with a :class:`~flask_solidq.controls.base.Control
 
 from __future__ import annotations
 
+import functools
 import typing as t
 
 from flask_solidq.controls import coalescing
@@ -29,8 +30,9 @@ if t.TYPE_CHECKING:
     from flask_solidq.values import ClaimedJob
     from flask_solidq.values import JobRef
 
-#: Every control, in the order their hooks run.
-CONTROLS: list[Control] = [concurrency.CONTROL, rate_limit.CONTROL, coalescing.CONTROL]
+#: Every control, in the order their hooks run. Fixed at import: the hooks a control
+#: overrides are looked up once (:func:`_overriding`).
+CONTROLS: tuple[Control, ...] = (concurrency.CONTROL, rate_limit.CONTROL, coalescing.CONTROL)
 
 
 class Enqueue(t.NamedTuple):
@@ -42,11 +44,12 @@ class Enqueue(t.NamedTuple):
     taken: list[tuple[Control, t.Any]]
 
 
-def _overriding(hook: str) -> list[Control]:
+@functools.cache
+def _overriding(hook: str) -> tuple[Control, ...]:
     """The controls that override the hook named ``hook``: an enqueue or a start asks only
-    them, so the others' no-op defaults cost plain jobs nothing."""
+    them, so the others' no-op defaults cost plain jobs nothing (a start runs per job)."""
     default = getattr(Control, hook)
-    return [control for control in CONTROLS if getattr(type(control), hook) is not default]
+    return tuple(control for control in CONTROLS if getattr(type(control), hook) is not default)
 
 
 def reads_database_clock(jobs: t.Iterable[Job]) -> bool:
@@ -62,21 +65,24 @@ def prepare_enqueue(jobs: t.Sequence[Job], now: dt.datetime, *, bulk: bool) -> E
     plain = list(jobs)
     taken: list[tuple[Control, t.Any]] = []
     for control in _overriding("takes_enqueue"):
-        mine = [job for job in plain if control.takes_enqueue(job)]
+        mine: list[Job] = []
+        rest: list[Job] = []
+        for job in plain:
+            (mine if control.takes_enqueue(job) else rest).append(job)
         if mine:
-            plain = [job for job in plain if not control.takes_enqueue(job)]
+            plain = rest
             taken.append((control, control.prepare_enqueue(mine, now, bulk=bulk)))
     return Enqueue(plain, taken)
 
 
 def enqueue(
-    engine: sa.Engine, enqueue: Enqueue, now: dt.datetime, store: JobStore, *, bulk: bool
+    engine: sa.Engine, split: Enqueue, now: dt.datetime, store: JobStore, *, bulk: bool
 ) -> t.Callable[[], None]:
-    """Have each control store the jobs it took over; return what to announce once the
-    caller is past its handling of database errors."""
+    """Have each control store the jobs it took over (``split.taken``); return what to
+    announce once the caller is past its handling of database errors."""
     announcements = [
         control.enqueue(engine, prepared, now, store, bulk=bulk)
-        for control, prepared in enqueue.taken
+        for control, prepared in split.taken
     ]
 
     def announce() -> None:
@@ -86,14 +92,21 @@ def enqueue(
     return announce
 
 
+def acts_at_start(claimed: ClaimedJob) -> bool:
+    """Whether any control's START hook acts on ``claimed`` (most jobs: none)."""
+    for control in _overriding("acts_at_start"):  # a loop, not any(): it runs for every job
+        if control.acts_at_start(claimed):
+            return True
+    return False
+
+
 def start(engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, list[tuple[Control, t.Any]]]:
-    """Run every control's START hook before ``claimed`` is performed; return the job as it
-    now reads and what each control that acted needs once it is loaded."""
+    """Run the START hook of every control that acts on ``claimed``, before it is performed;
+    return the job as it now reads and what each of them needs once it is loaded."""
     started: list[tuple[Control, t.Any]] = []
-    for control in _overriding("start"):
-        acted = control.start(engine, claimed)
-        if acted is not None:
-            claimed, needs = acted
+    for control in _overriding("acts_at_start"):
+        if control.acts_at_start(claimed):
+            claimed, needs = control.start(engine, claimed)
             started.append((control, needs))
     return claimed, started
 

@@ -12,15 +12,15 @@ The hooks, in the order a job meets them:
   what the job needs to become ready, or hold it back (block it, discard it);
 * ``claim`` (inside a worker's claim transaction, over the batch it locked): admit each job
   or defer it to a later time, then ``after_claim`` once that transaction committed;
-* ``start`` and ``prepare_run`` (a worker is about to perform a claimed job): act on the start
-  (coalescing frees the job's key and reads what it runs), then, once the job is loaded, give
-  it what it runs with, or say there is nothing to run;
+* ``start`` and ``prepare_run`` (a worker is about to perform a claimed job): act on the
+  start (coalescing frees the job's key and reads what it runs), then, once the job is loaded,
+  give it what it runs with, or say there is nothing to run;
 * ``finish`` (the job left its claim: finished, failed, retried, discarded; committed):
   give back what it held.
 
 Each hook does nothing unless the control overrides it, and each has a cheap question in front
-of it (``acts_on_dispatch``, ``checked_at_claim``) so that jobs no control cares about take the
-operations' fast paths.
+of it (``acts_on_dispatch``, ``checked_at_claim``, ``acts_at_start``) so that jobs no control
+cares about take the operations' fast paths.
 """
 
 from __future__ import annotations
@@ -140,11 +140,17 @@ class Control:
         """
         raise NotImplementedError
 
-    def start(self, engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, t.Any] | None:
-        """START: a worker is about to perform ``claimed``; act on it if this control must,
-        returning the job as it now reads (its payload read again) and what
-        :meth:`prepare_run` needs; None when this control has nothing to do with the job."""
-        return None
+    def acts_at_start(self, claimed: ClaimedJob) -> bool:
+        """Whether :meth:`start` acts on ``claimed``: a question cheap enough to ask of every
+        job a worker runs (a string prefix, say), so that the others start as fast as if no
+        control were there."""
+        return False
+
+    def start(self, engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, t.Any]:
+        """START: a worker is about to perform ``claimed``, on which :meth:`acts_at_start`
+        said this control acts; return the job as it now reads (its payload read again) and
+        what :meth:`prepare_run` needs."""
+        raise NotImplementedError
 
     def prepare_run(self, job: Job, started: t.Any) -> bool:
         """START, once the job is loaded: give ``job`` what it runs with from ``started``

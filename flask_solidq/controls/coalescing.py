@@ -79,12 +79,13 @@ class Coalescing(Control):
             if definition.is_collecting()
         )
 
+    def acts_at_start(self, claimed: ClaimedJob) -> bool:
+        """A string-prefix check: only a job ``coalesce`` opened."""
+        return coalesce_start.opened_as(claimed.arguments) is not None
+
     def start(
         self, engine: sa.Engine, claimed: ClaimedJob
-    ) -> tuple[ClaimedJob, list[StoredCall] | None] | None:
-        """A string-prefix check for every other job: they pay nothing more."""
-        if coalesce_start.opened_as(claimed.arguments) is None:
-            return None
+    ) -> tuple[ClaimedJob, list[StoredCall] | None]:
         return coalesce_start.begin(engine, claimed)
 
     def prepare_run(self, job: Job, started: list[StoredCall] | None) -> bool:

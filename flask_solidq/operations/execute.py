@@ -75,10 +75,12 @@ def perform(claimed: ClaimedJob) -> Outcome:
     definition can't be loaded, or whose arguments or calls can't be, fails with that reason
     before anything runs.
     """
-    claimed, started = controls.start(get_state().engine, claimed)
+    started: list[tuple[t.Any, t.Any]] = []
+    if controls.acts_at_start(claimed):
+        claimed, started = controls.start(get_state().engine, claimed)
     try:
         job = load(claimed)
-        runs = controls.prepare_run(job, started)
+        runs = controls.prepare_run(job, started) if started else True
     except (errors.JobNotFound, errors.DeserializationError, ValueError) as error:
         return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), exception=error)
     except errors.CollectedJobMismatch as error:
