@@ -61,10 +61,9 @@ class CoalescedCall(Base):
     def waiting(cls) -> sa.Select[t.Any]:
         """A select of the calls still waiting to run: their job hasn't finished, hasn't failed
         and hasn't started. So scheduled, ready and blocked jobs' calls count, and so do those
-        of a job a worker claimed ahead of its threads (``prefetch``) while its coalesce key
-        still points at it: starting is what frees the key
-        (:mod:`~flask_solidq.controls.coalesce_start`), so a claimed job still holding its
-        key hasn't started.
+        of a claimed job whose coalesce key still points at it: starting is what frees the key
+        (:mod:`~flask_solidq.controls.coalesce_start`), so a claimed job still holding its key
+        hasn't started.
 
         ``session.scalar(sa.select(sa.func.count()).select_from(CoalescedCall.waiting()
         .subquery()))`` counts them.
