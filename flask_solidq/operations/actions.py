@@ -35,6 +35,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import postgres
+from flask_solidq.definitions.arguments import dumps
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
@@ -42,7 +43,6 @@ from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
-from flask_solidq.operations import job_rows
 from flask_solidq.operations import retry_keys
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
@@ -206,7 +206,7 @@ def _for_retry(arguments: str | None, runs: int | None) -> str | None:
     payload.pop("exception_executions", None)
     if runs is not None and runs > payload.get("executions", 0):
         payload["executions"] = runs
-    return job_rows.dumps(payload)
+    return dumps(payload)
 
 
 _RESET = (

@@ -16,6 +16,7 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
+from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.model_references import MissingRecord
@@ -29,7 +30,7 @@ if t.TYPE_CHECKING:
 #: Backtrace lines kept in a failed execution's error.
 BACKTRACE_LINES = 60
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = arguments.dumps
 
 
 class OutcomeKind(str, enum.Enum):

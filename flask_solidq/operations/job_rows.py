@@ -18,8 +18,6 @@ if t.TYPE_CHECKING:
 
 INSERT_JOB = JOBS.insert()
 
-dumps = arguments.dumps
-
 
 def build_row(
     job: Job, now: dt.datetime, payload: dict[str, t.Any] | None = None
@@ -35,7 +33,7 @@ def build_row(
     row = {
         "queue_name": job.queue_name,
         "class_name": type(job).job_name,
-        "arguments": dumps(job.payload() if payload is None else payload),
+        "arguments": arguments.dumps(job.payload() if payload is None else payload),
         "priority": job.priority,
         "active_job_id": job.job_id,
         "scheduled_at": scheduled_at or now,
