@@ -1,4 +1,5 @@
-"""``current_job``: the job a worker thread (or ``perform_now``) is performing right now."""
+"""What is current in this context: ``current_job``, the job a worker thread (or
+``perform_now``) is performing right now, and the batch enqueues go into."""
 
 from __future__ import annotations
 
@@ -29,3 +30,49 @@ def performing(job: Job) -> t.Iterator[None]:
         yield
     finally:
         _current_job.reset(token)
+
+
+class OpenBatch:
+    """The batch that enqueues in this context store their jobs into (see
+    :meth:`flask_solidq.SolidQ.batch`), and how many jobs they stored: a job row is counted
+    once it is inserted and kept (a call that joins a coalesced job stores no job, and a
+    concurrency limit may discard a job at its own enqueue)."""
+
+    __slots__ = ("id", "stored")
+
+    def __init__(self, batch_id: int) -> None:
+        self.id = batch_id
+        self.stored = 0
+
+    @property
+    def key_prefix(self) -> str:
+        """What the coalesce keys of the batch's jobs start with (seed 003)."""
+        return f"Batch/{self.id}/"
+
+
+_open_batch: contextvars.ContextVar[OpenBatch | None] = contextvars.ContextVar(
+    "solidq_open_batch", default=None
+)
+
+
+def open_batch() -> OpenBatch | None:
+    """The batch enqueues in this context go into, or None."""
+    return _open_batch.get()
+
+
+@contextlib.contextmanager
+def enqueuing_into(batch: OpenBatch | None) -> t.Iterator[OpenBatch | None]:
+    """Inside the block, enqueues store their jobs into ``batch`` (None: into no batch, as a
+    batch's callbacks are enqueued)."""
+    token = _open_batch.set(batch)
+    try:
+        yield batch
+    finally:
+        _open_batch.reset(token)
+
+
+def count_stored(jobs: int) -> None:
+    """Count ``jobs`` newly stored job rows toward the open batch, if any."""
+    batch = _open_batch.get()
+    if batch is not None:
+        batch.stored += jobs

@@ -36,6 +36,9 @@ T = t.TypeVar("T")
 INSERT_BATCH_SIZE = 1000
 
 
+#: The key of ``connection.info`` holding what runs after the transaction commits.
+_AFTER_COMMIT = "solidq_after_commit"
+
 _ambient: contextvars.ContextVar[dict[sa.Engine, sa.Connection] | None] = contextvars.ContextVar(
     "solidq_ambient_transactions", default=None
 )
@@ -69,17 +72,17 @@ def joined(
     :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
     ``callbacks``, which that owner runs when it commits. Nothing here commits."""
     current = _ambient.get() or {}
-    previous = connection.info.get("solidq_after_commit")
-    connection.info["solidq_after_commit"] = callbacks
+    previous = connection.info.get(_AFTER_COMMIT)
+    connection.info[_AFTER_COMMIT] = callbacks
     token = _ambient.set({**current, engine: connection})
     try:
         yield connection
     finally:
         _ambient.reset(token)
         if previous is None:
-            connection.info.pop("solidq_after_commit", None)
+            connection.info.pop(_AFTER_COMMIT, None)
         else:
-            connection.info["solidq_after_commit"] = previous
+            connection.info[_AFTER_COMMIT] = previous
 
 
 def after_commit(engine: sa.Engine, callback: t.Callable[[], None]) -> None:
@@ -89,7 +92,22 @@ def after_commit(engine: sa.Engine, callback: t.Callable[[], None]) -> None:
     if ambient is None:
         callback()
     else:
-        ambient.info["solidq_after_commit"].append(callback)
+        ambient.info[_AFTER_COMMIT].append(callback)
+
+
+def after_commit_on(connection: sa.Connection, callback: t.Callable[[], None]) -> None:
+    """Run ``callback`` once ``connection``'s transaction commits (never, if it rolls back):
+    ``connection`` is one :func:`write`, :func:`transaction` or :func:`joined` gave."""
+    connection.info[_AFTER_COMMIT].append(callback)
+
+
+@contextlib.contextmanager
+def joining_connection(engine: sa.Engine, connection: sa.Connection) -> t.Iterator[None]:
+    """Inside the block, queue writes on ``engine`` join ``connection``'s transaction (one
+    :func:`write`, :func:`transaction` or :func:`joined` gave), and their :func:`after_commit`
+    callbacks run after its commit."""
+    with joined(engine, connection, connection.info[_AFTER_COMMIT]):
+        yield
 
 
 def in_transaction(engine: sa.Engine) -> bool:
@@ -100,13 +118,22 @@ def in_transaction(engine: sa.Engine) -> bool:
 @contextlib.contextmanager
 def write(engine: sa.Engine) -> t.Iterator[sa.Connection]:
     """A connection in a transaction that may write: joins the open :func:`transaction`, or
-    begins one of its own that commits on exit (``BEGIN IMMEDIATE`` on SQLite)."""
+    begins one of its own that commits on exit (``BEGIN IMMEDIATE`` on SQLite) and then runs
+    what :func:`after_commit_on` gave it."""
     ambient = (_ambient.get() or {}).get(engine)
     if ambient is not None:
         yield ambient
         return
+    callbacks: list[t.Callable[[], None]] = []
     with _writer(engine), engine.begin() as connection:
-        yield connection
+        connection.info[_AFTER_COMMIT] = callbacks
+        try:
+            yield connection
+        finally:
+            # info lives with the DBAPI connection, past this checkout.
+            connection.info.pop(_AFTER_COMMIT, None)
+    for callback in callbacks:
+        callback()
 
 
 def _writer(engine: sa.Engine) -> t.ContextManager[t.Any]:

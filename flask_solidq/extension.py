@@ -10,11 +10,13 @@ import sqlalchemy as sa
 
 from flask_solidq import adapters
 from flask_solidq import app_transaction
+from flask_solidq import batching
 from flask_solidq import cli
 from flask_solidq import dashboard
 from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.config import load_settings
+from flask_solidq.current import OpenBatch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
@@ -24,6 +26,7 @@ from flask_solidq.lifecycle import Lifecycle
 from flask_solidq.lifecycle import LifecycleHooks
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
+from flask_solidq.operations.batches import Callback
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
@@ -238,6 +241,38 @@ class SolidQ:
         worker exit with an error, after deregistering. Usable as a decorator.
         """
         return self._lifecycle_hooks.add(Lifecycle.WORKER_STOP, hook)
+
+    def batch(
+        self,
+        on_success: Callback = None,
+        on_failure: Callback = None,
+        on_finish: Callback = None,
+        **metadata: t.Any,
+    ) -> t.ContextManager[OpenBatch]:
+        """A batch: the jobs enqueued inside the block (single or bulk) belong to it, and once
+        none of them is pending its callbacks run, once each: ``on_success`` when no job
+        failed for good, ``on_failure`` otherwise, ``on_finish`` either way. ::
+
+            with solidq.batch(on_success=publish_catalog, label="catalog") as batch:
+                for supplier_id in supplier_ids:
+                    import_supplier.perform_later(supplier_id)
+
+        A callback is a job definition or an unenqueued job (``publish.new(catalog_id)``); it
+        is called with the batch (:class:`~flask_solidq.definitions.batches.Batch`) first,
+        and is not part of the batch. The block is one transaction on the queue's database
+        (joining the app session's, as an enqueue does): an exception rolls back the batch
+        and its jobs. ``metadata`` (JSON-storable keywords) is kept on the batch. An empty
+        batch finishes as its block commits. Coalesce keys inside are scoped to the batch.
+        Yields the open batch: ``batch.id``. Requires an app context.
+
+        :raises TypeError: a callback isn't a job, or can't take the batch first.
+        """
+        return batching.batch(on_success, on_failure, on_finish, **metadata)
+
+    @property
+    def batches(self) -> batching.Batches:
+        """The current app's batches: ``find(batch_id)``, a fresh read."""
+        return batching.Batches()
 
     @contextlib.contextmanager
     def transaction(self) -> t.Iterator[sa.Connection]:

@@ -49,7 +49,7 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     queue_filter = "AND queue_name = :queue_name" if by_queue else ""
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
     columns = """jobs.id, jobs.active_job_id, jobs.class_name, jobs.queue_name, jobs.priority,
-               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key"""
+               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key, jobs.batch_id"""
     guard = guard_condition = guard_rows = ""
     if guarded:
         guard = """, checked AS (
@@ -60,7 +60,7 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
         guard_condition = "AND NOT EXISTS (SELECT 1 FROM checked)"
         guard_rows = """
         UNION ALL
-        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, TRUE FROM checked"""
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, TRUE FROM checked"""
         columns += ", FALSE AS checked"
     return sa.text(
         f"""
@@ -121,7 +121,8 @@ def _finish(preserve_finished: bool) -> sa.TextClause:
 FINISH = {preserve: _finish(preserve) for preserve in (True, False)}
 
 #: Insert up to 10,000 jobs and their executions; the rows travel as one array per column
-#: (``unnest``), so the statement stays a few lines long whatever the batch size. Jobs whose
+#: (``unnest``), so the statement stays a few lines long whatever the batch size; the jobs of
+#: one bulk enqueue share ``:batch_id`` (the batch being enqueued into, or none). Jobs whose
 #: ``holds`` is true (a control may hold them back when they become ready) get no ready row.
 BULK_ENQUEUE = sa.text(
     """
@@ -136,10 +137,10 @@ BULK_ENQUEUE = sa.text(
                     concurrency_key, rate_limit_key, holds)
     ), new_jobs AS (
         INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
-                                 scheduled_at, concurrency_key, rate_limit_key, created_at,
-                                 updated_at)
+                                 scheduled_at, concurrency_key, rate_limit_key, batch_id,
+                                 created_at, updated_at)
         SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-               concurrency_key, rate_limit_key, :now, :now
+               concurrency_key, rate_limit_key, CAST(:batch_id AS bigint), :now, :now
         FROM input
         RETURNING id, active_job_id, queue_name, priority, scheduled_at
     ), ready AS (

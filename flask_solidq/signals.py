@@ -90,6 +90,13 @@ prune = _signals.signal("prune")
 Payload: ``process_ids``, ``names``, ``size``. Sent after the pruning committed, when it
 pruned any."""
 
+batch_finish = _signals.signal("batch-finish")
+"""A batch finished: nothing in it is pending, and its callbacks are stored (``on_success``
+or ``on_failure``, and ``on_finish``). Payload: ``batch``
+(:class:`~flask_solidq.definitions.batches.Batch`, as the finish left it), ``status``
+(``"completed"``, no job failed for good; ``"failed"``). Sent once per batch, after the
+commit that finished it."""
+
 thread_error = _signals.signal("thread-error")
 """One of the queue's own threads hit an error and carries on (Solid Queue's
 ``thread_error``); ``SOLIDQ_ON_THREAD_ERROR`` is called with the same error. Payload:

@@ -126,15 +126,26 @@ class SolidQState:
 
     def check_tables(self) -> None:
         """Raise :class:`~flask_solidq.PendingMigrations` unless every flask-solidq table
-        exists. A positive answer is cached for the life of the process."""
+        (and every column a later schema version added) exists. A positive answer is cached
+        for the life of the process."""
         if self._tables_exist:
             return
         with db.read(self.engine) as connection:
-            existing = set(sa.inspect(connection).get_table_names())
-        missing = {table.name for table in models.TABLES} - existing
+            inspector = sa.inspect(connection)
+            existing = set(inspector.get_table_names())
+            missing = {table.name for table in models.TABLES} - existing
+            if "solidq_jobs" in existing:
+                columns = {column["name"] for column in inspector.get_columns("solidq_jobs")}
+                missing |= {f"solidq_jobs.{name}" for name in _LATER_JOB_COLUMNS - columns}
         if missing:
             raise errors.PendingMigrations(missing)
         self._tables_exist = True
+
+
+#: Columns later schema versions added to ``solidq_jobs`` (version 3: batches), checked with
+#: the tables so an app that upgraded the package but not its tables is told to migrate
+#: instead of meeting SQL errors.
+_LATER_JOB_COLUMNS = frozenset({"batch_id"})
 
 
 def _connect_args(bind: str | None) -> dict[str, t.Any]:

@@ -51,6 +51,8 @@ class ClaimedJob(t.NamedTuple):
     arguments: str | None
     concurrency_key: str | None
     rate_limit_key: str | None
+    #: The batch the job belongs to, if any: its outcome is counted there.
+    batch_id: int | None = None
 
 
 #: The payload field that records how a coalesced job was opened; always written first, so

@@ -43,7 +43,8 @@ class Dispatched(t.NamedTuple):
 
     #: The jobs that may become ready.
     ready: list[JobRef]
-    #: The ids of jobs destroyed instead (their rows are gone).
+    #: The ids of jobs to destroy instead (:func:`flask_solidq.operations.dispatch.make_ready`
+    #: deletes them, counting them done in their batches).
     discarded: set[int]
 
 

@@ -16,6 +16,7 @@ import datetime as dt
 import enum
 import typing as t
 
+from flask_solidq import current
 from flask_solidq import keys
 from flask_solidq.controls import concurrency
 from flask_solidq.definitions import declarations
@@ -59,12 +60,20 @@ class Coalesce(keys.Keyed):
 
     def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
         """The ``solidq_coalesce_keys.key`` of a call: never blank, since without a group it
-        starts with the job's name.
+        starts with the job's name. Inside a batch it starts with the batch
+        (``Batch/7/ReindexProduct/42``, seed 003): the same key in another batch, or in none,
+        is another key.
 
-        :raises ValueError: the key is longer than its column takes.
+        :raises ValueError: the key (with its batch's prefix) is longer than its column takes.
         """
         key = t.cast(str, self.key_for(job_name, args, kwargs))  # on: key_for gives a str
-        keys.check_length(key, job_name, "coalesce key")
+        batch = current.open_batch()
+        if batch is None:
+            keys.check_length(key, job_name, "coalesce key")
+            return key
+        key = f"{batch.key_prefix}{key}"
+        what = f"coalesce key (with its batch's prefix {batch.key_prefix})"
+        keys.check_length(key, job_name, what)
         return key
 
 

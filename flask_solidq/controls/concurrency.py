@@ -190,8 +190,7 @@ class ConcurrencyControl(Control):
             if conflict is _Kept.FAILED:
                 _fail_retry(connection, job, now)
             elif conflict is OnConflict.DISCARD:
-                connection.execute(JOBS.delete().where(JOBS.c.id == job.id))
-                discarded.add(job.id)
+                discarded.add(job.id)  # dispatch.make_ready deletes it
             else:
                 expires_at = now + dt.timedelta(seconds=limit.duration)
                 semaphores.block(

@@ -16,6 +16,7 @@ import reprlib
 import typing as t
 
 from flask_solidq.definitions import argument_codecs
+from flask_solidq.definitions import batches
 from flask_solidq.definitions import custom_serializers
 from flask_solidq.definitions import model_references
 from flask_solidq.errors import DeserializationError
@@ -140,6 +141,10 @@ def _dump_model(value: t.Any) -> dict[str, t.Any]:
     return model_references.dump_reference(value, dump_value)
 
 
+def _dump_batch(value: batches.Batch) -> dict[str, t.Any]:
+    return {TAG: "batch", "id": value.id}
+
+
 #: The exact types that have a dump function. ``bool`` and ``None`` are in PLAIN.
 _DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
     **argument_codecs.DUMPERS,
@@ -148,6 +153,7 @@ _DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
     tuple: _dump_tuple,
     set: _dump_set,
     frozenset: _dump_frozenset,
+    batches.Batch: _dump_batch,
 }
 
 #: Dump functions found for other types (custom, enum, model): filled by _resolve, emptied by
@@ -274,6 +280,18 @@ def _load_model(value: dict[str, t.Any]) -> t.Any:
     return model_references.load_reference(value, load_value)
 
 
+def _load_batch(value: dict[str, t.Any]) -> batches.Batch:
+    """A fresh read of the stored batch: a callback sees its batch's final counters."""
+    batch_id = argument_codecs.field(value, "id", int)
+    found = batches.find(batch_id)
+    if found is None:
+        raise DeserializationError(
+            f"Batch {batch_id} no longer exists: its row was cleared (flask solidq"
+            " clear-finished) before this job ran."
+        )
+    return found
+
+
 def _load_custom(value: dict[str, t.Any]) -> t.Any:
     return custom_serializers.load_custom(value, load_value)
 
@@ -293,4 +311,5 @@ _RAW_LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
     "enum": _load_enum,
     "model": _load_model,
     "custom": _load_custom,
+    "batch": _load_batch,
 }

@@ -7,6 +7,7 @@ dashboard, the CLI and your own queries.
 
 from flask_solidq.models.base import Base as Base
 from flask_solidq.models.base import metadata as metadata
+from flask_solidq.models.batches import BatchRecord as BatchRecord
 from flask_solidq.models.coalescing import CoalescedCall as CoalescedCall
 from flask_solidq.models.coalescing import CoalesceKey as CoalesceKey
 from flask_solidq.models.executions import BlockedExecution as BlockedExecution

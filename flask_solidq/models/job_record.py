@@ -9,6 +9,7 @@ from sqlalchemy.orm import Mapped
 from sqlalchemy.orm import mapped_column
 
 from flask_solidq.models.base import Base
+from flask_solidq.models.base import BigId
 from flask_solidq.models.base import Key
 from flask_solidq.models.base import LongText
 from flask_solidq.models.base import primary_key
@@ -35,6 +36,10 @@ class JobRecord(Base):
     finished_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
     concurrency_key: Mapped[str | None] = mapped_column(Key)
     rate_limit_key: Mapped[str | None] = mapped_column(Key)
+    #: The ``solidq_batches`` row of the batch the job belongs to (schema version 3). No
+    #: foreign key: a job outlives its batch's row once that is cleared, and on MySQL a key
+    #: would lock the batch's row for every job inserted into it.
+    batch_id: Mapped[int | None] = mapped_column(BigId, index=True)
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()
 

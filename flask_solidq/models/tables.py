@@ -11,6 +11,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq.models.batches import BatchRecord
 from flask_solidq.models.coalescing import CoalescedCall
 from flask_solidq.models.coalescing import CoalesceKey
 from flask_solidq.models.executions import BlockedExecution
@@ -45,3 +46,4 @@ COALESCE_KEYS = _table(CoalesceKey)
 COALESCED_CALLS = _table(CoalescedCall)
 RECURRING_TASKS = _table(RecurringTask)
 RECURRING_EXECUTIONS = _table(RecurringExecution)
+BATCHES = _table(BatchRecord)

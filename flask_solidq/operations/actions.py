@@ -41,6 +41,7 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import retry_keys
@@ -131,6 +132,9 @@ class Filters:
 _FAILURE_FILTERS = ("error_class", "failed_before", "failed_after")
 
 
+T = t.TypeVar("T")
+
+
 # Retry.
 
 
@@ -157,6 +161,10 @@ def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         if not ids:
             return 0
         runs = _runs_of_failures(connection, ids)
+        # Pending again in an open batch (before a concurrency limit may discard it, which
+        # counts it done); a batch that finished lets it run on its own.
+        reopened = batches.tallies_of_jobs(connection, ids, "reopened")
+        batches.account(engine, connection, reopened, now)
         connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
         _reset_rule_counters(connection, ids, runs, now)
         retry_keys.take_current_keys(connection, ids, now)
@@ -225,13 +233,19 @@ _RESET = (
 
 def discard(engine: sa.Engine, job_ids: t.Iterable[int]) -> int:
     """Discard the jobs among ``job_ids`` that are failed, scheduled, ready or blocked;
-    return how many were discarded. Running and finished jobs are left alone."""
-    ids = list(job_ids)
-    return sum(
-        _discard_batch(engine, state, batch)
-        for state in Waiting
-        for batch in db.batched(ids, BATCH_SIZE)
-    )
+    return how many were discarded. Running and finished jobs are left alone.
+
+    One state after another; a job discarded is not looked for in the next states, where on
+    SQLite a job stored meanwhile (a batch's callback) may have taken its id."""
+    remaining = list(job_ids)
+    discarded = 0
+    for state in Waiting:
+        gone: set[int] = set()
+        for batch in db.batched(remaining, BATCH_SIZE):
+            gone.update(_deadlock_safe(_discard_in_transaction, engine, state, batch))
+        discarded += len(gone)
+        remaining = [job_id for job_id in remaining if job_id not in gone]
+    return discarded
 
 
 def discard_all(
@@ -251,18 +265,26 @@ def discard_all(
 
 
 def _discard_batch(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
-    return _deadlock_safe(_discard_in_transaction, engine, state, job_ids)
+    return len(_deadlock_safe(_discard_in_transaction, engine, state, job_ids))
 
 
-def _discard_in_transaction(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
+def _discard_in_transaction(
+    engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]
+) -> list[int]:
+    """Discard those of ``job_ids`` in ``state``; return their ids."""
     with db.write(engine) as connection:
         ids = _lock(connection, _EXECUTIONS[state], job_ids)
         if not ids:
-            return 0
+            return []
         refs = _refs(connection, ids) if state is Waiting.READY else []
+        # A discarded job counts as done in its batch; a failed one counted already.
+        done = (
+            {} if state is Waiting.FAILED else batches.tallies_of_jobs(connection, ids, "completed")
+        )
         connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
+        batches.account(engine, connection, done, utcnow())
     controls.finish(engine, refs)  # a ready job held its concurrency slot: give it back
-    return len(ids)
+    return ids
 
 
 # Run now.
@@ -311,7 +333,7 @@ def _until_done(one_pass: t.Callable[[], int]) -> int:
     return total
 
 
-def _deadlock_safe(batch: t.Callable[..., int], *args: t.Any) -> int:
+def _deadlock_safe(batch: t.Callable[..., T], *args: t.Any) -> T:
     """Run one batch's transaction, again if MySQL/MariaDB picks it as a deadlock's victim
     (two people acting at once, or an action beside workers): nothing of it was committed, and
     the next try acts only on the jobs still in the wanted state."""

@@ -367,6 +367,7 @@ CLAIMED_JOB_COLUMNS = (
     JOBS.c.arguments,
     JOBS.c.concurrency_key,
     JOBS.c.rate_limit_key,
+    JOBS.c.batch_id,
 )
 
 _SELECT_JOBS = sa.select(*CLAIMED_JOB_COLUMNS).where(

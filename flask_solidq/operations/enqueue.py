@@ -13,6 +13,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
+from flask_solidq import current
 from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
@@ -90,7 +91,9 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
         return _insert_with_execution_autocommitted(engine, row, now), True
     with db.write(engine) as connection:
         job_id = db.insert_returning_id(connection, INSERT_JOB, row)
-        return job_id, job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
+        placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
+        current.count_stored(int(placed))
+        return job_id, placed
 
 
 def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
@@ -122,11 +125,14 @@ def _store_all(
     the ids still stored (a concurrency limit may discard some)."""
     with db.write(engine) as connection:
         if db.supports_insert_in_cte(connection):
-            return _insert_all_in_one_statement(connection, rows, now)
-        ids = _insert_jobs(connection, rows)
-        # One call for every job, so the controls lock their keys in one sorted order.
-        refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
-        return ids, dispatch.place(connection, refs, now)
+            ids, placed = _insert_all_in_one_statement(connection, rows, now)
+        else:
+            ids = _insert_jobs(connection, rows)
+            # One call for every job, so the controls lock their keys in one sorted order.
+            refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
+            placed = dispatch.place(connection, refs, now)
+        current.count_stored(len(placed))
+        return ids, placed
 
 
 def _insert_all_in_one_statement(
@@ -135,31 +141,31 @@ def _insert_all_in_one_statement(
     """PostgreSQL: insert the jobs and their executions with one statement per 10,000 jobs.
 
     The rows travel as one array per column (``unnest``), so the statement stays a few lines
-    long whatever the batch size: nothing to render or parse per row. Due jobs a control may
+    long whatever the number of jobs: nothing to render or parse per row. Due jobs a control may
     hold back are left out of the statement and dispatched afterwards, one by one.
     """
     ids: list[int] = []
     placed: set[int] = set()
     held: list[JobRef] = []
-    for batch in db.batched(rows, size=10_000):
-        columns = {name: [row[name] for row in batch] for name in postgres.BULK_ENQUEUE_COLUMNS}
+    for chunk in db.batched(rows, size=10_000):
+        columns = {name: [row[name] for row in chunk] for name in postgres.BULK_ENQUEUE_COLUMNS}
         columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
-        columns["holds"] = [controls.act_on_dispatch(row) for row in batch]
+        columns["holds"] = [controls.act_on_dispatch(row) for row in chunk]
         result = fast_path.fetch_in_transaction(
             connection,
             postgres.BULK_ENQUEUE,
-            {**columns, "now": naive_utc(now)},
+            {**columns, "batch_id": chunk[0]["batch_id"], "now": naive_utc(now)},
             binary=postgres.BULK_ENQUEUE_ARRAYS,
         )
         id_by_job_id = {job_id: id_ for job_id, id_ in result}
-        batch_ids = [id_by_job_id[row["active_job_id"]] for row in batch]
-        for job_id, row, holds in zip(batch_ids, batch, columns["holds"], strict=True):
+        chunk_ids = [id_by_job_id[row["active_job_id"]] for row in chunk]
+        for job_id, row, holds in zip(chunk_ids, chunk, columns["holds"], strict=True):
             ref = _ref(job_id, row, now)
             if holds and ref.scheduled_at is None:
                 held.append(ref)
             else:
                 placed.add(job_id)
-        ids.extend(batch_ids)
+        ids.extend(chunk_ids)
     discarded = dispatch.make_ready(connection, held, now).discarded
     placed.update(job.id for job in held if job.id not in discarded)
     return ids, placed
@@ -257,7 +263,9 @@ class _Store:
     def place(
         self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
     ) -> bool:
-        return job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
+        placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
+        current.count_stored(int(placed))
+        return placed
 
     def make_ready(self, connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
         dispatch.make_ready(connection, [job], now)

@@ -28,6 +28,7 @@ from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
+from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
@@ -103,12 +104,12 @@ def announce_all(outcomes: t.Iterable[Outcome]) -> None:
 
 
 def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
-    """Whether the batch is only finished jobs, on a database that can release their claims
-    and finish them in one statement."""
+    """Whether the group is only finished jobs of no batch, on a database that can release
+    their claims and finish them in one statement."""
     return (
         db.supports_insert_in_cte(engine)
         and not db.in_transaction(engine)
-        and all(outcome.kind in _DONE for outcome in outcomes)
+        and all(outcome.kind in _DONE and outcome.claimed.batch_id is None for outcome in outcomes)
     )
 
 
@@ -120,11 +121,17 @@ def _store_held(
     preserve_finished: bool,
 ) -> set[int]:
     """Release the claims ``process_id`` still holds among ``outcomes`` and store those
-    outcomes, in one transaction; return the job ids stored."""
+    outcomes, in one transaction; return the job ids stored. The counts of their batches
+    change in it too (a batch that finishes stores its callbacks there: see
+    :mod:`flask_solidq.operations.batches`)."""
     with db.write(engine) as connection:
         kept = set(delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes]))
         held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
         _store(connection, held, now, preserve_finished=preserve_finished)
+        tallies = batches.tally_by_batch(
+            (o.claimed.batch_id, _BATCH_COUNTS[o.kind]) for o in held if o.kind in _BATCH_COUNTS
+        )
+        batches.account(engine, connection, tallies, now)
     return kept
 
 
@@ -222,6 +229,13 @@ def job_ref(outcome: Outcome) -> JobRef:
 
 
 _DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
+
+#: How an outcome counts in its batch; a retried job is still pending there.
+_BATCH_COUNTS = {
+    OutcomeKind.FINISHED: "completed",
+    OutcomeKind.DISCARDED: "completed",
+    OutcomeKind.FAILED: "failed",
+}
 
 _IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
 _HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))

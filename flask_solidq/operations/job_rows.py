@@ -7,6 +7,7 @@ from __future__ import annotations
 import typing as t
 
 from flask_solidq import controls
+from flask_solidq import current
 from flask_solidq.definitions import arguments
 from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
@@ -39,6 +40,7 @@ def build_row(
         "scheduled_at": scheduled_at or now,
         "concurrency_key": None,
         "rate_limit_key": None,
+        "batch_id": batch.id if (batch := current.open_batch()) is not None else None,
         "created_at": now,
         "updated_at": now,
     }

@@ -35,6 +35,7 @@ from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
+from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.timing import utcnow
@@ -177,11 +178,16 @@ def release_never_started(
 def fail_claims(
     connection: sa.Connection, process_ids: t.Collection[int | None], error: str
 ) -> list[JobRef]:
-    """In the caller's transaction: keep the claims of ``process_ids`` as failed executions.
-    The caller runs the FINISH hooks (``controls.finish``) after committing."""
+    """In the caller's transaction: keep the claims of ``process_ids`` as failed executions,
+    counted so in their batches. The caller runs the FINISH hooks (``controls.finish``) after
+    committing."""
     jobs = _take_claims(connection, process_ids)
     if jobs:
-        finalize.store_failures(connection, [(job.id, error) for job in jobs], utcnow())
+        now = utcnow()
+        ids = [job.id for job in jobs]
+        finalize.store_failures(connection, [(job_id, error) for job_id in ids], now)
+        failed = batches.tallies_of_jobs(connection, ids, "failed")
+        batches.account(connection.engine, connection, failed, now)
     return jobs
 
 

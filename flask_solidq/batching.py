@@ -1,0 +1,65 @@
+"""``solidq.batch()``: the block whose enqueues make one batch (seed 003's Solid Queue batches).
+
+The block is one transaction on the queue's database (joining the app session's, as a single
+enqueue does): the batch's row is inserted first, every job enqueued inside carries its id,
+and as the block ends the jobs it stored are counted onto the row. A block that raises rolls
+back the batch and its jobs; a batch is seen by workers only once its block commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import typing as t
+
+from flask_solidq import app_transaction
+from flask_solidq import current
+from flask_solidq import db
+from flask_solidq.config import Adapter
+from flask_solidq.definitions import batches as definitions_batches
+from flask_solidq.definitions.batches import Batch
+from flask_solidq.operations import batches
+from flask_solidq.state import get_state
+from flask_solidq.timing import utcnow
+
+
+@contextlib.contextmanager
+def batch(
+    on_success: batches.Callback = None,
+    on_failure: batches.Callback = None,
+    on_finish: batches.Callback = None,
+    **metadata: t.Any,
+) -> t.Iterator[current.OpenBatch]:
+    """Open a batch; see :meth:`flask_solidq.SolidQ.batch`."""
+    state = get_state()
+    if state.adapter is not Adapter.SOLIDQ:
+        raise RuntimeError(
+            f"solidq.batch() stores its jobs and runs its callbacks through the database queue;"
+            f" SOLIDQ_ADAPTER is {state.adapter.value!r}. Use the 'solidq' adapter (the default),"
+            " or enqueue without a batch where the test adapter is on."
+        )
+    outer = current.open_batch()
+    if outer is not None:
+        raise RuntimeError(
+            f"solidq.batch() inside the block of batch {outer.id}: batches don't nest. Enqueue"
+            " into the open batch, or open the second one after this block."
+        )
+    state.check_tables()
+    callbacks = batches.prepare_callbacks(
+        {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
+    )
+    with app_transaction.joining(state), db.transaction(state.engine) as connection:
+        opened = current.OpenBatch(batches.open_batch(connection, callbacks, metadata, utcnow()))
+        with current.enqueuing_into(opened):
+            yield opened
+        batches.close_batch(state.engine, connection, opened, utcnow())
+
+
+class Batches:
+    """``solidq.batches``: read the current app's batches."""
+
+    def find(self, batch_id: int) -> Batch | None:
+        """A fresh read of batch ``batch_id``: its counters, times, metadata and status; None
+        when there is no such batch (or its block hasn't committed)."""
+        state = get_state()
+        state.check_tables()
+        return definitions_batches.find(batch_id, state.engine)

@@ -1,0 +1,104 @@
+"""``Batch``: what a batch's callbacks, ``solidq.batches.find`` and the dashboard read of one.
+
+A batch is a read of its ``solidq_batches`` row, taken when it was asked for: the counters
+move as its jobs finish, so read it again (``solidq.batches.find(batch.id)``) for fresh ones.
+It lives with the job definitions because a callback receives one as its first argument:
+the argument codecs store it as its id and load it with a fresh read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq.models.tables import BATCHES
+from flask_solidq.state import get_state
+
+
+class BatchStatus(str, enum.Enum):
+    """Where a batch is: its jobs still running, or finished with or without failures."""
+
+    #: Some of its jobs are pending (ready, scheduled, deferred, blocked, claimed, or
+    #: waiting to retry).
+    PENDING = "pending"
+    #: Finished, and no job failed for good.
+    COMPLETED = "completed"
+    #: Finished, and at least one job failed for good.
+    FAILED = "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """A batch of jobs, as its row was when read. ``completed_jobs + failed_jobs +
+    pending_jobs == total_jobs`` always: a discarded job counts as completed, a job that
+    failed for good as failed (a failed job retried while its batch is open is pending again).
+    """
+
+    id: int
+    total_jobs: int
+    completed_jobs: int
+    failed_jobs: int
+    pending_jobs: int
+    #: The extra keywords given to ``solidq.batch()``.
+    metadata: dict[str, t.Any]
+    #: The callbacks, by kind (``on_success``, ``on_failure``, ``on_finish``): the job name.
+    callbacks: dict[str, str]
+    created_at: dt.datetime
+    #: When the block that opened the batch committed.
+    enqueued_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    #: ``finished_at``, when a job failed.
+    failed_at: dt.datetime | None
+
+    @property
+    def status(self) -> BatchStatus:
+        if self.finished_at is None:
+            return BatchStatus.PENDING
+        return BatchStatus.FAILED if self.failed_jobs else BatchStatus.COMPLETED
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    @classmethod
+    def of(cls, row: t.Any) -> Batch:
+        """The batch a ``solidq_batches`` row holds."""
+        callbacks = {
+            kind: json.loads(stored)["class_name"]
+            for kind in CALLBACK_KINDS
+            if (stored := getattr(row, kind)) is not None
+        }
+        return cls(
+            id=row.id,
+            total_jobs=row.total_jobs,
+            completed_jobs=row.completed_jobs,
+            failed_jobs=row.failed_jobs,
+            pending_jobs=row.pending_jobs,
+            metadata=json.loads(row.metadata) if row.metadata else {},
+            callbacks=callbacks,
+            created_at=row.created_at,
+            enqueued_at=row.enqueued_at,
+            finished_at=row.finished_at,
+            failed_at=row.failed_at,
+        )
+
+
+#: The callback columns of ``solidq_batches``, in the order a finished batch stores them.
+CALLBACK_KINDS = ("on_success", "on_failure", "on_finish")
+
+
+def find(batch_id: int, engine: sa.Engine | None = None) -> Batch | None:
+    """A fresh read of batch ``batch_id`` (None if there is none, or its block hasn't
+    committed), on ``engine`` or the current app's queue database."""
+    engine = engine if engine is not None else get_state().engine
+    with db.read(engine) as connection:
+        row = connection.execute(
+            sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.enqueued_at.is_not(None))
+        ).one_or_none()
+    return None if row is None else Batch.of(row)

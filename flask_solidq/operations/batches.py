@@ -1,0 +1,276 @@
+"""Batches: open one, close it as its block commits, count its jobs' outcomes, finish it once.
+
+Why the counting happens where it does: the callbacks of a batch must run exactly once, even
+when its last jobs finish at the same moment in different processes. Every transaction that
+moves a batch's jobs out of pending (a finisher storing outcomes, a worker's death failing
+its claims, a discard, a hand retry putting a failed job back) changes the batch's counters
+in that same transaction, under the batch row's lock (taken last, in ascending id order, so
+two such transactions never wait on each other's rows the other way round). The transaction
+that takes ``pending_jobs`` to 0 sets ``finished_at`` and stores the callbacks' jobs in its
+own commit: any other one waits for the lock and then sees the batch finished. There is no
+moment between "finished" and "callbacks stored" for a crash to fall into (Solid Queue's
+batches finish after the commit, and need a maintenance pass for that gap).
+
+Batches are an operation, not a control (:mod:`flask_solidq.controls`): a control's hooks run
+per job definition and after the outcome's commit, and a batch needs its counts inside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import current
+from flask_solidq import db
+from flask_solidq import signals
+from flask_solidq.definitions import arguments
+from flask_solidq.definitions import registry
+from flask_solidq.definitions.batches import CALLBACK_KINDS
+from flask_solidq.definitions.batches import Batch
+from flask_solidq.definitions.job import Job
+from flask_solidq.models.tables import BATCHES
+from flask_solidq.models.tables import JOBS
+
+logger = logging.getLogger("flask_solidq")
+
+#: A callback: a job definition (called with the batch alone) or an unenqueued job (called
+#: with the batch, then its own arguments).
+Callback = type[Job] | Job | None
+
+
+def prepare_callbacks(callbacks: t.Mapping[str, Callback]) -> dict[str, str | None]:
+    """Each callback as stored in its ``solidq_batches`` column: checked and serialized now,
+    so a callback a worker couldn't run fails the ``solidq.batch()`` block, not the finish.
+
+    :raises TypeError: a callback isn't a job definition or job, or can't take the batch as
+        its first argument (with its own arguments after it).
+    :raises flask_solidq.SerializationError: a callback's argument can't be stored.
+    """
+    stored: dict[str, str | None] = {}
+    for kind, callback in callbacks.items():
+        if callback is None:
+            stored[kind] = None
+            continue
+        if isinstance(callback, type) and issubclass(callback, Job):
+            job = callback.new()
+        elif isinstance(callback, Job):
+            job = callback
+        else:
+            raise TypeError(
+                f"solidq.batch({kind}=...) takes a job definition or an unenqueued job"
+                f" (SomeJob.new(...)), not {callback!r}."
+            )
+        definition = type(job)
+        definition._check_arguments((_PLACEHOLDER, *job.arguments), job.kwargs)
+        stored[kind] = json.dumps(
+            {
+                "class_name": definition.job_name,
+                "queue_name": job.queue_name,
+                "priority": job.priority,
+                "payload": job.payload(),
+            }
+        )
+    return stored
+
+
+def open_batch(
+    connection: sa.Connection,
+    callbacks: dict[str, str | None],
+    metadata: t.Mapping[str, t.Any],
+    now: dt.datetime,
+) -> int:
+    """Insert a batch's row, not yet enqueued; return its id. In the block's transaction.
+
+    :raises flask_solidq.SerializationError: the metadata can't be stored as JSON.
+    """
+    row = {
+        "metadata": arguments.dumps(dict(metadata)) if metadata else None,
+        **callbacks,
+        "total_jobs": 0,
+        "pending_jobs": 0,
+        "completed_jobs": 0,
+        "failed_jobs": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    return db.insert_returning_id(connection, BATCHES.insert(), row)
+
+
+def close_batch(
+    engine: sa.Engine, connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime
+) -> None:
+    """End the block that opened ``batch``: record the jobs it stored and when, and finish it
+    at once when it stored none (its callbacks are stored in the block's own transaction)."""
+    connection.execute(
+        BATCHES.update()
+        .where(BATCHES.c.id == batch.id)
+        .values(
+            total_jobs=batch.stored,
+            pending_jobs=batch.stored,
+            enqueued_at=now,
+            updated_at=now,
+        )
+    )
+    if batch.stored == 0:
+        account(engine, connection, {batch.id: Tally()}, now)
+
+
+@dataclasses.dataclass
+class Tally:
+    """What one transaction changes of one batch's counts."""
+
+    #: Jobs that finished or were discarded.
+    completed: int = 0
+    #: Jobs that failed for good.
+    failed: int = 0
+    #: Failed jobs retried by hand: pending again.
+    reopened: int = 0
+
+
+def tally_by_batch(pairs: t.Iterable[tuple[int | None, str]]) -> dict[int, Tally]:
+    """Sum ``(batch_id, "completed" | "failed" | "reopened")`` pairs by batch; jobs in no
+    batch are left out."""
+    tallies: dict[int, Tally] = {}
+    for batch_id, what in pairs:
+        if batch_id is None:
+            continue
+        tally = tallies.setdefault(batch_id, Tally())
+        setattr(tally, what, getattr(tally, what) + 1)
+    return tallies
+
+
+def account(
+    engine: sa.Engine,
+    connection: sa.Connection,
+    tallies: dict[int, Tally],
+    now: dt.datetime,
+) -> list[Batch]:
+    """Apply ``tallies`` to their batches, under the batches' locks, in the caller's
+    transaction (the one that moved the jobs, which the callbacks' enqueues join); finish
+    each batch left with nothing pending and store its
+    callbacks there. Return the batches finished. Their ``batch_finish`` signal is sent
+    after the commit.
+
+    A batch already finished is left alone: a job of it retried after the finish runs on its
+    own. So is a batch whose row was cleared.
+    """
+    if not tallies:
+        return []
+    rows = connection.execute(
+        db.for_update(
+            sa.select(BATCHES).where(BATCHES.c.id.in_(sorted(tallies))).order_by(BATCHES.c.id),
+            skip_locked=False,
+        )
+    ).all()
+    finished: list[Batch] = []
+    for row in rows:
+        if row.finished_at is not None or row.enqueued_at is None:
+            continue
+        tally = tallies[row.id]
+        values = _counts_after(row, tally)
+        if values["pending_jobs"] == 0:
+            values["finished_at"] = now
+            values["failed_at"] = now if values["failed_jobs"] else None
+        connection.execute(
+            BATCHES.update().where(BATCHES.c.id == row.id).values(**values, updated_at=now)
+        )
+        if values["pending_jobs"] == 0:
+            batch = Batch.of(_Row({**row._asdict(), **values, "updated_at": now}))
+            with db.joining_connection(engine, connection):
+                _store_callbacks(engine, row, batch)
+            finished.append(batch)
+    if finished:
+        db.after_commit_on(connection, lambda: announce_finished(finished))
+    return finished
+
+
+def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
+    """A batch's counters once ``tally`` is applied to its ``row``. A count that would go
+    below zero (rows changed by hand) stops at zero, with a WARNING."""
+    pending = row.pending_jobs - tally.completed - tally.failed + tally.reopened
+    failed = row.failed_jobs + tally.failed - tally.reopened
+    if pending < 0 or failed < 0:
+        logger.warning(
+            "SolidQ batch %s counted more finished jobs than it had pending; its counters were"
+            " changed outside flask-solidq",
+            row.id,
+        )
+    return {
+        "pending_jobs": max(pending, 0),
+        "completed_jobs": row.completed_jobs + tally.completed,
+        "failed_jobs": max(failed, 0),
+    }
+
+
+class _Row:
+    """A batch row's columns as attributes, as :meth:`Batch.of` reads them."""
+
+    def __init__(self, values: dict[str, t.Any]) -> None:
+        self.__dict__.update(values)
+
+
+def _store_callbacks(engine: sa.Engine, row: t.Any, batch: Batch) -> None:
+    """Enqueue the callbacks a finished ``batch`` runs, on ``connection``: outside the batch
+    (a callback is not part of it, and a coalesced one uses its key outside a batch).
+
+    A callback that can't be built any more (its definition was removed since the batch
+    opened, or its key callable raises) is logged at ERROR and skipped: rolling the
+    finishing transaction back would undo the outcomes it stores, and retry forever."""
+    # Imported here: an enqueue may discard a job of another batch (a concurrency limit), and
+    # count it there (dispatch.make_ready), which may finish that batch: the recursion is
+    # real, so the import would be a circle (see pyproject.toml's [tool.importlinter]).
+    from flask_solidq.operations import enqueue as enqueue_operation
+
+    kinds = ["on_finish", "on_failure" if batch.failed_jobs else "on_success"]
+    with current.enqueuing_into(None):
+        for kind in sorted(kinds, key=CALLBACK_KINDS.index):
+            stored = getattr(row, kind)
+            if stored is None:
+                continue
+            try:
+                job = _callback_job(json.loads(stored), batch)
+            except Exception:
+                logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, row.id)
+                continue
+            enqueue_operation.enqueue(engine, job)  # joins the finishing transaction
+
+
+def _callback_job(stored: dict[str, t.Any], batch: Batch) -> Job:
+    """The job a stored callback runs: its definition, with the batch put first."""
+    payload = stored["payload"]
+    definition = registry.lookup(stored["class_name"], payload.get("job"))
+    job = definition.new()
+    job.load_payload(payload)
+    job.arguments = (batch, *job.arguments)
+    job.queue_name = stored["queue_name"]
+    job.priority = stored["priority"]
+    return job
+
+
+def announce_finished(batches: t.Iterable[Batch]) -> None:
+    """Send ``batch_finish`` for each batch finished (once its callbacks are committed)."""
+    for batch in batches:
+        signals.send_safely(signals.batch_finish, None, batch=batch, status=batch.status)
+
+
+def tallies_of_jobs(
+    connection: sa.Connection, job_ids: t.Sequence[int], what: str
+) -> dict[int, Tally]:
+    """The tally of ``job_ids`` moving as ``what`` (``"completed"``, ``"failed"`` or
+    ``"reopened"``), by their batches: for the paths that don't have their jobs' batch ids
+    (discards, hand retries, a dead worker's claims). One indexed read."""
+    if not job_ids:
+        return {}
+    batch_ids = connection.scalars(
+        sa.select(JOBS.c.batch_id).where(JOBS.c.id.in_(job_ids), JOBS.c.batch_id.is_not(None))
+    ).all()
+    return tally_by_batch((batch_id, what) for batch_id in batch_ids)
+
+
+#: Stands for the batch when a callback's arguments are checked before the batch exists.
+_PLACEHOLDER = object()

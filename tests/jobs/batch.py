@@ -1,0 +1,84 @@
+"""Jobs for the batch tests (:mod:`tests.operations.test_batches`), performed in this process.
+Each notes what it ran in :data:`PERFORMED`; a callback notes the batch it was given.
+
+Every name starts with ``batch_test.`` (job names are process-wide).
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from flask_solidq import coalesce
+from flask_solidq import discard_on
+from flask_solidq import retry_on
+from tests.support import solidq
+
+#: (job name, what it ran) of every job performed in this process.
+PERFORMED: list[tuple[str, t.Any]] = []
+
+
+class Boom(Exception):
+    """Raised on purpose."""
+
+
+class Dropped(Exception):
+    """Raised on purpose; the job is discarded."""
+
+
+@solidq.job(name="batch_test.work")
+def work(value: object) -> None:
+    PERFORMED.append(("batch_test.work", value))
+
+
+@solidq.job(name="batch_test.fail")
+def fail(value: object) -> None:
+    PERFORMED.append(("batch_test.fail", value))
+    raise Boom(f"failing {value}")
+
+
+@solidq.job(name="batch_test.retried")
+@retry_on(Boom, wait=0, attempts=2, jitter=0)
+def retried(value: object) -> None:
+    PERFORMED.append(("batch_test.retried", value))
+    raise Boom(f"failing {value}")
+
+
+@solidq.job(name="batch_test.dropped")
+@discard_on(Dropped)
+def dropped(value: object) -> None:
+    PERFORMED.append(("batch_test.dropped", value))
+    raise Dropped(str(value))
+
+
+@solidq.job(name="batch_test.callback")
+def callback(batch: t.Any, label: object = None) -> None:
+    PERFORMED.append(
+        (
+            "batch_test.callback",
+            (
+                label,
+                batch.id,
+                batch.status.value,
+                batch.total_jobs,
+                batch.completed_jobs,
+                batch.failed_jobs,
+                batch.pending_jobs,
+            ),
+        )
+    )
+
+
+@solidq.job(name="batch_test.reindex")
+@coalesce(key=lambda product_id: product_id)
+def reindex(product_id: object) -> None:
+    PERFORMED.append(("batch_test.reindex", product_id))
+
+
+@solidq.job(name="batch_test.collect")
+@coalesce(key="all", on_conflict="collect", max_calls=2)
+def collect(calls: list[t.Any]) -> None:
+    PERFORMED.append(("batch_test.collect", [call.arguments for call in calls]))
+
+
+def takes_no_batch() -> None:
+    """A function that isn't a job."""

@@ -1,0 +1,302 @@
+"""Batches (seed 003's Solid Queue batches), in this process on every backend: the block's
+jobs belong to the batch, its counters follow their outcomes, and its callbacks are stored
+once, in the transaction that finishes it. Several processes finishing one batch at once are
+tests/processes/test_batch_processes.py's."""
+
+from __future__ import annotations
+
+import typing as t
+
+import pytest
+import sqlalchemy as sa
+
+from flask_solidq import models
+from flask_solidq import signals
+from flask_solidq.operations import finalize
+from flask_solidq.operations import release
+from tests import support
+from tests.controls.test_concurrency_controls import PROCESS_ID
+from tests.controls.test_concurrency_controls import claim
+from tests.controls.test_concurrency_controls import perform
+from tests.jobs import batch as batch_jobs
+from tests.support import solidq
+
+JOBS = models.JobRecord.__table__
+BATCHES = models.BatchRecord.__table__
+KEYS = models.CoalesceKey.__table__
+
+
+@pytest.fixture(autouse=True)
+def performed() -> t.Iterator[list[tuple[str, t.Any]]]:
+    batch_jobs.PERFORMED.clear()
+    yield batch_jobs.PERFORMED
+    batch_jobs.PERFORMED.clear()
+
+
+@pytest.fixture
+def finished_batches() -> t.Iterator[list[tuple[t.Any, str]]]:
+    heard: list[tuple[t.Any, str]] = []
+
+    def receiver(sender: t.Any, batch: t.Any, status: t.Any) -> None:
+        heard.append((batch, status.value))
+
+    signals.batch_finish.connect(receiver)
+    yield heard
+    signals.batch_finish.disconnect(receiver)
+
+
+def run_all(app, engine, *, preserve_finished: bool = False) -> None:
+    """Claim, perform and store every ready job, a few at a time."""
+    while claimed := claim(engine, 3):
+        finalize.finalize_all(
+            engine, PROCESS_ID, perform(app, claimed), preserve_finished=preserve_finished
+        )
+
+
+def callbacks_run(performed) -> list[tuple[t.Any, ...]]:
+    return [ran for name, ran in performed if name == "batch_test.callback"]
+
+
+def batch_of_jobs(engine) -> dict[int, int | None]:
+    with engine.connect() as connection:
+        return dict(connection.execute(sa.select(JOBS.c.id, JOBS.c.batch_id)).all())
+
+
+@pytest.mark.parametrize("preserve_finished", [False, True])
+def test_the_blocks_jobs_belong_to_the_batch_and_on_success_and_on_finish_run_once_when_done(
+    app, engine, performed, finished_batches, preserve_finished
+):
+    with app.app_context():
+        with solidq.batch(
+            on_success=batch_jobs.callback.new("success"),
+            on_failure=batch_jobs.callback.new("failure"),
+            on_finish=batch_jobs.callback.new("finish"),
+            label="catalog",
+        ) as batch:
+            single = batch_jobs.work.perform_later(1)
+            solidq.perform_all_later([batch_jobs.work.new(2), batch_jobs.work.new(3)])
+        outside = batch_jobs.work.perform_later(4)
+        opened = solidq.batches.find(batch.id)
+    assert batch_of_jobs(engine)[single.provider_job_id] == batch.id
+    assert sorted(batch_of_jobs(engine).values(), key=str) == [batch.id] * 3 + [None]
+    assert batch_of_jobs(engine)[outside.provider_job_id] is None
+    assert (opened.total_jobs, opened.pending_jobs, opened.completed_jobs) == (3, 3, 0)
+    assert opened.status.value == "pending" and opened.enqueued_at is not None
+    assert opened.metadata == {"label": "catalog"}
+    assert opened.callbacks == {
+        "on_success": "batch_test.callback",
+        "on_failure": "batch_test.callback",
+        "on_finish": "batch_test.callback",
+    }
+
+    run_all(app, engine, preserve_finished=preserve_finished)
+
+    assert sorted(callbacks_run(performed)) == [
+        ("finish", batch.id, "completed", 3, 3, 0, 0),
+        ("success", batch.id, "completed", 3, 3, 0, 0),
+    ]
+    with app.app_context():
+        done = solidq.batches.find(batch.id)
+    assert done.status.value == "completed"
+    assert (done.total_jobs, done.completed_jobs, done.failed_jobs, done.pending_jobs) == (
+        3,
+        3,
+        0,
+        0,
+    )
+    assert done.finished_at is not None and done.failed_at is None
+    assert [(heard.id, status) for heard, status in finished_batches] == [(batch.id, "completed")]
+
+
+def test_a_job_that_fails_for_good_runs_on_failure_and_a_discarded_one_counts_as_done(
+    app, engine, performed
+):
+    with app.app_context():
+        with solidq.batch(
+            on_success=batch_jobs.callback.new("success"),
+            on_failure=batch_jobs.callback.new("failure"),
+            on_finish=batch_jobs.callback.new("finish"),
+        ) as batch:
+            batch_jobs.work.perform_later(1)
+            batch_jobs.fail.perform_later(2)
+            batch_jobs.dropped.perform_later(3)
+            batch_jobs.retried.perform_later(4)  # fails twice: its first failure is a retry
+
+    run_all(app, engine)
+
+    assert sorted(callbacks_run(performed)) == [
+        ("failure", batch.id, "failed", 4, 2, 2, 0),
+        ("finish", batch.id, "failed", 4, 2, 2, 0),
+    ]
+    assert [ran for name, ran in performed if name == "batch_test.retried"] == [4, 4]
+    with app.app_context():
+        done = solidq.batches.find(batch.id)
+    assert done.failed_at == done.finished_at and done.finished_at is not None
+
+
+def test_the_callbacks_are_not_part_of_the_batch_and_run_once_with_a_definition_as_callback(
+    app, engine, performed
+):
+    with app.app_context():
+        with solidq.batch(on_finish=batch_jobs.callback) as batch:
+            batch_jobs.work.perform_later(1)
+    run_all(app, engine)
+    assert callbacks_run(performed) == [(None, batch.id, "completed", 1, 1, 0, 0)]
+    assert batch_of_jobs(engine) == {}  # finished jobs are deleted; so is the callback
+
+
+def test_an_empty_batch_finishes_as_its_block_commits(app, engine, performed, finished_batches):
+    with app.app_context():
+        with solidq.batch(on_success=batch_jobs.callback.new("empty")) as batch:
+            assert finished_batches == []
+        found = solidq.batches.find(batch.id)
+    assert found.status.value == "completed" and found.total_jobs == 0
+    assert [heard.id for heard, _status in finished_batches] == [batch.id]
+    run_all(app, engine)
+    assert callbacks_run(performed) == [("empty", batch.id, "completed", 0, 0, 0, 0)]
+
+
+def test_an_exception_in_the_block_rolls_back_the_batch_and_its_jobs(app, engine):
+    with app.app_context(), pytest.raises(RuntimeError, match="changed my mind"):
+        with solidq.batch(on_finish=batch_jobs.callback):
+            batch_jobs.work.perform_later(1)
+            solidq.perform_all_later([batch_jobs.work.new(2)])
+            raise RuntimeError("changed my mind")
+    assert support.count(engine, BATCHES) == 0
+    assert support.count(engine, JOBS) == 0
+
+
+def test_a_callback_is_checked_before_anything_is_written(app, engine):
+    with app.app_context():
+        with pytest.raises(TypeError, match="takes a job definition or an unenqueued job"):
+            with solidq.batch(on_success=batch_jobs.takes_no_batch):
+                pass
+        with pytest.raises(TypeError, match="batch_test.work"):
+            with solidq.batch(on_finish=batch_jobs.work.new(1)):  # no room for the batch
+                pass
+    assert support.count(engine, BATCHES) == 0
+
+
+def test_batches_do_not_nest(app, engine):
+    with app.app_context(), solidq.batch() as outer:
+        with pytest.raises(RuntimeError, match=f"inside the block of batch {outer.id}"):
+            with solidq.batch():
+                pass
+
+
+def test_coalesce_keys_inside_a_batch_are_scoped_to_it_and_count_jobs_not_calls(
+    app, engine, performed
+):
+    with app.app_context():
+        with solidq.batch() as batch:
+            first = batch_jobs.reindex.perform_later(42)
+            batch_jobs.reindex.perform_later(42)
+            batch_jobs.collect.perform_later("a")
+            batch_jobs.collect.perform_later("b")
+            batch_jobs.collect.perform_later("c")  # the first collecting job is full
+        outside = batch_jobs.reindex.perform_later(42)
+        with engine.connect() as connection:
+            keys = set(connection.scalars(sa.select(KEYS.c.key)))
+        found = solidq.batches.find(batch.id)
+    assert outside.provider_job_id != first.provider_job_id
+    assert f"Batch/{batch.id}/batch_test.reindex/42" in keys
+    assert "batch_test.reindex/42" in keys
+    assert found.total_jobs == 3  # one reindex, two collecting jobs
+
+    run_all(app, engine)
+    with app.app_context():
+        assert solidq.batches.find(batch.id).completed_jobs == 3
+    assert sorted(ran for name, ran in performed if name == "batch_test.collect") == [
+        [("a",), ("b",)],
+        [("c",)],
+    ]
+
+
+def test_a_coalesce_key_too_long_with_its_batch_prefix_is_refused(app, engine):
+    with app.app_context(), solidq.batch() as batch:
+        long_id = "x" * (255 - len("batch_test.reindex/"))
+        with pytest.raises(ValueError, match=f"prefix Batch/{batch.id}/"):
+            batch_jobs.reindex.perform_later(long_id)
+
+
+def batch_counts(app, batch_id) -> tuple[str, int, int, int, int]:
+    with app.app_context():
+        found = solidq.batches.find(batch_id)
+    return (
+        found.status.value,
+        found.total_jobs,
+        found.completed_jobs,
+        found.failed_jobs,
+        found.pending_jobs,
+    )
+
+
+def test_discarding_a_waiting_job_counts_it_done_and_finishes_the_batch_at_once(
+    app, engine, performed
+):
+    with app.app_context():
+        with solidq.batch(on_success=batch_jobs.callback.new("success")) as batch:
+            batch_jobs.work.perform_later(1)
+            later = batch_jobs.work.set(wait=3600).perform_later(2)
+    run_all(app, engine)
+    assert batch_counts(app, batch.id) == ("pending", 2, 1, 0, 1)
+
+    with app.app_context():
+        assert solidq.discard(later.provider_job_id) == 1
+    assert batch_counts(app, batch.id) == ("completed", 2, 2, 0, 0)
+    run_all(app, engine)
+    assert callbacks_run(performed) == [("success", batch.id, "completed", 2, 2, 0, 0)]
+
+
+def test_a_failed_job_retried_while_its_batch_is_open_is_pending_again(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(
+            on_failure=batch_jobs.callback.new("failure"), on_finish=batch_jobs.callback.new("end")
+        ) as batch:
+            failing = batch_jobs.fail.perform_later(1)
+            later = batch_jobs.work.set(wait=3600).perform_later(2)
+    run_all(app, engine)
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 1, 1)
+
+    with app.app_context():
+        assert solidq.retry(failing.provider_job_id) == 1
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 0, 2)
+    run_all(app, engine)  # it fails again
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 1, 1)
+    with app.app_context():
+        solidq.discard(later.provider_job_id)
+    assert batch_counts(app, batch.id) == ("failed", 2, 1, 1, 0)
+    run_all(app, engine)
+    assert sorted(callbacks_run(performed)) == [
+        ("end", batch.id, "failed", 2, 1, 1, 0),
+        ("failure", batch.id, "failed", 2, 1, 1, 0),
+    ]
+    # Discarding the failed job after the finish changes nothing of the batch.
+    with app.app_context():
+        solidq.discard(failing.provider_job_id)
+    assert batch_counts(app, batch.id) == ("failed", 2, 1, 1, 0)
+
+
+def test_a_failed_job_retried_after_its_batch_finished_runs_on_its_own(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(on_finish=batch_jobs.callback.new("end")) as batch:
+            failing = batch_jobs.fail.perform_later(1)
+    run_all(app, engine)
+    assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
+    with app.app_context():
+        assert solidq.retry(failing.provider_job_id) == 1
+    run_all(app, engine)
+    assert [ran for name, ran in performed if name == "batch_test.fail"] == [1, 1]
+    assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
+    assert len(callbacks_run(performed)) == 1
+
+
+def test_a_job_whose_worker_died_fails_in_its_batch(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(on_failure=batch_jobs.callback.new("failure")) as batch:
+            batch_jobs.work.perform_later(1)
+    assert len(claim(engine, 5)) == 1
+    release.fail_all(engine, [PROCESS_ID], '{"exception_class": "ProcessPrunedError"}')
+    assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
+    run_all(app, engine)
+    assert callbacks_run(performed) == [("failure", batch.id, "failed", 1, 0, 1, 0)]
