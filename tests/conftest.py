@@ -37,6 +37,7 @@ THROUGH_PGBOUNCER = {
     "test_concurrency_processes",
     "test_coalesce_processes",
     "test_shutdown",
+    "test_batch_processes",
 }
 
 

@@ -82,3 +82,14 @@ def collect(calls: list[t.Any]) -> None:
 
 def takes_no_batch() -> None:
     """A function that isn't a job."""
+
+
+@solidq.job(name="batch_test.recorded_callback")
+def recorded_callback(batch: t.Any, kind: str) -> None:
+    """A callback run by a worker process: a row in ``solidq_test_runs`` per run."""
+    from tests.jobs import worker
+
+    counts = [batch.total_jobs, batch.completed_jobs, batch.failed_jobs, batch.pending_jobs]
+    worker.record_run(
+        "batch_test.recorded_callback", f"{batch.id}:{kind}", data=[batch.status.value, *counts]
+    )

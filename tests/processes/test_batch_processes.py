@@ -1,0 +1,74 @@
+"""Batches finished by real worker processes: their last jobs finish at the same moment in
+different processes, and each callback still runs exactly once (issue 21's bar: 4 processes,
+1,000-job batches, 20 runs, on every backend)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests import support
+from tests.jobs import batch as batch_jobs
+from tests.support import runtime as runtime_support
+from tests.support import solidq
+from tests.support.runtime import CLAIMED
+from tests.support.runtime import READY
+from tests.support.runtime import SCHEDULED
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+shared_worker = runtime_support.shared_worker_fixture("--processes", "4", "--threads", "3")
+shared_queue = runtime_support.shared_queue
+
+#: Batches per backend (SOLIDQ_BATCH_RUNS to try more), each of JOBS_PER_BATCH jobs; every
+#: other one has FAILING jobs that fail for good.
+RUNS = int(os.environ.get("SOLIDQ_BATCH_RUNS", "20"))
+JOBS_PER_BATCH = 1000
+FAILING = 2
+
+
+def settled(engine) -> bool:
+    return not any(support.count(engine, table) for table in (READY, SCHEDULED, CLAIMED))
+
+
+def test_every_callback_of_batches_finished_by_four_processes_at_once_runs_exactly_once(
+    shared_queue,
+):
+    app, engine = shared_queue.app, shared_queue.engine
+    expected: dict[str, list[object]] = {}
+    with app.app_context():
+        for run in range(RUNS):
+            failing = FAILING if run % 2 else 0
+            with solidq.batch(
+                on_success=batch_jobs.recorded_callback.new("success"),
+                on_failure=batch_jobs.recorded_callback.new("failure"),
+                on_finish=batch_jobs.recorded_callback.new("finish"),
+                run=run,
+            ) as batch:
+                solidq.perform_all_later(
+                    [batch_jobs.work.new(n) for n in range(JOBS_PER_BATCH - failing)]
+                    + [batch_jobs.fail.new(n) for n in range(failing)]
+                )
+            status = "failed" if failing else "completed"
+            counts = [status, JOBS_PER_BATCH, JOBS_PER_BATCH - failing, failing, 0]
+            expected[f"{batch.id}:finish"] = counts
+            expected[f"{batch.id}:{'failure' if failing else 'success'}"] = counts
+
+    def callbacks() -> list[str]:
+        return [run.value for run in runtime_support.runs(engine, "batch_test.recorded_callback")]
+
+    # A second run of a callback would be stored in the transaction that finished its batch,
+    # as the first is: once the queue is empty, every callback stored has run.
+    support.wait_until(lambda: len(callbacks()) >= len(expected) and settled(engine), timeout=180)
+
+    runs = runtime_support.runs(engine, "batch_test.recorded_callback")
+    assert sorted(run.value for run in runs) == sorted(expected)  # each exactly once
+    assert {run.value: json.loads(run.data) for run in runs} == expected
+    with app.app_context():
+        for key in expected:
+            found = solidq.batches.find(int(key.split(":")[0]))
+            assert found.finished_at is not None
+            assert found.completed_jobs + found.failed_jobs == found.total_jobs == JOBS_PER_BATCH
+    assert len(runtime_support.failures(engine)) == FAILING * (RUNS // 2)
