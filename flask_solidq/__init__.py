@@ -13,6 +13,7 @@ from flask_solidq.definitions.calls import Call as Call
 from flask_solidq.definitions.failures import discard_on as discard_on
 from flask_solidq.definitions.failures import retry_on as retry_on
 from flask_solidq.definitions.job import Job as Job
+from flask_solidq.errors import BatchAlreadyFinished as BatchAlreadyFinished
 from flask_solidq.errors import CollectedJobMismatch as CollectedJobMismatch
 from flask_solidq.errors import DeserializationError as DeserializationError
 from flask_solidq.errors import EnqueueError as EnqueueError

@@ -18,6 +18,7 @@ from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.operations import batches
+from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -30,20 +31,7 @@ def batch(
     **metadata: t.Any,
 ) -> t.Iterator[current.OpenBatch]:
     """Open a batch; see :meth:`flask_solidq.SolidQ.batch`."""
-    state = get_state()
-    if state.adapter is not Adapter.SOLIDQ:
-        raise RuntimeError(
-            f"solidq.batch() stores its jobs and runs its callbacks through the database queue;"
-            f" SOLIDQ_ADAPTER is {state.adapter.value!r}. Use the 'solidq' adapter (the default),"
-            " or enqueue without a batch where the test adapter is on."
-        )
-    outer = current.open_batch()
-    if outer is not None:
-        raise RuntimeError(
-            f"solidq.batch() inside the block of batch {outer.id}: batches don't nest. Enqueue"
-            " into the open batch, or open the second one after this block."
-        )
-    state.check_tables()
+    state = _state_for("solidq.batch()")
     callbacks = batches.prepare_callbacks(
         {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
     )
@@ -52,6 +40,49 @@ def batch(
         with current.enqueuing_into(opened):
             yield opened
         batches.close_batch(state.engine, connection, opened, utcnow())
+
+
+@contextlib.contextmanager
+def adding_to(batch_id: int) -> t.Iterator[current.OpenBatch]:
+    """A block whose enqueues add to batch ``batch_id`` (``with current_job.batch.enqueue():``
+    or ``solidq.batches.find(id).enqueue()``): one transaction, as :func:`batch`'s block is.
+    As it ends, the jobs it stored are counted onto the batch if the batch is still open;
+    if it has finished, :class:`~flask_solidq.BatchAlreadyFinished` rolls the block back.
+
+    The batch's row is locked only then, not while the block runs: a slow block doesn't hold
+    up the finishers of the batch's jobs, and the last finisher and the block are ordered by
+    that one lock, whichever comes first.
+
+    :raises flask_solidq.BatchAlreadyFinished: the batch finished (or is gone) first.
+    """
+    state = _state_for("Adding to a batch")
+    with app_transaction.joining(state), db.transaction(state.engine) as connection:
+        opened = current.OpenBatch(batch_id)
+        with current.enqueuing_into(opened):
+            yield opened
+        batches.add_to_batch(connection, opened, utcnow())
+
+
+def _state_for(what: str) -> SolidQState:
+    """The current app's state, checked for a block of enqueues into a batch.
+
+    :raises RuntimeError: the app doesn't use the database queue, or a batch block is open.
+    """
+    state = get_state()
+    if state.adapter is not Adapter.SOLIDQ:
+        raise RuntimeError(
+            f"{what} stores its jobs and runs its callbacks through the database queue;"
+            f" SOLIDQ_ADAPTER is {state.adapter.value!r}. Use the 'solidq' adapter (the default),"
+            " or enqueue without a batch where the test adapter is on."
+        )
+    outer = current.open_batch()
+    if outer is not None:
+        raise RuntimeError(
+            f"{what} inside the block of batch {outer.id}: batch blocks don't nest. Enqueue"
+            " into the open block, or open the next one after it."
+        )
+    state.check_tables()
+    return state
 
 
 class Batches:

@@ -35,6 +35,13 @@ class PendingMigrations(SolidQError):
         super().__init__(message)
 
 
+class BatchAlreadyFinished(SolidQError):
+    """Jobs were enqueued into a batch that had finished (or whose row was cleared): the
+    block that tried rolled back, and none of its jobs was stored. A batch finishes when
+    nothing in it is pending; a running job of the batch keeps it open, so add to a batch from
+    its own jobs (``with current_job.batch.enqueue():``)."""
+
+
 class EnqueueError(SolidQError):
     """The job could not be stored because the database failed; the cause is chained."""
 

@@ -38,12 +38,16 @@ class SolidQState:
         lifecycle_hooks: LifecycleHooks | None = None,
         dashboard_rules: list[t.Callable[[], bool]] | None = None,
         enqueue: t.Callable[[Job], None] | None = None,
+        enqueue_into_batch: t.Callable[[int], t.ContextManager[t.Any]] | None = None,
     ) -> None:
         self.settings = settings
         #: Sends a job to the app's adapter (:func:`flask_solidq.adapters.enqueue`, which the
         #: extension hands over): a job definition reaches it here, at call time, instead of
         #: importing the adapters and, through them, the operations.
         self.enqueue = enqueue or _no_adapter
+        #: Opens a block whose enqueues add to an existing batch
+        #: (:func:`flask_solidq.batching.adding_to`), handed over the same way.
+        self.enqueue_into_batch = enqueue_into_batch or _no_batches
         self.sqlalchemy = sqlalchemy
         #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
         #: every app that object serves), which its processes run.
@@ -164,6 +168,13 @@ def _no_adapter(job: Job) -> None:
     raise RuntimeError(
         f"{type(job).job_name} can't be enqueued: this app's flask-solidq state was built"
         " without an adapter (SolidQ.init_app builds it with one)."
+    )
+
+
+def _no_batches(batch_id: int) -> t.ContextManager[t.Any]:
+    raise RuntimeError(
+        f"Batch {batch_id} can't be added to: this app's flask-solidq state was built without"
+        " batches (SolidQ.init_app builds it with them)."
     )
 
 

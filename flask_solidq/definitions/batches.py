@@ -66,6 +66,21 @@ class Batch:
     def finished(self) -> bool:
         return self.finished_at is not None
 
+    def enqueue(self) -> t.ContextManager[t.Any]:
+        """A block whose enqueues add to this batch, as one transaction::
+
+            with current_job.batch.enqueue():
+                reindex_product.perform_later(product_id)
+
+        A running job of the batch keeps it open, so from one of its jobs this always
+        succeeds. From anywhere else it races the batch finishing: when the batch finished
+        first, the block rolls back. Requires an app context.
+
+        :raises flask_solidq.BatchAlreadyFinished: the batch finished (or is gone) first;
+            nothing enqueued in the block was stored.
+        """
+        return get_state().enqueue_into_batch(self.id)
+
     @classmethod
     def of(cls, row: t.Any) -> Batch:
         """The batch a ``solidq_batches`` row holds."""

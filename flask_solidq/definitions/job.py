@@ -27,10 +27,12 @@ import uuid
 from flask_solidq import current
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
+from flask_solidq.definitions import batches
 from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
+from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.definitions.declared import DeclaredAttributes
@@ -99,6 +101,8 @@ class Job(DeclaredAttributes):
         self.job_id: str = job_id or str(uuid.uuid4())
         #: The ``solidq_jobs`` row holding the job, once stored.
         self.provider_job_id: int | None = None
+        #: The batch a worker's job belongs to (see :attr:`batch`); None otherwise.
+        self.batch_id: int | None = None
         #: Whether the last enqueue stored the job; None until one was tried.
         self.successfully_enqueued: bool | None = None
         self._coalesce_status: CoalesceStatus | None = None
@@ -356,6 +360,13 @@ class Job(DeclaredAttributes):
     def mark_coalesced(self, status: CoalesceStatus | None) -> None:
         """Record what coalescing did with this call (the enqueue's, once it committed)."""
         self._coalesce_status = status
+
+    @property
+    def batch(self) -> Batch | None:
+        """The batch this job belongs to, read fresh (None when it is in none, or outside a
+        worker): ``with current_job.batch.enqueue():`` adds jobs to it, and this job, still
+        running, keeps it open meanwhile. Requires an app context."""
+        return None if self.batch_id is None else batches.find(self.batch_id)
 
     def mark_enqueued(self, now: dt.datetime) -> None:
         """Record that the job is being enqueued at ``now``: a relative ``wait`` becomes an

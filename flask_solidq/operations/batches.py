@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from flask_solidq import current
 from flask_solidq import db
+from flask_solidq import errors
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
@@ -118,6 +119,39 @@ def close_batch(
     )
     if batch.stored == 0:
         account(engine, connection, {batch.id: Tally()}, now)
+
+
+def add_to_batch(connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime) -> None:
+    """End a block that added to ``batch``: count the jobs it stored onto the batch, if the
+    batch is still open (one conditional update, under the row's lock: the batch's last
+    finisher either came first, and the batch is finished, or waits and counts these jobs).
+
+    :raises flask_solidq.BatchAlreadyFinished: the batch had finished, or is gone; the caller's
+        transaction must roll back (the block's jobs are not stored).
+    """
+    updated = connection.execute(
+        BATCHES.update()
+        .where(
+            BATCHES.c.id == batch.id,
+            BATCHES.c.finished_at.is_(None),
+            BATCHES.c.enqueued_at.is_not(None),
+        )
+        .values(
+            total_jobs=BATCHES.c.total_jobs + batch.stored,
+            pending_jobs=BATCHES.c.pending_jobs + batch.stored,
+            updated_at=now,
+        )
+    )
+    if updated.rowcount == 0:
+        finished_at = connection.scalar(
+            sa.select(BATCHES.c.finished_at).where(BATCHES.c.id == batch.id)
+        )
+        when = f"finished at {finished_at:%Y-%m-%d %H:%M:%S} UTC" if finished_at else "is gone"
+        raise errors.BatchAlreadyFinished(
+            f"Batch {batch.id} {when}; the {batch.stored} job(s) enqueued in this block were not"
+            " stored. A batch finishes when nothing in it is pending: add to it from one of its"
+            " own running jobs (with current_job.batch.enqueue():), which keeps it open."
+        )
 
 
 @dataclasses.dataclass

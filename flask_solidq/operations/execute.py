@@ -132,6 +132,7 @@ def load(claimed: ClaimedJob) -> Job:
     except RecursionError:
         raise _too_deep() from None
     job.provider_job_id = claimed.id
+    job.batch_id = claimed.batch_id
     job.queue_name = claimed.queue_name
     job.priority = claimed.priority
     return job

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typing as t
 
 from flask_solidq import coalesce
+from flask_solidq import current_job
 from flask_solidq import discard_on
 from flask_solidq import retry_on
 from tests.support import solidq
@@ -78,6 +79,17 @@ def reindex(product_id: object) -> None:
 @coalesce(key="all", on_conflict="collect", max_calls=2)
 def collect(calls: list[t.Any]) -> None:
     PERFORMED.append(("batch_test.collect", [call.arguments for call in calls]))
+
+
+@solidq.job(name="batch_test.importer")
+def importer(supplier_id: object, product_ids: list[int]) -> None:
+    """Seed 003's importer: adds a reindex per product to its own batch while it runs."""
+    PERFORMED.append(("batch_test.importer", supplier_id))
+    batch = current_job.batch
+    assert batch is not None
+    with batch.enqueue():
+        for product_id in product_ids:
+            reindex.perform_later(product_id)
 
 
 def takes_no_batch() -> None:

@@ -10,6 +10,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import BatchAlreadyFinished
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import finalize
@@ -300,3 +301,55 @@ def test_a_job_whose_worker_died_fails_in_its_batch(app, engine, performed):
     assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
     run_all(app, engine)
     assert callbacks_run(performed) == [("failure", batch.id, "failed", 1, 0, 1, 0)]
+
+
+def test_a_running_job_adds_to_its_own_batch_which_it_keeps_open(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(on_success=batch_jobs.callback.new("published")) as batch:
+            batch_jobs.importer.perform_later(1, [1, 2])
+            batch_jobs.importer.perform_later(2, [2, 3])
+    (first, second) = claim(engine, 2)
+    finalize.finalize_all(engine, PROCESS_ID, perform(app, [first]), preserve_finished=False)
+    # The first importer is done, the second still running: its reindexes are pending.
+    assert batch_counts(app, batch.id) == ("pending", 4, 1, 0, 3)
+    finalize.finalize_all(engine, PROCESS_ID, perform(app, [second]), preserve_finished=False)
+    # Two importers shared the pending reindex of product 2 (a coalesced call joins it).
+    assert batch_counts(app, batch.id) == ("pending", 5, 2, 0, 3)
+
+    run_all(app, engine)
+
+    assert sorted(ran for name, ran in performed if name == "batch_test.reindex") == [1, 2, 3]
+    assert callbacks_run(performed) == [("published", batch.id, "completed", 5, 5, 0, 0)]
+
+
+def test_adding_to_a_finished_batch_raises_and_stores_nothing(app, engine):
+    with app.app_context():
+        with solidq.batch() as batch:
+            batch_jobs.work.perform_later(1)
+    run_all(app, engine)
+    with app.app_context():
+        found = solidq.batches.find(batch.id)
+        with pytest.raises(BatchAlreadyFinished, match=f"Batch {batch.id} finished at"):
+            with found.enqueue():
+                batch_jobs.work.perform_later(2)
+    assert support.count(engine, JOBS) == 0
+    assert batch_counts(app, batch.id) == ("completed", 1, 1, 0, 0)
+
+
+def test_an_open_batch_can_be_added_to_from_outside_its_jobs(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(on_finish=batch_jobs.callback.new("end")) as batch:
+            batch_jobs.work.set(wait=3600).perform_later(1)
+        with solidq.batches.find(batch.id).enqueue() as added:
+            assert added.id == batch.id
+            solidq.perform_all_later([batch_jobs.work.new(2), batch_jobs.work.new(3)])
+    assert batch_counts(app, batch.id) == ("pending", 3, 0, 0, 3)
+    assert sorted(batch_of_jobs(engine).values()) == [batch.id] * 3
+
+
+def test_a_job_outside_a_batch_has_none_and_its_enqueues_join_none(app, engine):
+    with app.app_context():
+        job = batch_jobs.work.perform_later(1)
+    (claimed,) = claim(engine)
+    assert claimed.batch_id is None
+    assert job.batch is None
