@@ -123,35 +123,38 @@ def close_batch(
 
 def add_to_batch(connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime) -> None:
     """End a block that added to ``batch``: count the jobs it stored onto the batch, if the
-    batch is still open (one conditional update, under the row's lock: the batch's last
-    finisher either came first, and the batch is finished, or waits and counts these jobs).
+    batch is still open (under the row's lock: the batch's last finisher either came first,
+    and the batch is finished, or waits and counts these jobs).
 
     :raises flask_solidq.BatchAlreadyFinished: the batch had finished, or is gone; the caller's
         transaction must roll back (the block's jobs are not stored).
     """
-    updated = connection.execute(
-        BATCHES.update()
-        .where(
-            BATCHES.c.id == batch.id,
-            BATCHES.c.finished_at.is_(None),
-            BATCHES.c.enqueued_at.is_not(None),
+    # The row is locked by its primary key before it is read or written, as the finishers
+    # lock it: an UPDATE whose WHERE names finished_at may lock the finished_at index entry
+    # first (MariaDB), the other way round from a finisher, and deadlock with it.
+    row = connection.execute(
+        db.for_update(
+            sa.select(BATCHES.c.finished_at, BATCHES.c.enqueued_at).where(BATCHES.c.id == batch.id),
+            skip_locked=False,
         )
-        .values(
-            total_jobs=BATCHES.c.total_jobs + batch.stored,
-            pending_jobs=BATCHES.c.pending_jobs + batch.stored,
-            updated_at=now,
-        )
-    )
-    if updated.rowcount == 0:
-        finished_at = connection.scalar(
-            sa.select(BATCHES.c.finished_at).where(BATCHES.c.id == batch.id)
-        )
+    ).one_or_none()
+    if row is None or row.finished_at is not None or row.enqueued_at is None:
+        finished_at = row.finished_at if row is not None else None
         when = f"finished at {finished_at:%Y-%m-%d %H:%M:%S} UTC" if finished_at else "is gone"
         raise errors.BatchAlreadyFinished(
             f"Batch {batch.id} {when}; the {batch.stored} job(s) enqueued in this block were not"
             " stored. A batch finishes when nothing in it is pending: add to it from one of its"
             " own running jobs (with current_job.batch.enqueue():), which keeps it open."
         )
+    connection.execute(
+        BATCHES.update()
+        .where(BATCHES.c.id == batch.id)
+        .values(
+            total_jobs=BATCHES.c.total_jobs + batch.stored,
+            pending_jobs=BATCHES.c.pending_jobs + batch.stored,
+            updated_at=now,
+        )
+    )
 
 
 @dataclasses.dataclass

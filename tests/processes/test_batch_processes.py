@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from flask_solidq import BatchAlreadyFinished
 from tests import support
 from tests.jobs import batch as batch_jobs
 from tests.support import runtime as runtime_support
@@ -72,3 +73,41 @@ def test_every_callback_of_batches_finished_by_four_processes_at_once_runs_exact
             assert found.finished_at is not None
             assert found.completed_jobs + found.failed_jobs == found.total_jobs == JOBS_PER_BATCH
     assert len(runtime_support.failures(engine)) == FAILING * (RUNS // 2)
+
+
+#: Batches the race test runs per backend, and the most adds it tries on each.
+RACES = 20
+MOST_ADDS = 200
+
+
+def test_adding_from_another_process_races_the_finish_and_either_counts_or_raises(shared_queue):
+    """Seed 003: adding to a batch from outside its jobs races the batch finishing. The test
+    process adds one job at a time while the workers finish the batch's jobs: each add is
+    either counted (its job runs, and the callback sees it in the total) or raises
+    BatchAlreadyFinished (nothing of it stored), and the callback runs once."""
+    app, engine = shared_queue.app, shared_queue.engine
+    expected: dict[str, list[object]] = {}
+    raised = 0
+    with app.app_context():
+        for _race in range(RACES):
+            with solidq.batch(on_finish=batch_jobs.recorded_callback.new("finish")) as batch:
+                batch_jobs.work.perform_later(0)
+            added = 0
+            for _ in range(MOST_ADDS):
+                try:
+                    with solidq.batches.find(batch.id).enqueue():
+                        batch_jobs.work.perform_later(added + 1)
+                except BatchAlreadyFinished:
+                    raised += 1
+                    break
+                added += 1
+            expected[f"{batch.id}:finish"] = ["completed", 1 + added, 1 + added, 0, 0]
+
+    def callbacks() -> list[str]:
+        return [run.value for run in runtime_support.runs(engine, "batch_test.recorded_callback")]
+
+    support.wait_until(lambda: len(callbacks()) >= len(expected) and settled(engine), timeout=120)
+    runs = runtime_support.runs(engine, "batch_test.recorded_callback")
+    assert {run.value: json.loads(run.data) for run in runs} == expected
+    assert len(runs) == len(expected)
+    assert raised > 0  # the race was run: some adds lost it
