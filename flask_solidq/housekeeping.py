@@ -27,7 +27,8 @@ from flask_solidq.values import MAINTENANCE_QUEUE
 
 class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
     """Delete finished jobs older than ``SOLIDQ_CLEAR_FINISHED_JOBS_AFTER``, in batches,
-    pausing between batches so replicas and other writers keep up."""
+    pausing between batches so replicas and other writers keep up; then the finished batches
+    (``solidq.batch()``) as old that have no job left."""
 
     queue_name = MAINTENANCE_QUEUE
 
@@ -37,12 +38,19 @@ class ClearFinishedJobs(Job, name="solidq.clear_finished_jobs"):
         rate_limiter.check_batches(batch_size, sleep_between_batches)
         state = get_state()
         finished_before = utcnow() - dt.timedelta(seconds=state.settings.clear_finished_jobs_after)
-        return maintenance.clear_finished_in_batches(
+        cleared = maintenance.clear_finished_in_batches(
             state.engine,
             finished_before=finished_before,
             batch_size=batch_size,
             sleep_between_batches=sleep_between_batches,
         )
+        maintenance.clear_finished_batches(
+            state.engine,
+            finished_before=finished_before,
+            batch_size=batch_size,
+            sleep_between_batches=sleep_between_batches,
+        )
+        return cleared
 
 
 class ClearIdleBudgets(Job, name="solidq.clear_idle_budgets"):

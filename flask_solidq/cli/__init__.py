@@ -171,14 +171,22 @@ def status_command(failed_limit: int) -> None:
 )
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
 def clear_finished_command(older_than: float | None, batch_size: int) -> None:
-    """Delete finished jobs older than a threshold, in batches."""
+    """Delete finished jobs older than a threshold, in batches; then the finished batches as
+    old that have no job left."""
     engine = _queue_engine()
     if older_than is None:
         older_than = get_state().settings.clear_finished_jobs_after
+    finished_before = utcnow() - dt.timedelta(seconds=older_than)
     cleared = maintenance.clear_finished_in_batches(
-        engine, finished_before=utcnow() - dt.timedelta(seconds=older_than), batch_size=batch_size
+        engine, finished_before=finished_before, batch_size=batch_size
     )
-    click.echo(f"Deleted {cleared} finished job{'' if cleared == 1 else 's'}.")
+    batches = maintenance.clear_finished_batches(
+        engine, finished_before=finished_before, batch_size=batch_size
+    )
+    message = f"Deleted {cleared} finished job{'' if cleared == 1 else 's'}"
+    if batches:
+        message += f" and {batches} finished batch{'' if batches == 1 else 'es'}"
+    click.echo(f"{message}.")
 
 
 @solidq_group.command("clear-idle-budgets")

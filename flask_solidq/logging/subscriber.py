@@ -70,6 +70,7 @@ class LogEvent(str, enum.Enum):
     RELEASE = "release"
     PRUNE = "prune"
     THREAD_ERROR = "thread_error"
+    BATCH_FINISH = "batch_finish"
     #: A supervisor was asked to stop: it says what it waits for.
     STOPPING = "stopping"
     #: A supervisor was asked to stop at once.
@@ -237,6 +238,31 @@ def _fields_receiver(event: LogEvent, level: int, title: str, keys: tuple[str, .
     return receive
 
 
+def _batch_finish_receiver(level: int) -> Receiver:
+    """The receiver of ``batch_finish``: the batch, how it ended, its counts and how long it
+    took from its enqueue."""
+
+    def receive(sender: object, **payload: t.Any) -> None:
+        logger = _logger_for(level)
+        if logger is None:
+            return
+        batch = payload["batch"]
+        took = None
+        if batch.enqueued_at is not None and batch.finished_at is not None:
+            took = round((batch.finished_at - batch.enqueued_at).total_seconds(), 3)
+        fields = {
+            "batch_id": batch.id,
+            "status": str(payload["status"].value),
+            "total_jobs": batch.total_jobs,
+            "completed_jobs": batch.completed_jobs,
+            "failed_jobs": batch.failed_jobs,
+            "duration": took,
+        }
+        log(logger, level, LogEvent.BATCH_FINISH, "Batch finished", fields)
+
+    return receive
+
+
 def _thread_error_receiver(level: int) -> Receiver:
     """The receiver of ``thread_error``: the process, where, and the error's class (the code
     that sent it logs the traceback)."""
@@ -372,4 +398,5 @@ _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
     ),
     # DEBUG: the thread that hit the error logs it, with its traceback.
     (signals.thread_error, _thread_error_receiver(logging.DEBUG)),
+    (signals.batch_finish, _batch_finish_receiver(logging.INFO)),
 )

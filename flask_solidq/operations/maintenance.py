@@ -1,4 +1,5 @@
-"""Maintenance: clearing finished jobs away, a batch at a time.
+"""Maintenance: clearing finished jobs (and then their finished batches) away, a batch of
+rows at a time.
 
 With ``SOLIDQ_PRESERVE_FINISHED_JOBS`` on, finished jobs stay in ``solidq_jobs`` (for the
 dashboard, and to look back on) until something clears them. Deleting them all in one statement
@@ -14,6 +15,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq.models.tables import BATCHES
 from flask_solidq.models.tables import JOBS
 
 if t.TYPE_CHECKING:
@@ -76,3 +78,39 @@ def _delete_batch(engine: sa.Engine, finished: sa.Select[tuple[int]]) -> tuple[i
             return 0, 0
         deleted = connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
     return int(deleted.rowcount), len(ids)
+
+
+def clear_finished_batches(
+    engine: sa.Engine,
+    *,
+    finished_before: dt.datetime,
+    batch_size: int = 500,
+    sleep_between_batches: float = 0,
+) -> int:
+    """Delete the batches that finished before ``finished_before`` and have no job left (a
+    batch whose failed jobs are kept stays while they do, so a job's page never links to a
+    batch that is gone), ``batch_size`` at a time; return how many went. Run after
+    :func:`clear_finished_in_batches`, with the same retention.
+
+    :raises ValueError: ``batch_size`` is less than 1.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be 1 or more, not {batch_size}.")
+    left = sa.select(JOBS.c.id).where(JOBS.c.batch_id == BATCHES.c.id)
+    finished = (
+        sa.select(BATCHES.c.id)
+        .where(BATCHES.c.finished_at < finished_before, ~left.exists())
+        .order_by(BATCHES.c.id)
+        .limit(batch_size)
+    )
+    cleared = 0
+    while True:
+        with db.write(engine) as connection:
+            ids = list(connection.scalars(finished))
+            if ids:
+                connection.execute(BATCHES.delete().where(BATCHES.c.id.in_(ids)))
+        cleared += len(ids)
+        if len(ids) < batch_size:
+            return cleared
+        if sleep_between_batches:
+            time.sleep(sleep_between_batches)

@@ -5,6 +5,7 @@ tests/processes/test_batch_processes.py's."""
 
 from __future__ import annotations
 
+import datetime as dt
 import typing as t
 
 import pytest
@@ -14,7 +15,9 @@ from flask_solidq import BatchAlreadyFinished
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import finalize
+from flask_solidq.operations import maintenance
 from flask_solidq.operations import release
+from flask_solidq.timing import utcnow
 from tests import support
 from tests.controls.test_concurrency_controls import PROCESS_ID
 from tests.controls.test_concurrency_controls import claim
@@ -23,6 +26,7 @@ from tests.jobs import batch as batch_jobs
 from tests.support import solidq
 
 JOBS = models.JobRecord.__table__
+HOUR = dt.timedelta(hours=1)
 BATCHES = models.BatchRecord.__table__
 KEYS = models.CoalesceKey.__table__
 
@@ -353,3 +357,29 @@ def test_a_job_outside_a_batch_has_none_and_its_enqueues_join_none(app, engine):
     (claimed,) = claim(engine)
     assert claimed.batch_id is None
     assert job.batch is None
+
+
+def test_clear_finished_removes_finished_batches_without_jobs_after_the_retention(app, engine):
+    with app.app_context():
+        with solidq.batch() as done:
+            batch_jobs.work.perform_later(1)
+        with solidq.batch() as failed:
+            batch_jobs.fail.perform_later(2)
+        with solidq.batch() as open_batch:
+            batch_jobs.work.set(wait=3600).perform_later(3)
+    run_all(app, engine)
+    assert batch_counts(app, done.id)[0] == "completed"
+    assert batch_counts(app, failed.id)[0] == "failed"
+
+    later = utcnow() + dt.timedelta(seconds=1)
+    assert maintenance.clear_finished_batches(engine, finished_before=utcnow() - HOUR) == 0
+    assert maintenance.clear_finished_batches(engine, finished_before=later, batch_size=1) == 1
+    with app.app_context():
+        assert solidq.batches.find(done.id) is None
+        # Its failed job is still kept: the batch stays while it does.
+        assert solidq.batches.find(failed.id) is not None
+        assert solidq.batches.find(open_batch.id) is not None
+        solidq.discard_all("failed")
+    assert maintenance.clear_finished_batches(engine, finished_before=later) == 1
+    with app.app_context():
+        assert solidq.batches.find(failed.id) is None

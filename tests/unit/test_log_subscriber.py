@@ -4,6 +4,7 @@ a worker performs: tests/processes/test_worker_logging.py.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import typing as t
 
@@ -12,6 +13,7 @@ import pytest
 
 from flask_solidq import CoalesceStatus
 from flask_solidq import signals
+from flask_solidq.definitions.batches import Batch
 from flask_solidq.logging import subscriber as log_subscriber
 from tests.jobs import basic as jobs
 
@@ -194,3 +196,33 @@ def test_with_debug_off_receivers_build_nothing(caplog):
     signals.release_blocked.send(None, job_id=1, concurrency_key="k", released=False)
 
     assert caplog.records == []
+
+
+def test_a_finished_batch_logs_its_status_counts_and_duration_at_info(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    batch = Batch(
+        id=7,
+        total_jobs=1000,
+        completed_jobs=998,
+        failed_jobs=2,
+        pending_jobs=0,
+        metadata={"secret": "s3cr3t"},
+        callbacks={},
+        created_at=start,
+        enqueued_at=start,
+        finished_at=start + dt.timedelta(seconds=41.25),
+        failed_at=start + dt.timedelta(seconds=41.25),
+    )
+
+    signals.batch_finish.send(None, batch=batch, status=batch.status)
+
+    assert messages(caplog) == [
+        (
+            logging.INFO,
+            'SolidQ Batch finished batch_id: 7, status: "failed", total_jobs: 1000,'
+            " completed_jobs: 998, failed_jobs: 2, duration: 41.25",
+        )
+    ]
+    assert caplog.records[0].event == "batch_finish"
+    assert "s3cr3t" not in caplog.text
