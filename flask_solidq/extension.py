@@ -12,6 +12,7 @@ from flask_solidq import adapters
 from flask_solidq import app_transaction
 from flask_solidq import batching
 from flask_solidq import cli
+from flask_solidq import current
 from flask_solidq import dashboard
 from flask_solidq import db
 from flask_solidq import models
@@ -166,7 +167,17 @@ class SolidQ:
         the app's transaction: the job is then never stored for data that rolled back, but a
         crash between the two commits loses it. Their ``provider_job_id`` is set once they are
         stored. Requires an application context.
+
+        :raises RuntimeError: inside a batch's block: after the commit the block is over, and
+            the jobs would be in no batch. Enqueue them with ``perform_later`` there.
         """
+        batch = current.open_batch()
+        if batch is not None:
+            raise RuntimeError(
+                f"perform_after_commit() inside the block of batch {batch.id}: the jobs would be"
+                " stored after the block, in no batch. Use perform_later (or"
+                " solidq.perform_all_later), which joins the block's transaction."
+            )
         jobs_list = list(jobs)
         adapters.check_arguments_all(jobs_list)  # now, in the caller, not after the commit
         state = get_state()

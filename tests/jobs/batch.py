@@ -11,6 +11,8 @@ import typing as t
 from flask_solidq import coalesce
 from flask_solidq import current_job
 from flask_solidq import discard_on
+from flask_solidq import limits_concurrency
+from flask_solidq import limits_rate
 from flask_solidq import retry_on
 from tests.support import solidq
 
@@ -90,6 +92,32 @@ def importer(supplier_id: object, product_ids: list[int]) -> None:
     with batch.enqueue():
         for product_id in product_ids:
             reindex.perform_later(product_id)
+
+
+@solidq.job(name="batch_test.spawner")
+def spawner(value: object) -> None:
+    """Enqueues without ``current_job.batch.enqueue()``: that job is in no batch."""
+    PERFORMED.append(("batch_test.spawner", value))
+    work.perform_later(value)
+
+
+@solidq.job(name="batch_test.one_at_a_time")
+@limits_concurrency(to=1, key=lambda account_id: account_id)
+def one_at_a_time(account_id: object) -> None:
+    PERFORMED.append(("batch_test.one_at_a_time", account_id))
+
+
+@solidq.job(name="batch_test.once_a_minute")
+@limits_rate(to=1, per=60, key="api")
+def once_a_minute(value: object) -> None:
+    PERFORMED.append(("batch_test.once_a_minute", value))
+
+
+@solidq.job(name="batch_test.publish")
+@coalesce(key="catalog")
+def publish(batch: t.Any) -> None:
+    """A coalesced callback: its key is the one it has outside any batch."""
+    PERFORMED.append(("batch_test.publish", batch.id))
 
 
 def takes_no_batch() -> None:

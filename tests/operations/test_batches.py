@@ -383,3 +383,75 @@ def test_clear_finished_removes_finished_batches_without_jobs_after_the_retentio
     assert maintenance.clear_finished_batches(engine, finished_before=later) == 1
     with app.app_context():
         assert solidq.batches.find(failed.id) is None
+
+
+def test_the_same_coalesce_key_in_another_batch_or_in_none_runs_separately(app, engine):
+    with app.app_context():
+        with solidq.batch() as first:
+            in_first = batch_jobs.reindex.perform_later(7)
+        with solidq.batch() as second:
+            in_second = batch_jobs.reindex.perform_later(7)
+        alone = batch_jobs.reindex.perform_later(7)
+    ids = {in_first.provider_job_id, in_second.provider_job_id, alone.provider_job_id}
+    assert len(ids) == 3
+    assert batch_of_jobs(engine) == {
+        in_first.provider_job_id: first.id,
+        in_second.provider_job_id: second.id,
+        alone.provider_job_id: None,
+    }
+
+
+def test_a_running_jobs_plain_enqueue_is_in_no_batch(app, engine, performed):
+    with app.app_context():
+        with solidq.batch() as batch:
+            batch_jobs.spawner.perform_later(1)
+    (claimed,) = claim(engine)
+    assert claimed.batch_id == batch.id
+    finalize.finalize_all(engine, PROCESS_ID, perform(app, [claimed]), preserve_finished=False)
+    assert list(batch_of_jobs(engine).values()) == [None]
+    assert batch_counts(app, batch.id) == ("completed", 1, 1, 0, 0)
+
+
+def test_a_concurrency_limit_is_not_scoped_to_a_batch(app, engine):
+    with app.app_context():
+        with solidq.batch():
+            batch_jobs.one_at_a_time.perform_later("acme")
+        with solidq.batch():
+            batch_jobs.one_at_a_time.perform_later("acme")
+    assert support.count(engine, models.BlockedExecution) == 1
+    assert len(claim(engine, 5)) == 1
+
+
+def test_a_rate_limit_is_not_scoped_to_a_batch(app, engine):
+    with app.app_context():
+        with solidq.batch():
+            batch_jobs.once_a_minute.perform_later(1)
+        with solidq.batch():
+            batch_jobs.once_a_minute.perform_later(2)
+    assert len(claim(engine, 5)) == 1  # the other waits for the budget's next slot
+    assert support.count(engine, models.ScheduledExecution) == 1
+
+
+def test_a_coalesced_callback_uses_its_key_outside_the_batch(app, engine, performed):
+    with app.app_context():
+        with solidq.batch(on_success=batch_jobs.publish) as batch:
+            batch_jobs.work.perform_later(1)
+    (claimed,) = claim(engine)
+    finalize.finalize_all(engine, PROCESS_ID, perform(app, [claimed]), preserve_finished=False)
+    with engine.connect() as connection:
+        assert list(connection.scalars(sa.select(KEYS.c.key))) == ["batch_test.publish/catalog"]
+    run_all(app, engine)
+    assert [ran for name, ran in performed if name == "batch_test.publish"] == [batch.id]
+
+
+def test_perform_after_commit_is_refused_inside_a_batch(app, engine):
+    with app.app_context(), solidq.batch() as batch:
+        with pytest.raises(RuntimeError, match=f"inside the block of batch {batch.id}"):
+            solidq.perform_after_commit(batch_jobs.work.new(1))
+
+
+def test_batches_need_the_database_queue(database_url):
+    with support.app_emptied_after(database_url, SOLIDQ_ADAPTER="test") as app:
+        with app.app_context(), pytest.raises(RuntimeError, match="SOLIDQ_ADAPTER is 'test'"):
+            with solidq.batch():
+                pass
