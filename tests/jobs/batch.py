@@ -107,6 +107,12 @@ def one_at_a_time(account_id: object) -> None:
     PERFORMED.append(("batch_test.one_at_a_time", account_id))
 
 
+@solidq.job(name="batch_test.only_one")
+@limits_concurrency(to=1, key=lambda account_id: account_id, on_conflict="discard")
+def only_one(account_id: object) -> None:
+    PERFORMED.append(("batch_test.only_one", account_id))
+
+
 @solidq.job(name="batch_test.once_a_minute")
 @limits_rate(to=1, per=60, key="api")
 def once_a_minute(value: object) -> None:

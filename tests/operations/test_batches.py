@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from flask_solidq import BatchAlreadyFinished
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import release
@@ -455,3 +456,18 @@ def test_batches_need_the_database_queue(database_url):
         with app.app_context(), pytest.raises(RuntimeError, match="SOLIDQ_ADAPTER is 'test'"):
             with solidq.batch():
                 pass
+
+
+def test_a_job_a_concurrency_limit_discards_counts_as_done_or_is_never_counted(app, engine):
+    with app.app_context():
+        with solidq.batch(on_finish=batch_jobs.callback.new("end")) as batch:
+            batch_jobs.only_one.perform_later("acme")
+            # Discarded at its own enqueue: never stored, never counted.
+            assert batch_jobs.only_one.perform_later("acme").provider_job_id is None
+            later = batch_jobs.only_one.set(wait=3600).perform_later("acme")
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 0, 2)
+    support.make_due(engine, later.provider_job_id)
+    assert dispatch.dispatch_due(engine, 10) == 1  # its slot is taken: it is discarded
+    assert batch_counts(app, batch.id) == ("pending", 2, 1, 0, 1)
+    run_all(app, engine)
+    assert batch_counts(app, batch.id) == ("completed", 2, 2, 0, 0)
