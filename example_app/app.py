@@ -108,6 +108,7 @@ def index() -> Response:
             counts=queue_counts(),
             recent=recent_jobs(),
             partner=partner_budget(),
+            imports=recent_batches(),
             htmx_script=HTMX_SCRIPT,
         )
     )
@@ -141,6 +142,18 @@ def sync_contacts():
     count = int(request.form.get("count") or 100)
     solidq.perform_all_later([jobs.sync_contact.new(n, {"plan": "pro"}) for n in range(count)])
     flash(f"Queued {count} contact syncs in one bulk enqueue.")
+    return redirect(url_for("pages.index"))
+
+
+@pages.post("/catalog/import")
+def import_catalog():
+    suppliers = int(request.form.get("suppliers") or 3)
+    with solidq.batch(on_success=jobs.publish_catalog, label="catalog import") as batch:
+        solidq.perform_all_later([jobs.import_supplier.new(n) for n in range(1, suppliers + 1)])
+    flash(
+        f"Catalog import: batch {batch.id} of {suppliers} supplier imports; each adds the"
+        " reindexes it needs, and publish_catalog runs once they are all done."
+    )
     return redirect(url_for("pages.index"))
 
 
@@ -202,3 +215,12 @@ def recent_jobs() -> list[tuple[queue.JobRecord, str]]:
         (record, state_of.get(record.id, "finished" if record.finished_at else "unknown"))
         for record in records
     ]
+
+
+def recent_batches() -> list[queue.BatchRecord]:
+    """The latest 3 catalog imports (batches), with their counters."""
+    return list(
+        db.session.scalars(
+            sa.select(queue.BatchRecord).order_by(queue.BatchRecord.id.desc()).limit(3)
+        )
+    )

@@ -1,17 +1,22 @@
 """The example's jobs, one in each form of definition, and one for each control: coalescing
-(dedupe and collect), a rate limit, a concurrency limit; one that always fails, and a recurring
-one. Each is cheap and touches nothing outside the demo's own database."""
+(dedupe and collect), a rate limit, a concurrency limit; one that always fails, a recurring
+one, and a batch of imports with a callback. Each is cheap and touches nothing outside the
+demo's own database."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
+import typing as t
+
+import sqlalchemy as sa
 
 from example_app.extensions import db
 from example_app.extensions import solidq
 from example_app.models import Product
 from flask_solidq import Call
 from flask_solidq import coalesce
+from flask_solidq import current_job
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 
@@ -91,3 +96,24 @@ def send_activity_digest(calls: list[Call]) -> None:
 @solidq.job(queue="maintenance")
 def refresh_exchange_rates() -> None:
     """Refresh the shop's currency rates: a recurring task (``SOLIDQ_RECURRING`` in app.py)."""
+
+
+@solidq.job(queue="search")
+def import_supplier(supplier_id: int) -> None:
+    """Import a supplier's catalog (the demo's suppliers share the shop's products), then add
+    a reindex of each product to this job's own batch: two suppliers that reach the same
+    pending product share one reindex (it coalesces), and the batch waits for them all."""
+    time.sleep(0.3)  # the supplier's feed
+    product_ids = db.session.scalars(sa.select(Product.id).order_by(Product.id)).all()
+    batch = current_job.batch
+    if batch is None:  # run on its own, outside a batch
+        return
+    with batch.enqueue():
+        for product_id in product_ids:
+            reindex_product.perform_later(product_id)
+
+
+@solidq.job(queue="search")
+def publish_catalog(batch: t.Any) -> None:
+    """A catalog import's callback: runs once, after every import and every reindex it added
+    are done (the batch's ``on_success``)."""

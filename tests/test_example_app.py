@@ -115,6 +115,42 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     assert "<strong>2</strong> claimed" in page
 
 
+def test_the_catalog_button_runs_a_batch_whose_imports_add_reindexes_then_publish_once(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+    for name in ("Teapot", "Kettle"):
+        client.post("/products", data={"name": name})
+    assert "No import yet." in client.get("/").get_data(as_text=True)
+
+    response = client.post("/catalog/import", data={"suppliers": "3"}, follow_redirects=True)
+    assert "Catalog import: batch 1 of 3 supplier imports" in response.get_data(as_text=True)
+
+    # A worker, as `flask solidq work` runs one: claim, perform, store, until nothing is left.
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        support.register_claimers(engine, [9002])
+        selector = claim.QueueSelector(("*",))
+        while claimed := claim.claim(engine, selector, 10, process_id=9002):
+            outcomes = [execute.perform(job) for job in claimed]
+            finalize.finalize_all(engine, 9002, outcomes, preserve_finished=True)
+        batch = solidq.batches.find(1)
+        with engine.connect() as connection:
+            jobs = models.JobRecord.__table__
+            published = connection.scalar(
+                sa.select(sa.func.count()).where(jobs.c.class_name == "publish_catalog")
+            )
+        engine.dispose()
+    # 3 imports, and one reindex per product in the batch: the first import opened them, the
+    # others joined them while they were pending.
+    assert (batch.status.value, batch.total_jobs, batch.completed_jobs) == ("completed", 5, 5)
+    assert published == 1
+    page = client.get("/").get_data(as_text=True)
+    assert "<td>published</td>" in page
+    assert "<td>5 / 5</td>" in page
+
+
 def test_the_page_polls_its_changing_regions_with_the_vendored_htmx(tmp_path):
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
     with app.app_context(), loggers_kept_enabled():
