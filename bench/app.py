@@ -13,8 +13,9 @@ Environment:
 
 Jobs (the benchmark scripts import this module, so the stored names and import paths match the
 worker's): ``bench.noop`` (from :mod:`bench.common`), ``bench.record_start`` (stores when it
-started in ``bench_starts``) and ``bench.enqueue_probe`` (enqueues a ``record_start`` from inside
-the worker and stores when that enqueue returned in ``bench_probes``). The two tables are
+started in ``bench_starts``), ``bench.enqueue_probe`` (enqueues a ``record_start`` from inside
+the worker and stores when that enqueue returned in ``bench_probes``) and ``bench.batch_done``
+(a batch's callback: stores when it started in ``bench_batch_callbacks``). The tables are
 created by the benchmark with :func:`create_tables`.
 """
 
@@ -60,8 +61,18 @@ probes = sa.Table(
 )
 
 
+#: One row per run of ``bench.batch_done``: the batch's id and ``time.time()`` when the
+#: callback started.
+batch_callbacks = sa.Table(
+    "bench_batch_callbacks",
+    metadata,
+    sa.Column("batch_id", JobId, nullable=False, index=True),
+    sa.Column("started_at", sa.Double(), nullable=False),
+)
+
+
 def create_tables(engine: sa.Engine) -> None:
-    """Create ``bench_starts`` and ``bench_probes`` (before any worker starts)."""
+    """Create the benchmarks' own tables (before any worker starts)."""
     metadata.create_all(engine)
 
 
@@ -93,6 +104,16 @@ def enqueue_probe() -> None:
                 "job_id": job.provider_job_id,
                 "enqueued_at": enqueued_at,
             },
+        )
+
+
+@common.solidq.job(name="bench.batch_done")
+def batch_done(batch: t.Any) -> None:
+    """A batch's callback: store ``time.time()`` at its start, under the batch's id."""
+    started_at = time.time()
+    with solidq_db.write(_engine()) as connection:
+        connection.execute(
+            batch_callbacks.insert(), {"batch_id": batch.id, "started_at": started_at}
         )
 
 
