@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from flask_solidq import current
 from flask_solidq import db
 from flask_solidq import errors
+from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
@@ -90,7 +91,7 @@ def open_batch(
     :raises flask_solidq.SerializationError: the metadata can't be stored as JSON.
     """
     row = {
-        "metadata": arguments.dumps(dict(metadata)) if metadata else None,
+        "metadata": _metadata_json(metadata),
         **callbacks,
         "total_jobs": 0,
         "pending_jobs": 0,
@@ -100,6 +101,23 @@ def open_batch(
         "updated_at": now,
     }
     return db.insert_returning_id(connection, BATCHES.insert(), row)
+
+
+def _metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
+    """The batch's extra keywords as JSON (plain JSON: they are read back as they are, by
+    people and dashboards, not loaded into a job).
+
+    :raises flask_solidq.SerializationError: a value isn't plain JSON.
+    """
+    if not metadata:
+        return None
+    try:
+        return arguments.dumps(dict(metadata))
+    except (TypeError, ValueError) as exc:
+        raise errors.SerializationError(
+            f"solidq.batch()'s metadata must be plain JSON (str, int, float, bool, None, lists"
+            f" and dicts of them): {exc}"
+        ) from None
 
 
 def close_batch(
@@ -222,6 +240,8 @@ def account(
                 _store_callbacks(engine, row, batch)
             finished.append(batch)
     if finished:
+        # PostgreSQL's listening workers hear of the callbacks as the commit lands.
+        db.notify(connection, postgres.READY_CHANNEL)
         db.after_commit_on(connection, lambda: announce_finished(finished))
     return finished
 

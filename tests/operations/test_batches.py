@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import BatchAlreadyFinished
+from flask_solidq import SerializationError
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import dispatch
@@ -471,3 +472,10 @@ def test_a_job_a_concurrency_limit_discards_counts_as_done_or_is_never_counted(a
     assert batch_counts(app, batch.id) == ("pending", 2, 1, 0, 1)
     run_all(app, engine)
     assert batch_counts(app, batch.id) == ("completed", 2, 2, 0, 0)
+
+
+def test_metadata_that_isnt_plain_json_is_refused_before_anything_is_written(app, engine):
+    with app.app_context(), pytest.raises(SerializationError, match="plain JSON"):
+        with solidq.batch(started=dt.datetime(2026, 1, 1)):
+            pass
+    assert support.count(engine, BATCHES) == 0
