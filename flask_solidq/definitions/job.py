@@ -31,6 +31,7 @@ from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
+from flask_solidq.definitions import steps
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.definitions.declared import DeclaredAttributes
@@ -48,14 +49,15 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job(DeclaredAttributes):
+class Job(steps.Resumable, DeclaredAttributes):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
     lower runs first). Class keywords: ``name=`` (the stored job name; the class's
     ``__qualname__`` by default) and ``abstract=True`` (a base class that isn't a job itself).
     What the control decorators declared is read back through the attributes it inherits
-    from :class:`~flask_solidq.definitions.declared.DeclaredAttributes`.
+    from :class:`~flask_solidq.definitions.declared.DeclaredAttributes`; ``step`` and
+    ``max_resumptions=`` come from :class:`~flask_solidq.definitions.steps.Resumable`.
     """
 
     #: The name stored in ``solidq_jobs.class_name``; starts every control's key.
@@ -116,6 +118,7 @@ class Job(DeclaredAttributes):
         #: How a stored coalesced job was opened ("discard", "replace", "collect"), as its
         #: payload records it; kept through retries, so a retry runs its calls again.
         self._coalesced_as: str | None = None
+        self._steps = steps.Progress()
 
     @property
     def args(self) -> tuple[t.Any, ...]:
@@ -306,7 +309,7 @@ class Job(DeclaredAttributes):
             data["executions"] = self.executions
         if self.exception_executions:
             data["exception_executions"] = self.exception_executions
-        return data
+        return data | steps.dump(self._steps)
 
     def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
         """Restore the arguments and counters of a stored payload into this job.
@@ -329,6 +332,7 @@ class Job(DeclaredAttributes):
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
+        self._steps = steps.load(data)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""
