@@ -1,7 +1,8 @@
 """Steps that resume in real `flask solidq work` processes: SIGTERM interrupts a job at its next
 checkpoint, it goes back to ready at once with its cursor (no failure, no attempt spent) and
 another worker resumes it from there; a job that checkpoints more often than the shutdown
-timeout is interrupted, never released by the timeout."""
+timeout is interrupted, never released by the timeout; a thread-mode worker its supervisor
+stops interrupts its job the same way."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import time
 
 import pytest
 
+from flask_solidq.processes import launcher as process_launcher
 from tests import support
 from tests.jobs import steps as steps_jobs
+from tests.processes.test_thread_mode import supervise
 from tests.support import runtime as runtime_support
 from tests.support.runtime import CLAIMED
 from tests.support.runtime import FAILED
@@ -92,3 +95,22 @@ def test_a_job_checkpointing_within_the_shutdown_timeout_is_interrupted_not_rele
     assert runtime_support.failures(engine) == {}
     cursor = stored_payload(engine, job_id)["steps"]["current"]
     assert cursor == ["count", len(counted(engine))]
+
+
+def test_a_supervisor_stopping_its_thread_mode_worker_interrupts_the_job(database_url, runs_table):
+    app = support.create_app(database_url, **runtime_support.FAST_CONFIG)
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+    try:
+        job_id = enqueue_count_up(app, 200, 0.05)
+        supervisor = process_launcher.supervisor(app, mode="thread")
+
+        supervise(supervisor, lambda: support.wait_until(lambda: len(counted(engine)) >= 3))
+
+        assert [row.job_id for row in support.rows(engine, READY)] == [job_id]
+        assert support.count(engine, CLAIMED) == support.count(engine, FAILED) == 0
+        cursor = stored_payload(engine, job_id)["steps"]["current"]
+        assert cursor == ["count", len(counted(engine))]
+    finally:
+        support.delete_all_rows(engine)
+        runtime_support.dispose_engines(app)
