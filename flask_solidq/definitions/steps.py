@@ -14,8 +14,11 @@ of starting over. Ported from Rails' ``ActiveJob::Continuation``::
 
 Progress lives in the job's payload (``solidq_jobs.arguments``), next to the retry counters:
 ``"steps": {"done": [...], "current": [name, cursor]}`` and ``"resumptions": n``. It is
-written whenever the payload is: when the job is interrupted, retried or fails. So it needs
-no table, and a retry (by a ``retry_on`` rule or by hand) carries it as it carries the rest.
+written whenever the payload is (when the job is interrupted, retried or fails), and, in a
+worker, as the job goes (see :mod:`flask_solidq.operations.step_saves`): when a step finishes,
+and at an ``advance`` once ``SOLIDQ_STEP_SAVE_INTERVAL`` passed since the last write. So it
+needs no table, and a retry (by a ``retry_on`` rule or by hand) carries it as it carries the
+rest.
 
 How a stopping worker reaches the job: the worker hands ``execute.perform`` a callable that
 says whether it is stopping, and :func:`watch` gives it to the job's :class:`Progress`
@@ -27,6 +30,7 @@ never interrupted, and its progress lives in memory only.
 from __future__ import annotations
 
 import enum
+import time
 import typing as t
 
 from flask_solidq.definitions import arguments
@@ -74,6 +78,10 @@ class Progress:
         self.current: tuple[str, t.Any] | None = None
         self.resumptions = 0
         self.stopping: t.Callable[[], bool] = _never
+        #: Writes the job's payload (a worker's run, with ``SOLIDQ_STEP_SAVE_INTERVAL``).
+        self.saver: t.Callable[[], object] | None = None
+        self.save_interval = 0.0
+        self.saved_at = time.monotonic()
         self.met: set[str] = set()
         self.ran_one = False
 
@@ -91,6 +99,16 @@ class Progress:
         """Raise :class:`JobInterrupted` if the worker is stopping."""
         if self.stopping():
             raise JobInterrupted(self.describe())
+
+    def save(self, *, due_only: bool = False) -> None:
+        """Write the progress now (or, with ``due_only``, if ``save_interval`` has passed
+        since the last write), when a saver is set."""
+        if self.saver is None:
+            return
+        if due_only and time.monotonic() - self.saved_at < self.save_interval:
+            return
+        self.saver()
+        self.saved_at = time.monotonic()
 
     def describe(self) -> str:
         """Where the job is, for the log: ``at step 'embed', cursor 1200``."""
@@ -127,7 +145,8 @@ class Step:
         return self._cursor
 
     def advance(self, cursor: t.Any) -> None:
-        """Set the cursor (kept with the job's progress), then checkpoint.
+        """Set the cursor (kept with the job's progress; written if ``SOLIDQ_STEP_SAVE_INTERVAL``
+        passed since the last write), then checkpoint.
 
         :raises flask_solidq.SerializationError: the cursor can't be stored; checked here, so
             the error shows where it was made, not when the job is stored.
@@ -135,6 +154,7 @@ class Step:
         dump_cursor(self.name, cursor)
         self._cursor = cursor
         self._progress.current = (self.name, cursor)
+        self._progress.save(due_only=True)
         self._progress.checkpoint()
 
     def checkpoint(self) -> None:
@@ -197,6 +217,7 @@ def run_step(
     result = function(Step(name, cursor, progress), *args)
     progress.done.append(name)
     progress.current = None
+    progress.save()
     return result
 
 
@@ -210,9 +231,20 @@ def _check_name(progress: Progress, name: object) -> None:
         )
 
 
-def watch(job: Resumable, stopping: t.Callable[[], bool] | None) -> None:
-    """Let ``job``'s steps ask ``stopping`` whether the worker is stopping."""
-    job._steps.stopping = stopping or _never
+def watch(
+    job: Resumable,
+    stopping: t.Callable[[], bool] | None,
+    saver: t.Callable[[], object] | None = None,
+    save_interval: float = 0.0,
+) -> None:
+    """Let ``job``'s steps ask ``stopping`` whether the worker is stopping, and write their
+    progress with ``saver`` when a step finishes and every ``save_interval`` seconds at most
+    as they advance."""
+    progress = job._steps
+    progress.stopping = stopping or _never
+    progress.saver = saver
+    progress.save_interval = save_interval
+    progress.saved_at = time.monotonic()
 
 
 def begin_run(job: Resumable) -> None:

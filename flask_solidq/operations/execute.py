@@ -21,6 +21,7 @@ from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import steps
 from flask_solidq.definitions.model_references import MissingRecord
+from flask_solidq.operations import step_saves
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -75,11 +76,16 @@ class Outcome(t.NamedTuple):
     arguments: str | None = None
 
 
-def perform(claimed: ClaimedJob, stopping: t.Callable[[], bool] | None = None) -> Outcome:
+def perform(
+    claimed: ClaimedJob,
+    stopping: t.Callable[[], bool] | None = None,
+    process_id: int | None = None,
+) -> Outcome:
     """Load and perform ``claimed``; return how it ended. Requires an app context.
 
     ``stopping`` says whether the worker is stopping: a job with steps then stops at its next
-    checkpoint and goes back to its queue (an ``INTERRUPTED`` outcome).
+    checkpoint and goes back to its queue (an ``INTERRUPTED`` outcome). ``process_id``, the
+    worker holding the claim, lets a job with steps save its progress as it goes.
 
     The controls' START hooks run first: a coalesced job frees its key and reads its payload
     and calls again (see :mod:`~flask_solidq.controls.coalesce_start`). A job whose
@@ -99,7 +105,8 @@ def perform(claimed: ClaimedJob, stopping: t.Callable[[], bool] | None = None) -
         return _fail(claimed, job, error)
     if not runs:  # a coalesced job whose calls' records are all gone: nothing failed
         return Outcome(claimed, OutcomeKind.FINISHED, job=job)
-    steps.watch(job, stopping)
+    interval = get_state().settings.step_save_interval or 0.0
+    steps.watch(job, stopping, step_saves.saver(claimed, job, process_id), interval)
     steps.begin_run(job)
     try:
         job.perform_now()

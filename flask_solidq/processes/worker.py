@@ -305,7 +305,7 @@ class Worker(Poller):
         started = time.monotonic()
         try:
             with self.app.app_context():
-                outcome = execute.perform(job, stopping=self._is_stopping)
+                outcome = execute.perform(job, self._is_stopping, self.process_id)
         except BaseException as error:  # SystemExit or the like from a job: keep it as failed
             outcome = execute.Outcome(
                 job, execute.OutcomeKind.FAILED, error=execute.error_json(error), exception=error

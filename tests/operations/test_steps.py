@@ -23,6 +23,7 @@ from flask_solidq.definitions import steps
 from flask_solidq.operations import execute
 from flask_solidq.operations.execute import OutcomeKind
 from tests import support
+from tests.controls.test_concurrency_controls import PROCESS_ID
 from tests.controls.test_concurrency_controls import claim
 from tests.controls.test_concurrency_controls import finish
 from tests.jobs import steps as jobs
@@ -49,12 +50,16 @@ def later(app: Flask, definition: t.Any, *args: t.Any) -> int:
 
 
 def run(
-    app: Flask, engine: sa.Engine, stopping: t.Callable[[], bool] | None = None
+    app: Flask,
+    engine: sa.Engine,
+    stopping: t.Callable[[], bool] | None = None,
+    process_id: int | None = None,
 ) -> execute.Outcome:
-    """Claim the one ready job, perform it (``stopping`` as its worker's flag), store it."""
+    """Claim the one ready job, perform it (``stopping`` as its worker's flag; as a worker's
+    with ``process_id``), store it."""
     (claimed,) = claim(engine)
     with app.app_context():
-        outcome = execute.perform(claimed, stopping=stopping)
+        outcome = execute.perform(claimed, stopping=stopping, process_id=process_id)
     assert finish(engine, [outcome]) == [outcome]
     return outcome
 
@@ -206,6 +211,73 @@ def test_a_collecting_job_interrupted_keeps_its_calls_and_runs_each_once(app, en
     assert done == [("calls", ("a",)), ("calls", ("b",)), ("calls", ("c",))]
 
 
+# Saves between interruptions (SOLIDQ_STEP_SAVE_INTERVAL).
+
+
+def watching(engine: sa.Engine, job_id: int, seen: list[t.Any]) -> t.Callable[[], bool]:
+    """A worker that never stops, noting the stored progress each time the job asks it (at
+    each advance and before each step but the first, after any save)."""
+
+    def stopping() -> bool:
+        seen.append(payload(engine, job_id).get("steps"))
+        return False
+
+    return stopping
+
+
+def test_with_a_zero_save_interval_each_advance_writes_the_progress(database_url):
+    with support.app_emptied_after(database_url, SOLIDQ_STEP_SAVE_INTERVAL=0) as app:
+        with app.app_context():
+            engine = app.extensions["solidq"].engine
+        job_id = later(app, jobs.Walk, 2)
+        seen: list[t.Any] = []
+
+        run(app, engine, stopping=watching(engine, job_id, seen), process_id=PROCESS_ID)
+
+        assert seen == [
+            {"done": ["prepare"]},  # saved as "prepare" finished; checkpoint before "walk"
+            {"done": ["prepare"], "current": ["walk", 1]},
+            {"done": ["prepare"], "current": ["walk", 2]},
+            {"done": ["prepare", "walk"]},  # checkpoint before "wrap_up"
+        ]
+        jobs.DONE.clear()
+
+
+def test_by_default_progress_is_written_as_each_step_finishes_not_at_each_advance(app, engine):
+    job_id = later(app, jobs.Walk, 2)
+    seen: list[t.Any] = []
+
+    run(app, engine, stopping=watching(engine, job_id, seen), process_id=PROCESS_ID)
+
+    # 5 s (the default) never passed between two advances: only the finished steps wrote.
+    assert seen == [{"done": ["prepare"]}] * 3 + [{"done": ["prepare", "walk"]}]
+
+
+def test_a_run_that_no_longer_holds_the_claim_never_writes_the_progress(database_url):
+    with support.app_emptied_after(database_url, SOLIDQ_STEP_SAVE_INTERVAL=0) as app:
+        with app.app_context():
+            engine = app.extensions["solidq"].engine
+        job_id = later(app, jobs.Walk, 2)
+        seen: list[t.Any] = []
+
+        # As if its claim had been released and taken by another process.
+        run(app, engine, stopping=watching(engine, job_id, seen), process_id=PROCESS_ID + 1)
+
+        assert seen == [None] * 4
+        jobs.DONE.clear()
+
+
+def test_without_a_worker_or_with_saves_off_nothing_is_written_as_the_job_goes(database_url):
+    with support.app_emptied_after(database_url, SOLIDQ_STEP_SAVE_INTERVAL=None) as app:
+        with app.app_context():
+            engine = app.extensions["solidq"].engine
+        first = later(app, jobs.Walk, 2)
+        seen: list[t.Any] = []
+        run(app, engine, stopping=watching(engine, first, seen), process_id=PROCESS_ID)
+        assert seen == [None] * 4
+        jobs.DONE.clear()
+
+
 # Without a database: step names, cursors, declarations, perform_now.
 
 
@@ -271,6 +343,18 @@ def test_solidq_max_resumptions_is_validated(value, error):
 def test_solidq_max_resumptions_defaults_to_100_and_takes_none():
     assert load_settings({}).max_resumptions == 100
     assert load_settings({"SOLIDQ_MAX_RESUMPTIONS": None}).max_resumptions is None
+
+
+@pytest.mark.parametrize(("value", "error"), [(-1, ValueError), ("5", TypeError)])
+def test_solidq_step_save_interval_is_validated(value, error):
+    with pytest.raises(error, match="SOLIDQ_STEP_SAVE_INTERVAL"):
+        load_settings({"SOLIDQ_STEP_SAVE_INTERVAL": value})
+
+
+def test_solidq_step_save_interval_defaults_to_5_s_and_takes_0_and_none():
+    assert load_settings({}).step_save_interval == 5.0
+    assert load_settings({"SOLIDQ_STEP_SAVE_INTERVAL": 0}).step_save_interval == 0.0
+    assert load_settings({"SOLIDQ_STEP_SAVE_INTERVAL": None}).step_save_interval is None
 
 
 def test_malformed_step_progress_in_a_payload_raises_deserialization_error():

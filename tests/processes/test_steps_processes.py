@@ -2,11 +2,13 @@
 checkpoint, it goes back to ready at once with its cursor (no failure, no attempt spent) and
 another worker resumes it from there; a job that checkpoints more often than the shutdown
 timeout is interrupted, never released by the timeout; a thread-mode worker its supervisor
-stops interrupts its job the same way."""
+stops interrupts its job the same way; a worker killed outright loses only the progress since
+its last save (``SOLIDQ_STEP_SAVE_INTERVAL``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -114,3 +116,25 @@ def test_a_supervisor_stopping_its_thread_mode_worker_interrupts_the_job(databas
     finally:
         support.delete_all_rows(engine)
         runtime_support.dispose_engines(app)
+
+
+def test_a_worker_killed_mid_job_loses_only_the_progress_since_its_last_save(app, engine, launcher):
+    job_id = enqueue_count_up(app, 60, 0.05)
+    config = {"SOLIDQ_STEP_SAVE_INTERVAL": 0, "SOLIDQ_ON_WORKER_DEATH": "release"}
+    launcher.start(config=config)
+    support.wait_until(lambda: len(counted(engine)) >= 10, timeout=30)
+    (victim,) = {pid for _n, pid in counted(engine)}
+
+    os.kill(victim, signal.SIGKILL)
+
+    # Its supervisor puts the job back to ready; the new worker resumes from the last save.
+    support.wait_until(lambda: runtime_support.finished_ids(engine) == {job_id}, timeout=30)
+    units = counted(engine)
+    before = [n for n, pid in units if pid == victim]
+    after = [n for n, pid in units if pid != victim]
+    assert before == list(range(len(before)))
+    # At most the unit in flight when it died runs again (saved at each advance).
+    assert after == list(range(after[0], 60))
+    assert len(before) - 1 <= after[0] <= len(before)
+    assert len(runtime_support.runs(engine, "steps_test.prepare")) == 1
+    assert runtime_support.failures(engine) == {}
