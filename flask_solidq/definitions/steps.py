@@ -266,10 +266,11 @@ def past_limit(job: Resumable, default: int | None) -> ResumptionLimitReached | 
     resumptions = job._steps.resumptions
     if limit is None or resumptions < limit:
         return None
-    option = "max_resumptions" if type(job).max_resumptions is not Default.CONFIG else None
-    option = option or "SOLIDQ_MAX_RESUMPTIONS"
+    declared = type(job).max_resumptions is not Default.CONFIG
+    option = "max_resumptions" if declared else "SOLIDQ_MAX_RESUMPTIONS"
+    plural = "" if resumptions == 1 else "s"
     return ResumptionLimitReached(
-        f"{type(job).__qualname__} was interrupted again after resuming {resumptions} times"
+        f"{type(job).__qualname__} was interrupted after {resumptions} resumption{plural}"
         f" ({option}={limit}): raise the limit, or stop its workers less often. Its progress"
         " is kept: retry the failed job to resume it."
     )

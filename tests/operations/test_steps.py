@@ -168,9 +168,9 @@ def test_past_max_resumptions_an_interrupted_job_fails_with_resumption_limit_rea
     assert outcome.kind is OutcomeKind.FAILED
     assert isinstance(outcome.exception, ResumptionLimitReached)
     assert str(outcome.exception) == (
-        "LimitedWalk was interrupted again after resuming 1 times (max_resumptions=1): raise"
-        " the limit, or stop its workers less often. Its progress is kept: retry the failed"
-        " job to resume it."
+        "LimitedWalk was interrupted after 1 resumption (max_resumptions=1): raise the limit,"
+        " or stop its workers less often. Its progress is kept: retry the failed job to resume"
+        " it."
     )
     (failure,) = support.rows(engine, FAILED)
     error = json.loads(failure.error)
@@ -194,7 +194,9 @@ def test_solidq_max_resumptions_is_the_default_limit(database_url):
         outcome = run(app, engine, stopping=after_items(2))
 
         assert outcome.kind is OutcomeKind.FAILED
-        assert "(SOLIDQ_MAX_RESUMPTIONS=0)" in str(outcome.exception)
+        assert str(outcome.exception).startswith(
+            "Walk was interrupted after 0 resumptions (SOLIDQ_MAX_RESUMPTIONS=0): "
+        )
 
 
 def test_a_collecting_job_interrupted_keeps_its_calls_and_runs_each_once(app, engine, done):
