@@ -31,13 +31,14 @@ from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
-from flask_solidq.definitions import steps
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.definitions.job_methods import JobT
 from flask_solidq.definitions.job_methods import P
 from flask_solidq.definitions.job_methods import R
+from flask_solidq.definitions.steps import Progress
+from flask_solidq.definitions.steps import Resumable
 from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
 
@@ -49,7 +50,7 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job(steps.Resumable, DeclaredAttributes):
+class Job(Resumable, DeclaredAttributes):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
@@ -118,7 +119,7 @@ class Job(steps.Resumable, DeclaredAttributes):
         #: How a stored coalesced job was opened ("discard", "replace", "collect"), as its
         #: payload records it; kept through retries, so a retry runs its calls again.
         self._coalesced_as: str | None = None
-        self._steps = steps.Progress()
+        self._steps = Progress()
 
     @property
     def args(self) -> tuple[t.Any, ...]:
@@ -309,7 +310,7 @@ class Job(steps.Resumable, DeclaredAttributes):
             data["executions"] = self.executions
         if self.exception_executions:
             data["exception_executions"] = self.exception_executions
-        return data | steps.dump(self._steps)
+        return data | self._steps.payload_keys()
 
     def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
         """Restore the arguments and counters of a stored payload into this job.
@@ -332,7 +333,7 @@ class Job(steps.Resumable, DeclaredAttributes):
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
-        self._steps = steps.load(data)
+        self._steps = Progress.from_payload(data)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""

@@ -117,6 +117,25 @@ class Progress:
         name, cursor = self.current
         return f"at step {name!r}, cursor {cursor!r}"
 
+    def payload_keys(self) -> dict[str, t.Any]:
+        """Its keys in the job's payload (none when there is nothing to keep)."""
+        if not self.any:
+            return {}
+        steps: dict[str, t.Any] = {"done": list(self.done)}
+        if self.current is not None:
+            name, cursor = self.current
+            steps["current"] = [name, dump_cursor(name, cursor)]
+        return {"steps": steps, "resumptions": self.resumptions}
+
+    @classmethod
+    def from_payload(cls, data: t.Mapping[str, t.Any]) -> Progress:
+        """The progress a stored payload holds.
+
+        :raises flask_solidq.DeserializationError: it is malformed, or a cursor can't be
+            loaded.
+        """
+        return load(data)
+
     def as_dict(self) -> dict[str, t.Any]:
         """What ``current_job.step_progress`` shows: a copy, cursors as they are in memory."""
         return {
@@ -289,19 +308,8 @@ def dump_cursor(name: str, cursor: t.Any) -> t.Any:
         raise SerializationError(message, position=where) from error.__cause__
 
 
-def dump(progress: Progress) -> dict[str, t.Any]:
-    """The payload keys of ``progress`` (none when there is nothing to keep)."""
-    if not progress.any:
-        return {}
-    current = progress.current
-    steps: dict[str, t.Any] = {"done": list(progress.done)}
-    if current is not None:
-        steps["current"] = [current[0], dump_cursor(current[0], current[1])]
-    return {"steps": steps, "resumptions": progress.resumptions}
-
-
 def load(data: t.Mapping[str, t.Any]) -> Progress:
-    """The progress a stored payload holds.
+    """The progress a stored payload holds (:meth:`Progress.from_payload`).
 
     :raises flask_solidq.DeserializationError: its ``steps`` or ``resumptions`` are malformed,
         or a cursor can't be loaded.
