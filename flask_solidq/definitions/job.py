@@ -33,11 +33,9 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
-from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.definitions.job_methods import JobT
 from flask_solidq.definitions.job_methods import P
 from flask_solidq.definitions.job_methods import R
-from flask_solidq.definitions.steps import Progress
 from flask_solidq.definitions.steps import Resumable
 from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
@@ -50,15 +48,14 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job(Resumable, DeclaredAttributes):
+class Job(Resumable):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
     lower runs first). Class keywords: ``name=`` (the stored job name; the class's
     ``__qualname__`` by default) and ``abstract=True`` (a base class that isn't a job itself).
     What the control decorators declared is read back through the attributes it inherits
-    from :class:`~flask_solidq.definitions.declared.DeclaredAttributes`; ``step`` and
-    ``max_resumptions=`` come from :class:`~flask_solidq.definitions.steps.Resumable`.
+    from :class:`~flask_solidq.definitions.declared.DeclaredAttributes`.
     """
 
     #: The name stored in ``solidq_jobs.class_name``; starts every control's key.
@@ -119,7 +116,6 @@ class Job(Resumable, DeclaredAttributes):
         #: How a stored coalesced job was opened ("discard", "replace", "collect"), as its
         #: payload records it; kept through retries, so a retry runs its calls again.
         self._coalesced_as: str | None = None
-        self._steps = Progress()
 
     @property
     def args(self) -> tuple[t.Any, ...]:
@@ -333,7 +329,7 @@ class Job(Resumable, DeclaredAttributes):
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
-        self._steps = Progress.from_payload(data)
+        self._load_steps(data)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""

@@ -34,6 +34,7 @@ import time
 import typing as t
 
 from flask_solidq.definitions import arguments
+from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.errors import DeserializationError
 from flask_solidq.errors import ResumptionLimitReached
 from flask_solidq.errors import SerializationError
@@ -185,14 +186,13 @@ class Step:
         return f"<Step {self.name!r} cursor={self._cursor!r}>"
 
 
-class Resumable:
-    """What a job has of steps: ``step``, ``step_progress`` and the class keyword
-    ``max_resumptions=`` (an int of 0 or more, or None for no limit; by default
-    ``SOLIDQ_MAX_RESUMPTIONS``). ``Job`` inherits it."""
+class Resumable(DeclaredAttributes):
+    """The base of ``Job``: what it declared (:class:`DeclaredAttributes`) and what it has of
+    steps: ``step``, ``step_progress`` and the class keyword ``max_resumptions=`` (an int of 0
+    or more, or None for no limit; by default ``SOLIDQ_MAX_RESUMPTIONS``)."""
 
     #: How many times a job of this definition may resume from saved progress.
     max_resumptions: t.ClassVar[int | None | Default] = Default.CONFIG
-    _steps: Progress
 
     def __init_subclass__(
         cls, *, max_resumptions: int | None | Default = Default.CONFIG, **kwargs: t.Any
@@ -209,6 +209,21 @@ class Resumable:
         :raises ValueError: ``name`` is empty, or was met already in this run.
         """
         return t.cast("R | None", run_step(self, name, function, args))
+
+    @property
+    def _steps(self) -> Progress:
+        """Its progress: made at first use, replaced by :meth:`_load_steps`."""
+        progress = self.__dict__.get("_progress")
+        if progress is None:
+            progress = self.__dict__["_progress"] = Progress()
+        return t.cast(Progress, progress)
+
+    def _load_steps(self, data: t.Mapping[str, t.Any]) -> None:
+        """Take the progress a stored payload holds (``Job.load_payload``).
+
+        :raises flask_solidq.DeserializationError: it is malformed.
+        """
+        self.__dict__["_progress"] = Progress.from_payload(data)
 
     @property
     def step_progress(self) -> dict[str, t.Any]:
