@@ -1,9 +1,10 @@
 """Steps that resume in real `flask solidq work` processes: SIGTERM interrupts a job at its next
 checkpoint, it goes back to ready at once with its cursor (no failure, no attempt spent) and
-another worker resumes it from there; a job that checkpoints more often than the shutdown
-timeout is interrupted, never released by the timeout; a thread-mode worker its supervisor
-stops interrupts its job the same way; a worker killed outright loses only the progress since
-its last save (``SOLIDQ_STEP_SAVE_INTERVAL``)."""
+another worker resumes it from there, even while the first still waits for its other jobs; a
+job that checkpoints more often than the shutdown timeout is interrupted, never released by
+the timeout; a thread-mode worker its supervisor stops interrupts its job the same way; a
+worker killed outright loses only the progress since its last save
+(``SOLIDQ_STEP_SAVE_INTERVAL``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from flask_solidq.processes import launcher as process_launcher
 from tests import support
 from tests.jobs import steps as steps_jobs
+from tests.jobs import worker as worker_jobs
 from tests.processes.test_thread_mode import supervise
 from tests.support import runtime as runtime_support
 from tests.support.runtime import CLAIMED
@@ -138,3 +140,32 @@ def test_a_worker_killed_mid_job_loses_only_the_progress_since_its_last_save(app
     assert len(before) - 1 <= after[0] <= len(before)
     assert len(runtime_support.runs(engine, "steps_test.prepare")) == 1
     assert runtime_support.failures(engine) == {}
+
+
+def test_another_worker_takes_the_interrupted_job_while_its_own_still_shuts_down(
+    app, engine, launcher
+):
+    job_id = enqueue_count_up(app, 40, 0.05)
+    first = launcher.start(config={"SOLIDQ_SHUTDOWN_TIMEOUT": 30})
+    support.wait_until(lambda: len(counted(engine)) >= 3, timeout=30)
+    (first_pid,) = {pid for _n, pid in counted(engine)}
+    with app.app_context():  # a job without steps, which holds the first worker's stop
+        sleeper = worker_jobs.sleep.perform_later("holds the stop", 15).provider_job_id
+    support.wait_until(lambda: runtime_support.runs(engine, "worker_test.sleep"), timeout=30)
+    second = launcher.start()
+    support.wait_until(lambda: len(runtime_support.processes(engine, "Worker")) == 2, timeout=30)
+
+    first.signal(signal.SIGTERM)
+
+    # Stored while the first worker waits for its sleeping job: the second resumes it then.
+    support.wait_until(lambda: any(pid != first_pid for _n, pid in counted(engine)), timeout=10)
+    assert runtime_support.worker_alive(first)
+    (sleep_run,) = runtime_support.runs(engine, "worker_test.sleep")
+    assert sleep_run.finished_at is None
+    support.wait_until(
+        lambda: runtime_support.finished_ids(engine) == {job_id, sleeper}, timeout=30
+    )
+    assert [n for n, _pid in counted(engine)] == list(range(40))
+    assert first.wait(30) == 0, first.output()
+    second.signal(signal.SIGTERM)
+    assert second.wait(20) == 0, second.output()
