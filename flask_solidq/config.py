@@ -80,6 +80,8 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_DATABASE_LISTEN_URL": None,
     "SOLIDQ_ON_THREAD_ERROR": None,
     "SOLIDQ_CHECK_ARGUMENTS": True,
+    "SOLIDQ_MAX_RESUMPTIONS": 100,
+    "SOLIDQ_STEP_SAVE_INTERVAL": 5,
 }
 
 
@@ -205,6 +207,17 @@ class Settings:
     #: enqueue, so a wrong call fails in the caller instead of later in a worker. Default True;
     #: turn it off for jobs whose signature is built at run time and can't be read ahead.
     check_arguments: bool
+    #: ``SOLIDQ_MAX_RESUMPTIONS``: how many times a job with steps may resume from saved
+    #: progress before its next interruption fails it (``ResumptionLimitReached``), unless its
+    #: definition says ``max_resumptions=``. None: no limit. Default 100: a job interrupted
+    #: that often never gets through, and a failure says so where a loop would not.
+    max_resumptions: int | None = 100
+    #: ``SOLIDQ_STEP_SAVE_INTERVAL``: while a job with steps runs in a worker, its progress is
+    #: written when a step finishes and at an ``advance`` once this many seconds passed since
+    #: the last write (0: every ``advance``), so a worker killed outright loses at most that
+    #: much. None: only with the job's outcome (interrupted, retried, failed). Default 5 s: a
+    #: write per job every few seconds costs nothing next to the work between them.
+    step_save_interval: float | None = 5.0
 
 
 def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
@@ -251,7 +264,21 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         database_listen_url=read.listen_url(config, "SOLIDQ_DATABASE_LISTEN_URL"),
         on_thread_error=read.optional_callable(config, "SOLIDQ_ON_THREAD_ERROR"),
         check_arguments=read.boolean(config, "SOLIDQ_CHECK_ARGUMENTS"),
+        max_resumptions=_optional_count(config, "SOLIDQ_MAX_RESUMPTIONS"),
+        step_save_interval=_optional_interval(config, "SOLIDQ_STEP_SAVE_INTERVAL"),
     )
+
+
+def _optional_interval(config: t.Mapping[str, t.Any], key: str) -> float | None:
+    """Seconds, 0 included, or None for "never"."""
+    value = config[key]
+    return None if value is None else read.seconds(config, key, allow_zero=True)
+
+
+def _optional_count(config: t.Mapping[str, t.Any], key: str) -> int | None:
+    """An int of 0 or more, or None for "no limit"."""
+    value = config[key]
+    return None if value is None else read.non_negative_int(value, key)
 
 
 def parse_queues(value: object, *, name: str) -> tuple[str, ...]:

@@ -65,3 +65,8 @@ class CollectedJobMismatch(SolidQError):
 
 class JobNotFound(SolidQError):
     """A stored job names a job definition this process can't load."""
+
+
+class ResumptionLimitReached(SolidQError):
+    """A job with steps was interrupted more times than its ``max_resumptions=`` (or
+    ``SOLIDQ_MAX_RESUMPTIONS``) allows; it failed, its progress kept for a retry."""

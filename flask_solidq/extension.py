@@ -22,6 +22,7 @@ from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
+from flask_solidq.definitions.steps import Default
 from flask_solidq.lifecycle import H as _Hook
 from flask_solidq.lifecycle import Lifecycle
 from flask_solidq.lifecycle import LifecycleHooks
@@ -122,7 +123,12 @@ class SolidQ:
     def job(self, function: t.Callable[P, R]) -> type[FunctionJob[P, R]]: ...
     @t.overload
     def job(
-        self, *, queue: str = "default", priority: int = 0, name: str | None = None
+        self,
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        name: str | None = None,
+        max_resumptions: int | None | Default = Default.CONFIG,
     ) -> JobDecorator: ...
     def job(
         self,
@@ -131,9 +137,11 @@ class SolidQ:
         queue: str = "default",
         priority: int = 0,
         name: str | None = None,
+        max_resumptions: int | None | Default = Default.CONFIG,
     ) -> type[FunctionJob[..., t.Any]] | JobDecorator:
         """Make a job definition of a function; bare (``@solidq.job``) or with options
-        (``@solidq.job(queue="low", priority=5, name="reindex")``).
+        (``@solidq.job(queue="low", priority=5, name="reindex")``). ``max_resumptions=``:
+        how many times a job with steps may resume (see ``current_job.step``).
 
         The result is a :class:`Job` subclass: calling it calls the function; it has
         ``perform_later``, ``perform_now``, ``set`` and ``new``. Type checkers see the
@@ -141,7 +149,9 @@ class SolidQ:
 
         :raises ValueError: another job already has this name.
         """
-        decorator = JobDecorator(queue=queue, priority=priority, name=name)
+        decorator = JobDecorator(
+            queue=queue, priority=priority, name=name, max_resumptions=max_resumptions
+        )
         return decorator if function is None else decorator(function)
 
     @property

@@ -216,6 +216,10 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         fields.append(("claimed by", detail.claimed_by))
     if detail.blocked_until:
         fields.append(("blocked until", _moment(detail.blocked_until, now)))
+    if detail.steps is not None:
+        fields.append(("steps done", ", ".join(detail.steps.done) or "-"))
+        fields.append(("current step", detail.steps.current_text))
+        fields.append(("resumptions", str(detail.steps.resumptions)))
     width = max(len(name) for name, _ in fields)
     lines = [f"Job {job.id}"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in fields]

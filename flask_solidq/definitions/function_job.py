@@ -18,6 +18,7 @@ import inspect
 import typing as t
 
 from flask_solidq.definitions import declarations
+from flask_solidq.definitions import steps
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.job import Job
 
@@ -86,13 +87,21 @@ class JobDecorator:
     queue: str = "default"
     priority: int = 0
     name: str | None = None
+    #: See :class:`~flask_solidq.definitions.steps.Resumable`.
+    max_resumptions: int | None | steps.Default = steps.Default.CONFIG
 
     @t.overload
     def __call__(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
     @t.overload
     def __call__(self, function: t.Callable[P, R]) -> type[FunctionJob[P, R]]: ...
     def __call__(self, function: t.Callable[..., t.Any]) -> type[FunctionJob[..., t.Any]]:
-        return make_job(function, name=self.name, queue=self.queue, priority=self.priority)
+        return make_job(
+            function,
+            name=self.name,
+            queue=self.queue,
+            priority=self.priority,
+            max_resumptions=self.max_resumptions,
+        )
 
 
 def make_job(
@@ -101,6 +110,7 @@ def make_job(
     name: str | None = None,
     queue: str = "default",
     priority: int = 0,
+    max_resumptions: int | None | steps.Default = steps.Default.CONFIG,
 ) -> type[FunctionJob[..., t.Any]]:
     """Make the job definition for ``function``, with the controls decorated on it.
 
@@ -125,6 +135,7 @@ def make_job(
             (FunctionJob,),
             namespace,
             name=function.__qualname__ if name is None else name,
+            max_resumptions=max_resumptions,
         ),
     )
     declarations.apply_pending(function, job_class)

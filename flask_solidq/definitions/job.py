@@ -35,10 +35,10 @@ from flask_solidq.definitions import signatures
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
-from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.definitions.job_methods import JobT
 from flask_solidq.definitions.job_methods import P
 from flask_solidq.definitions.job_methods import R
+from flask_solidq.definitions.steps import Resumable
 from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
 
@@ -50,7 +50,7 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job(DeclaredAttributes):
+class Job(Resumable):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
@@ -310,7 +310,7 @@ class Job(DeclaredAttributes):
             data["executions"] = self.executions
         if self.exception_executions:
             data["exception_executions"] = self.exception_executions
-        return data
+        return data | self._steps.payload_keys()
 
     def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
         """Restore the arguments and counters of a stored payload into this job.
@@ -333,6 +333,7 @@ class Job(DeclaredAttributes):
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
+        self._load_steps(data)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""

@@ -58,6 +58,7 @@ class LogEvent(str, enum.Enum):
     JOB_RETRIED = "job_retried"
     JOB_DISCARDED = "job_discarded"
     JOB_FAILED = "job_failed"
+    JOB_INTERRUPTED = "job_interrupted"
     PERFORM = "perform"
     RETRY = "retry"
     DISCARD = "discard"
@@ -88,6 +89,7 @@ _OUTCOME_EVENTS = {
     OutcomeKind.RETRIED: LogEvent.JOB_RETRIED,
     OutcomeKind.DISCARDED: LogEvent.JOB_DISCARDED,
     OutcomeKind.FAILED: LogEvent.JOB_FAILED,
+    OutcomeKind.INTERRUPTED: LogEvent.JOB_INTERRUPTED,
 }
 
 
@@ -128,12 +130,16 @@ def log(
 
 def log_performed(outcome: Outcome, duration: float) -> None:
     """Log the end of a run a worker performed: at INFO, finished, retried (with when it runs
-    again) or discarded; at WARNING, failed, with its error's class and message."""
+    again), discarded or interrupted (where: ``interrupted at step 'embed', cursor 1200``); at
+    WARNING, failed, with its error's class and message."""
     level = logging.WARNING if outcome.kind is OutcomeKind.FAILED else logging.INFO
     logger = _logger_for(level)
     if logger is not None:
         fields = outcome_fields(outcome, duration)
-        log(logger, level, _OUTCOME_EVENTS[outcome.kind], f"Job {outcome.kind.value}", fields)
+        title = f"Job {outcome.kind.value}"
+        if outcome.kind is OutcomeKind.INTERRUPTED and outcome.job is not None:
+            title += f" {outcome.job._steps.describe()}"
+        log(logger, level, _OUTCOME_EVENTS[outcome.kind], title, fields)
 
 
 def outcome_fields(outcome: Outcome, duration: float) -> dict[str, t.Any]:

@@ -19,7 +19,9 @@ from flask_solidq import errors
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.definitions import steps
 from flask_solidq.definitions.model_references import MissingRecord
+from flask_solidq.operations import step_saves
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -40,6 +42,9 @@ class OutcomeKind(str, enum.Enum):
     DISCARDED = "discarded"
     RETRIED = "retried"
     FAILED = "failed"
+    #: Stopped at a step's checkpoint by a stopping worker: back to its queue at once, with
+    #: its progress, spending no attempt (see :mod:`flask_solidq.definitions.steps`).
+    INTERRUPTED = "interrupted"
 
 
 class Retry(t.NamedTuple):
@@ -66,10 +71,21 @@ class Outcome(t.NamedTuple):
     job: Job | None = None
     #: What the run raised (a retry's, discard's or failure's ``error`` signal payload).
     exception: BaseException | None = None
+    #: A failed job's payload with its step progress, stored with the failure so that a
+    #: retry by hand resumes from it; None for a job without steps.
+    arguments: str | None = None
 
 
-def perform(claimed: ClaimedJob) -> Outcome:
+def perform(
+    claimed: ClaimedJob,
+    stopping: t.Callable[[], bool] | None = None,
+    process_id: int | None = None,
+) -> Outcome:
     """Load and perform ``claimed``; return how it ended. Requires an app context.
+
+    ``stopping`` says whether the worker is stopping: a job with steps then stops at its next
+    checkpoint and goes back to its queue (an ``INTERRUPTED`` outcome). ``process_id``, the
+    worker holding the claim, lets a job with steps save its progress as it goes.
 
     The controls' START hooks run first: a coalesced job frees its key and reads its payload
     and calls again (see :mod:`~flask_solidq.controls.coalesce_start`). A job whose
@@ -89,8 +105,13 @@ def perform(claimed: ClaimedJob) -> Outcome:
         return _fail(claimed, job, error)
     if not runs:  # a coalesced job whose calls' records are all gone: nothing failed
         return Outcome(claimed, OutcomeKind.FINISHED, job=job)
+    interval = get_state().settings.step_save_interval or 0.0
+    steps.watch(job, stopping, step_saves.saver(claimed, job, process_id), interval)
+    steps.begin_run(job)
     try:
         job.perform_now()
+    except steps.JobInterrupted:
+        return _interrupted(claimed, job)
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
     except Exception as error:  # noqa: BLE001
         return handle_error(claimed, job, error)
@@ -208,6 +229,22 @@ def _retry(
     return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job, exception=error)
 
 
+def _interrupted(claimed: ClaimedJob, job: Job) -> Outcome:
+    """Back to its queue now, same priority, with its progress; no ``retry_on`` attempt
+    spent. Past its resumption limit, a failure instead."""
+    error = steps.past_limit(job, get_state().settings.max_resumptions)
+    if error is not None:
+        return _fail(claimed, job, error)
+    retry = Retry(
+        arguments=_dumps(job.payload()),
+        scheduled_at=utcnow(),
+        queue_name=claimed.queue_name,
+        priority=claimed.priority,
+        rate_limit_key=_rate_limit_key(claimed, job),
+    )
+    return Outcome(claimed, OutcomeKind.INTERRUPTED, retry=retry, job=job)
+
+
 def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
     """A retry keeps the rate-limit key its job was stored with; a job stored without one
     takes the key its definition's controls give it now (none if they raise)."""
@@ -223,7 +260,25 @@ def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
 
 def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:
     error_text = error_json(error, executions=job.executions)
-    return Outcome(claimed, OutcomeKind.FAILED, error=error_text, job=job, exception=error)
+    return Outcome(
+        claimed,
+        OutcomeKind.FAILED,
+        error=error_text,
+        job=job,
+        exception=error,
+        arguments=_progress_payload(job),
+    )
+
+
+def _progress_payload(job: Job) -> str | None:
+    """The payload to store with a failure of a job that has step progress (None if it has
+    none, or if it can't be stored: the failure is stored all the same)."""
+    if not job._steps.any:
+        return None
+    try:
+        return _dumps(job.payload())
+    except errors.SolidQError:
+        return None
 
 
 def error_json(error: BaseException, *, executions: int | None = None) -> str:

@@ -160,7 +160,9 @@ def _store(
     failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED]
     if failed:
         store_failures(connection, [(o.claimed.id, t.cast(str, o.error)) for o in failed], now)
-    retried = [o for o in outcomes if o.kind is OutcomeKind.RETRIED]
+        _save_progress(connection, [o for o in failed if o.arguments is not None], now)
+    # An interrupted job (steps that resume) goes back like a retry due now.
+    retried = [o for o in outcomes if o.kind in _AGAIN]
     if retried:
         _schedule_retries(connection, retried, now)
 
@@ -218,6 +220,15 @@ def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: d
     dispatch.schedule(connection, [ref for ref in refs if ref.scheduled_at is not None], now)
 
 
+def _save_progress(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:
+    """Store the payloads of failed jobs with step progress, for a retry to resume from."""
+    if outcomes:
+        connection.execute(
+            _UPDATE_ARGUMENTS,
+            [{"job_id": o.claimed.id, "new_arguments": o.arguments, "now": now} for o in outcomes],
+        )
+
+
 def keeps_its_slot(outcome: Outcome, now: dt.datetime) -> bool:
     """Whether the outcome's job holds on to what it holds (a retry due at once)."""
     return outcome.retry is not None and outcome.retry.scheduled_at <= now
@@ -229,6 +240,12 @@ def job_ref(outcome: Outcome) -> JobRef:
 
 
 _DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
+_AGAIN = (OutcomeKind.RETRIED, OutcomeKind.INTERRUPTED)
+_UPDATE_ARGUMENTS = (
+    JOBS.update()
+    .where(JOBS.c.id == sa.bindparam("job_id"))
+    .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
+)
 
 #: How an outcome counts in its batch; a retried job is still pending there.
 _BATCH_COUNTS = {

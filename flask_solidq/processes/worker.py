@@ -305,7 +305,7 @@ class Worker(Poller):
         started = time.monotonic()
         try:
             with self.app.app_context():
-                outcome = execute.perform(job)
+                outcome = execute.perform(job, self._is_stopping, self.process_id)
         except BaseException as error:  # SystemExit or the like from a job: keep it as failed
             outcome = execute.Outcome(
                 job, execute.OutcomeKind.FAILED, error=execute.error_json(error), exception=error
@@ -314,6 +314,11 @@ class Worker(Poller):
         seconds = time.monotonic() - started
         self._runs.append(seconds)  # a deque's append is atomic: any thread
         log_subscriber.log_performed(outcome, seconds)
+
+    def _is_stopping(self) -> bool:
+        """Whether the worker is stopping: a job with steps then stops at its next checkpoint
+        and goes back to its queue (the finisher stores that while the pool shuts down)."""
+        return self._stopping
 
     def shutdown(self) -> None:
         """Stop claiming; put the jobs claimed ahead and not started back to ready at once;

@@ -25,6 +25,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.reads import step_progress
 
 #: The most jobs one page lists.
 MAX_PAGE = 500
@@ -108,6 +109,11 @@ class JobDetail:
     #: Blocked: when its concurrency key's semaphore lease runs out.
     blocked_until: dt.datetime | None = None
     error: Error | None = None
+
+    @property
+    def steps(self) -> step_progress.StepProgress | None:
+        """Its step progress (steps that resume), from the payload; None without steps."""
+        return step_progress.of(self.payload)
 
 
 def list_jobs(

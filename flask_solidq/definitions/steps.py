@@ -1,0 +1,352 @@
+"""Steps that resume: a long job split into named steps, each keeping a cursor, so that a job
+interrupted by a stopping worker (or retried after an error) goes on where it stopped instead
+of starting over. Ported from Rails' ``ActiveJob::Continuation``::
+
+    class EmbedDocuments(solidq.Job):
+        def perform(self, account_id):
+            self.step("prepare", self.prepare, account_id)
+            self.step("embed", self.embed, account_id)
+
+        def embed(self, step, account_id):
+            for chunk in documents_after(step.cursor, account_id):
+                index(chunk)
+                step.advance(chunk[-1].id)
+
+Progress lives in the job's payload (``solidq_jobs.arguments``), next to the retry counters:
+``"steps": {"done": [...], "current": [name, cursor]}`` and ``"resumptions": n``. It is
+written whenever the payload is (when the job is interrupted, retried or fails), and, in a
+worker, as the job goes (see :mod:`flask_solidq.operations.step_saves`): when a step finishes,
+and at an ``advance`` once ``SOLIDQ_STEP_SAVE_INTERVAL`` passed since the last write. So it
+needs no table, and a retry (by a ``retry_on`` rule or by hand) carries it as it carries the
+rest.
+
+How a stopping worker reaches the job: the worker hands ``execute.perform`` a callable that
+says whether it is stopping, and :func:`watch` gives it to the job's :class:`Progress`
+(definitions can't import processes). ``advance`` and ``checkpoint`` ask it, and raise
+:class:`JobInterrupted` when it says yes. Under ``perform_now`` nothing watches: the job is
+never interrupted, and its progress lives in memory only.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import typing as t
+
+from flask_solidq.definitions import arguments
+from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.errors import DeserializationError
+from flask_solidq.errors import ResumptionLimitReached
+from flask_solidq.errors import SerializationError
+
+R = t.TypeVar("R")
+
+
+class JobInterrupted(BaseException):  # noqa: N818 - a signal to unwind, like KeyboardInterrupt
+    """Raised by ``advance``/``checkpoint`` while the worker is stopping; the worker puts the
+    job back to its queue with its progress. A ``BaseException``, so a job's own ``except
+    Exception`` doesn't swallow it (Rails' ``Continuation::Interrupt`` is not a
+    ``StandardError`` for the same reason)."""
+
+
+class Default(enum.Enum):
+    """``max_resumptions``' default: take ``SOLIDQ_MAX_RESUMPTIONS``."""
+
+    CONFIG = "config"
+
+
+def check_max_resumptions(value: object, *, where: str) -> int | None | Default:
+    """``max_resumptions=`` as declared: an int of 0 or more, None (no limit) or the default.
+
+    :raises ValueError: anything else; the message names ``where``.
+    """
+    if value is None or value is Default.CONFIG:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"{where} must be an int of 0 or more, or None for no limit, not {value!r}."
+        )
+    return value
+
+
+class Progress:
+    """A job's steps: the ones done, the current one and its cursor, how many times the job
+    resumed; and, for this run, the names met so far and what says the worker is stopping."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        #: (step name, cursor) of the step in progress, or None between steps.
+        self.current: tuple[str, t.Any] | None = None
+        self.resumptions = 0
+        self.stopping: t.Callable[[], bool] = _never
+        #: Writes the job's payload (a worker's run, with ``SOLIDQ_STEP_SAVE_INTERVAL``).
+        self.saver: t.Callable[[], object] | None = None
+        self.save_interval = 0.0
+        self.saved_at = time.monotonic()
+        self.met: set[str] = set()
+        self.ran_one = False
+
+    @property
+    def saved(self) -> bool:
+        """Whether there is progress to resume from."""
+        return bool(self.done) or self.current is not None
+
+    @property
+    def any(self) -> bool:
+        """Whether the payload has anything of steps to keep."""
+        return self.saved or self.resumptions > 0
+
+    def checkpoint(self) -> None:
+        """Raise :class:`JobInterrupted` if the worker is stopping."""
+        if self.stopping():
+            raise JobInterrupted(self.describe())
+
+    def save(self, *, due_only: bool = False) -> None:
+        """Write the progress now (or, with ``due_only``, if ``save_interval`` has passed
+        since the last write), when a saver is set."""
+        if self.saver is None:
+            return
+        if due_only and time.monotonic() - self.saved_at < self.save_interval:
+            return
+        self.saver()
+        self.saved_at = time.monotonic()
+
+    def describe(self) -> str:
+        """Where the job is, for the log: ``at step 'embed', cursor 1200``."""
+        if self.current is None:
+            return f"after step {self.done[-1]!r}" if self.done else "before its first step"
+        name, cursor = self.current
+        return f"at step {name!r}, cursor {cursor!r}"
+
+    def payload_keys(self) -> dict[str, t.Any]:
+        """Its keys in the job's payload (none when there is nothing to keep)."""
+        if not self.any:
+            return {}
+        steps: dict[str, t.Any] = {"done": list(self.done)}
+        if self.current is not None:
+            name, cursor = self.current
+            steps["current"] = [name, dump_cursor(name, cursor)]
+        return {"steps": steps, "resumptions": self.resumptions}
+
+    @classmethod
+    def from_payload(cls, data: t.Mapping[str, t.Any]) -> Progress:
+        """The progress a stored payload holds.
+
+        :raises flask_solidq.DeserializationError: it is malformed, or a cursor can't be
+            loaded.
+        """
+        return load(data)
+
+    def as_dict(self) -> dict[str, t.Any]:
+        """What ``current_job.step_progress`` shows: a copy, cursors as they are in memory."""
+        return {
+            "done": list(self.done),
+            "current": None if self.current is None else list(self.current),
+            "resumptions": self.resumptions,
+        }
+
+
+def _never() -> bool:
+    return False
+
+
+class Step:
+    """One running step: ``cursor`` (None at first, the saved one on resume), ``advance`` and
+    ``checkpoint``."""
+
+    def __init__(self, name: str, cursor: t.Any, progress: Progress) -> None:
+        self.name = name
+        self._cursor = cursor
+        self._progress = progress
+
+    @property
+    def cursor(self) -> t.Any:
+        """Where the step got to: what the last ``advance`` set, or the saved one."""
+        return self._cursor
+
+    def advance(self, cursor: t.Any) -> None:
+        """Set the cursor (kept with the job's progress; written if ``SOLIDQ_STEP_SAVE_INTERVAL``
+        passed since the last write), then checkpoint.
+
+        :raises flask_solidq.SerializationError: the cursor can't be stored; checked here, so
+            the error shows where it was made, not when the job is stored.
+        """
+        dump_cursor(self.name, cursor)
+        self._cursor = cursor
+        self._progress.current = (self.name, cursor)
+        self._progress.save(due_only=True)
+        self._progress.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Interrupt the job here if the worker is stopping (raises :class:`JobInterrupted`,
+        which the worker handles); otherwise do nothing. Saves nothing new."""
+        self._progress.checkpoint()
+
+    def __repr__(self) -> str:
+        return f"<Step {self.name!r} cursor={self._cursor!r}>"
+
+
+class Resumable(DeclaredAttributes):
+    """The base of ``Job``: what it declared (:class:`DeclaredAttributes`) and what it has of
+    steps: ``step``, ``step_progress`` and the class keyword ``max_resumptions=`` (an int of 0
+    or more, or None for no limit; by default ``SOLIDQ_MAX_RESUMPTIONS``)."""
+
+    #: How many times a job of this definition may resume from saved progress.
+    max_resumptions: t.ClassVar[int | None | Default] = Default.CONFIG
+
+    def __init_subclass__(
+        cls, *, max_resumptions: int | None | Default = Default.CONFIG, **kwargs: t.Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if max_resumptions is not Default.CONFIG:
+            where = f"{cls.__qualname__}'s max_resumptions="
+            cls.max_resumptions = check_max_resumptions(max_resumptions, where=where)
+
+    def step(self, name: str, function: t.Callable[..., R], *args: t.Any) -> R | None:
+        """Run ``function(step, *args)`` as the step ``name``, unless it finished in an earlier
+        run of this job (then return None without calling it).
+
+        :raises ValueError: ``name`` is empty, or was met already in this run.
+        """
+        return t.cast("R | None", run_step(self, name, function, args))
+
+    @property
+    def _steps(self) -> Progress:
+        """Its progress: made at first use, replaced by :meth:`_load_steps`."""
+        progress = self.__dict__.get("_progress")
+        if progress is None:
+            progress = self.__dict__["_progress"] = Progress()
+        return t.cast(Progress, progress)
+
+    def _load_steps(self, data: t.Mapping[str, t.Any]) -> None:
+        """Take the progress a stored payload holds (``Job.load_payload``).
+
+        :raises flask_solidq.DeserializationError: it is malformed.
+        """
+        self.__dict__["_progress"] = Progress.from_payload(data)
+
+    @property
+    def step_progress(self) -> dict[str, t.Any]:
+        """The job's step progress: ``{"done": [names], "current": [name, cursor] or None,
+        "resumptions": n}`` (a copy)."""
+        return self._steps.as_dict()
+
+
+def run_step(
+    job: Resumable, name: str, function: t.Callable[..., t.Any], args: tuple[t.Any, ...]
+) -> t.Any:
+    """Run ``function(step, *args)`` as the step ``name`` of ``job`` unless it finished in an
+    earlier run; return what it returns (None when skipped). Every step but the first that
+    runs in this run checkpoints first (Rails does the same)."""
+    progress = job._steps
+    _check_name(progress, name)
+    progress.met.add(name)
+    if name in progress.done:
+        return None
+    if progress.ran_one:
+        progress.checkpoint()
+    progress.ran_one = True
+    cursor = progress.current[1] if progress.current and progress.current[0] == name else None
+    progress.current = (name, cursor)
+    result = function(Step(name, cursor, progress), *args)
+    progress.done.append(name)
+    progress.current = None
+    progress.save()
+    return result
+
+
+def _check_name(progress: Progress, name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"A step's name must be a non-empty string, not {name!r}.")
+    if name in progress.met:
+        raise ValueError(
+            f"Step {name!r} was already met in this run: each step of a job needs its own name,"
+            " since its name is what marks it done."
+        )
+
+
+def watch(
+    job: Resumable,
+    stopping: t.Callable[[], bool] | None,
+    saver: t.Callable[[], object] | None = None,
+    save_interval: float = 0.0,
+) -> None:
+    """Let ``job``'s steps ask ``stopping`` whether the worker is stopping, and write their
+    progress with ``saver`` when a step finishes and every ``save_interval`` seconds at most
+    as they advance."""
+    progress = job._steps
+    progress.stopping = stopping or _never
+    progress.saver = saver
+    progress.save_interval = save_interval
+    progress.saved_at = time.monotonic()
+
+
+def begin_run(job: Resumable) -> None:
+    """Count a resumption if the job starts with saved progress (Rails counts the same)."""
+    if job._steps.saved:
+        job._steps.resumptions += 1
+
+
+def limit_of(job: Resumable, default: int | None) -> int | None:
+    """The resumption limit of ``job``: its definition's, else ``default``."""
+    declared = type(job).max_resumptions
+    return default if declared is Default.CONFIG else declared
+
+
+def past_limit(job: Resumable, default: int | None) -> ResumptionLimitReached | None:
+    """The error to fail an interrupted ``job`` with, if resuming it once more would pass its
+    limit (``default``: ``SOLIDQ_MAX_RESUMPTIONS``); None while it may resume."""
+    limit = limit_of(job, default)
+    resumptions = job._steps.resumptions
+    if limit is None or resumptions < limit:
+        return None
+    declared = type(job).max_resumptions is not Default.CONFIG
+    option = "max_resumptions" if declared else "SOLIDQ_MAX_RESUMPTIONS"
+    plural = "" if resumptions == 1 else "s"
+    return ResumptionLimitReached(
+        f"{type(job).__qualname__} was interrupted after {resumptions} resumption{plural}"
+        f" ({option}={limit}): raise the limit, or stop its workers less often. Its progress"
+        " is kept: retry the failed job to resume it."
+    )
+
+
+def dump_cursor(name: str, cursor: t.Any) -> t.Any:
+    """``cursor`` as JSON-ready data, through the argument codecs.
+
+    :raises flask_solidq.SerializationError: it can't be stored; the message names the step.
+    """
+    try:
+        return arguments.dump_args((cursor,))[0]
+    except SerializationError as error:
+        where = f"the cursor of step {name!r}"
+        message = str(error).replace("argument 0", where, 1)
+        raise SerializationError(message, position=where) from error.__cause__
+
+
+def load(data: t.Mapping[str, t.Any]) -> Progress:
+    """The progress a stored payload holds (:meth:`Progress.from_payload`).
+
+    :raises flask_solidq.DeserializationError: its ``steps`` or ``resumptions`` are malformed,
+        or a cursor can't be loaded.
+    """
+    progress = Progress()
+    steps = data.get("steps", {})
+    resumptions = data.get("resumptions", 0)
+    done = steps.get("done", []) if type(steps) is dict else None
+    current = steps.get("current") if type(steps) is dict else None
+    if not (
+        type(resumptions) is int
+        and type(done) is list
+        and all(type(name) is str for name in done)
+        and (current is None or (type(current) is list and len(current) == 2))
+        and (current is None or type(current[0]) is str)
+    ):
+        raise DeserializationError(
+            'The stored payload\'s step progress is malformed: "steps" should be {"done":'
+            ' [names], "current": [name, cursor]} and "resumptions" an int.'
+        )
+    progress.done = list(done)
+    progress.resumptions = resumptions
+    if current is not None:
+        progress.current = (current[0], arguments.load_args([current[1]])[0])
+    return progress
