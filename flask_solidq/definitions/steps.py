@@ -112,11 +112,13 @@ class Progress:
         self.saved_at = time.monotonic()
 
     def describe(self) -> str:
-        """Where the job is, for the log: ``at step 'embed', cursor 1200``."""
+        """Where the job is, for the log: ``at step 'embed'``. Never the cursor: it comes
+        from the job's data, which no log line holds (the job's page and ``flask solidq job``
+        show it)."""
         if self.current is None:
             return f"after step {self.done[-1]!r}" if self.done else "before its first step"
-        name, cursor = self.current
-        return f"at step {name!r}, cursor {cursor!r}"
+        name, _cursor = self.current
+        return f"at step {name!r}"
 
     def payload_keys(self) -> dict[str, t.Any]:
         """Its keys in the job's payload (none when there is nothing to keep)."""

@@ -130,7 +130,7 @@ def log(
 
 def log_performed(outcome: Outcome, duration: float) -> None:
     """Log the end of a run a worker performed: at INFO, finished, retried (with when it runs
-    again), discarded or interrupted (where: ``interrupted at step 'embed', cursor 1200``); at
+    again), discarded or interrupted (where: ``interrupted at step 'embed'``); at
     WARNING, failed, with its error's class and message."""
     level = logging.WARNING if outcome.kind is OutcomeKind.FAILED else logging.INFO
     logger = _logger_for(level)

@@ -365,3 +365,19 @@ def test_malformed_step_progress_in_a_payload_raises_deserialization_error():
     job = jobs.Walk.new(1)
     with pytest.raises(DeserializationError, match="step progress is malformed"):
         job.load_payload({"args": [1], "steps": {"done": "prepare"}})
+
+
+def test_an_interrupted_job_stays_pending_in_its_batch_until_it_finishes(app, engine, done):
+    with app.app_context():
+        with solidq.batch() as batch:
+            jobs.Walk.perform_later(6)
+
+    def counts() -> tuple[str, int, int]:
+        with app.app_context():
+            found = solidq.batches.find(batch.id)
+        return found.status.value, found.pending_jobs, found.completed_jobs
+
+    assert run(app, engine, stopping=after_items(4)).kind is OutcomeKind.INTERRUPTED
+    assert counts() == ("pending", 1, 0)
+    assert run(app, engine).kind is OutcomeKind.FINISHED
+    assert counts() == ("completed", 0, 1)
