@@ -157,6 +157,16 @@ def import_catalog():
     return redirect(url_for("pages.index"))
 
 
+@pages.post("/search/rebuild")
+def rebuild_search_index():
+    job = jobs.RebuildSearchIndex.perform_later()
+    flash(
+        f"Rebuilding the search index: job {job.provider_job_id}, in steps that resume (stop the"
+        " demo while it runs and start it again: it goes on from the last product it reached)."
+    )
+    return redirect(url_for("pages.index"))
+
+
 @pages.post("/partners/notify")
 def notify_partners():
     count = int(request.form.get("count") or 20)

@@ -1,7 +1,7 @@
 """The example's jobs, one in each form of definition, and one for each control: coalescing
 (dedupe and collect), a rate limit, a concurrency limit; one that always fails, a recurring
-one, and a batch of imports with a callback. Each is cheap and touches nothing outside the
-demo's own database."""
+one, a batch of imports with a callback, and a job in steps that resume. Each is cheap and
+touches nothing outside the demo's own database."""
 
 from __future__ import annotations
 
@@ -117,3 +117,28 @@ def import_supplier(supplier_id: int) -> None:
 def publish_catalog(batch: t.Any) -> None:
     """A catalog import's callback: runs once, after every import and every reindex it added
     are done (the batch's ``on_success``)."""
+
+
+class RebuildSearchIndex(solidq.Job):
+    """Rebuild the whole search index in steps that resume: stop the demo (Ctrl-C) while it
+    runs, start it again, and it goes on from the last product it reached (the dashboard's job
+    page shows its steps and cursor)."""
+
+    queue_name = "search"
+
+    def perform(self) -> None:
+        self.step("clear", self.clear)
+        self.step("index", self.index)
+
+    def clear(self, step: t.Any) -> None:
+        time.sleep(0.2)  # drop the old index
+
+    def index(self, step: t.Any) -> None:
+        query = sa.select(Product).order_by(Product.id)
+        if step.cursor is not None:
+            query = query.where(Product.id > step.cursor)
+        for product in db.session.scalars(query).all():
+            time.sleep(0.5)  # the search engine's round trip
+            product.indexed_at = dt.datetime.now(dt.timezone.utc)
+            db.session.commit()
+            step.advance(product.id)  # a stopping worker interrupts the job here

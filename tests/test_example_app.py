@@ -16,6 +16,7 @@ from example_app.app import HTMX_SCRIPT
 from example_app.app import PARTNER_BUDGET
 from example_app.app import create_app
 from example_app.extensions import solidq
+from example_app.models import Product
 from flask_solidq import models
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
@@ -330,3 +331,40 @@ def test_make_demo_seeds_its_own_database_and_leaves_a_database_url_alone(monkey
     monkeypatch.setenv("DATABASE_URL", "sqlite:///elsewhere.db")
     assert not demo._seeds(demo._parse([]))
     assert demo._seeds(demo._parse(["--seed"]))
+
+
+def test_the_rebuild_button_runs_a_job_in_steps_that_resumes_where_it_stopped(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+    for name in ("Teapot", "Kettle", "Mug"):
+        client.post("/products", data={"name": name})
+    response = client.post("/search/rebuild", follow_redirects=True)
+    assert "in steps that resume" in response.get_data(as_text=True)
+
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        support.register_claimers(engine, [9003])
+        selector = claim.QueueSelector(("search",))
+        jobs = claim.claim(engine, selector, 10, process_id=9003)
+        rebuild = [job for job in jobs if job.class_name == "RebuildSearchIndex"]
+        others = [job for job in jobs if job.class_name != "RebuildSearchIndex"]
+        finalize.finalize_all(
+            engine, 9003, [execute.perform(job) for job in others], preserve_finished=True
+        )
+
+        # The worker starts stopping once the first product is indexed: the job is interrupted.
+        def indexed() -> int:
+            count = sa.select(sa.func.count()).where(Product.indexed_at.is_not(None))
+            return int(app.extensions["sqlalchemy"].session.scalar(count))
+
+        first = execute.perform(rebuild[0], stopping=lambda: indexed() >= 1)
+        finalize.finalize_all(engine, 9003, [first], preserve_finished=True)
+        assert first.kind is execute.OutcomeKind.INTERRUPTED
+        (again,) = claim.claim(engine, selector, 10, process_id=9003)
+        second = execute.perform(again)
+        finalize.finalize_all(engine, 9003, [second], preserve_finished=True)
+        assert second.kind is execute.OutcomeKind.FINISHED
+        assert second.job.step_progress["resumptions"] == 1
+        engine.dispose()
