@@ -3,6 +3,7 @@ the dashboard's pages, so ``in 4m10s`` means the same in both."""
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 if t.TYPE_CHECKING:
@@ -68,3 +69,21 @@ def describe_limit(declaration: RateLimit) -> str:
     per = format_duration(declaration.per) if declaration.per >= 1 else f"{declaration.per:g}s"
     burst = f", burst {declaration.burst}" if declaration.burst > 1 else ""
     return f"{declaration.to} per {per}{burst}"
+
+
+#: The longest metadata summary a list line shows (the batch's own page shows it whole).
+METADATA_WIDTH = 60
+
+
+def describe_metadata(metadata: t.Mapping[str, t.Any]) -> str:
+    """A batch's metadata on one line: its ``label`` when it has one (as in
+    ``solidq.batch(..., label="catalog")``), else ``key=value, ...``; shortened to
+    :data:`METADATA_WIDTH`."""
+    if isinstance(metadata.get("label"), str) and metadata["label"]:
+        text = metadata["label"]
+    else:
+        text = ", ".join(
+            f"{key}={json.dumps(value, default=str)}" for key, value in metadata.items()
+        )
+    text = " ".join(text.split())
+    return text if len(text) <= METADATA_WIDTH else text[: METADATA_WIDTH - 1] + "…"

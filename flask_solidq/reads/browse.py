@@ -109,6 +109,8 @@ class JobDetail:
     #: Blocked: when its concurrency key's semaphore lease runs out.
     blocked_until: dt.datetime | None = None
     error: Error | None = None
+    #: The batch the job belongs to (``solidq.batch()``), if any.
+    batch_id: int | None = None
 
     @property
     def steps(self) -> step_progress.StepProgress | None:
@@ -122,11 +124,12 @@ def list_jobs(
     *,
     queue: str | None = None,
     job: str | None = None,
+    batch: int | None = None,
     before: int | None = None,
     limit: int = 50,
 ) -> list[JobSummary]:
-    """Up to ``limit`` jobs in ``state`` (of ``queue``, of the job named ``job``), newest
-    first, with ids below ``before``."""
+    """Up to ``limit`` jobs in ``state`` (of ``queue``, of the job named ``job``, of the
+    batch whose id is ``batch``), newest first, with ids below ``before``."""
     limit = max(1, min(limit, MAX_PAGE))
     columns: list[sa.ColumnElement[t.Any]] = [*_SUMMARY_COLUMNS]
     if state is State.FINISHED:
@@ -148,6 +151,8 @@ def list_jobs(
         query = query.where(JOBS.c.queue_name == queue)
     if job is not None:
         query = query.where(JOBS.c.class_name == job)
+    if batch is not None:
+        query = query.where(JOBS.c.batch_id == batch)
     if before is not None:
         query = query.where(JOBS.c.id < before)
     rows = connection.execute(query.order_by(JOBS.c.id.desc()).limit(limit)).mappings()
@@ -159,7 +164,11 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
     row = (
         connection.execute(
             sa.select(
-                *_SUMMARY_COLUMNS, JOBS.c.arguments, JOBS.c.concurrency_key, JOBS.c.rate_limit_key
+                *_SUMMARY_COLUMNS,
+                JOBS.c.arguments,
+                JOBS.c.concurrency_key,
+                JOBS.c.rate_limit_key,
+                JOBS.c.batch_id,
             )
             .where(_reference(reference))
             .order_by(JOBS.c.id.desc())
@@ -205,6 +214,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
             else None
         ),
         error=error,
+        batch_id=row["batch_id"],
     )
 
 

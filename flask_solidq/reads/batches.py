@@ -1,0 +1,110 @@
+"""Reading batches for people: a page of batches, and one batch with its jobs by state.
+Read-only; behind ``flask solidq batches`` / ``flask solidq batch`` and the dashboard.
+
+Batches are keyset-paginated on their id, newest first (``before``: the last id of the
+previous page), as jobs are (:mod:`.browse`). A batch's jobs are listed through
+:func:`.browse.list_jobs` with its ``batch`` filter, so a state's page of a batch is the same
+query as the state's page of every job, narrowed by the indexed ``solidq_jobs.batch_id``;
+nothing here counts a batch's jobs (its row's counters already say how many are where).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq.definitions.batches import Batch
+from flask_solidq.models.tables import BATCHES
+from flask_solidq.reads import browse
+
+#: The most batches one page lists.
+MAX_PAGE = browse.MAX_PAGE
+
+#: A batch's job states, in the order its page shows them: what is still to run first, then
+#: what ran (finished jobs only while ``SOLIDQ_PRESERVE_FINISHED_JOBS`` keeps them).
+JOB_STATES = (
+    browse.State.FAILED,
+    browse.State.CLAIMED,
+    browse.State.READY,
+    browse.State.BLOCKED,
+    browse.State.SCHEDULED,
+    browse.State.DEFERRED,
+    browse.State.FINISHED,
+)
+
+
+class BatchFilter(str, enum.Enum):
+    """Which batches a list shows: those with jobs pending, those finished (with or without
+    failures), or those finished with at least one job failed for good."""
+
+    OPEN = "open"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+_CONDITIONS: dict[BatchFilter, sa.ColumnElement[bool]] = {
+    BatchFilter.OPEN: BATCHES.c.finished_at.is_(None),
+    BatchFilter.FINISHED: BATCHES.c.finished_at.is_not(None),
+    BatchFilter.FAILED: BATCHES.c.failed_at.is_not(None),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class JobGroup:
+    """A page of a batch's jobs in one state."""
+
+    state: browse.State
+    jobs: list[browse.JobSummary]
+    #: The cursor of the next page (the last id shown), when the page is full.
+    next_before: int | None
+
+
+def list_batches(
+    connection: sa.Connection,
+    *,
+    status: BatchFilter | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[Batch]:
+    """Up to ``limit`` batches (only those ``status`` names), newest first, with ids below
+    ``before``. A batch whose block hasn't committed is never listed."""
+    limit = max(1, min(limit, MAX_PAGE))
+    query = sa.select(BATCHES).where(BATCHES.c.enqueued_at.is_not(None))
+    if status is not None:
+        query = query.where(_CONDITIONS[status])
+    if before is not None:
+        query = query.where(BATCHES.c.id < before)
+    rows = connection.execute(query.order_by(BATCHES.c.id.desc()).limit(limit))
+    return [Batch.of(row) for row in rows]
+
+
+def find_batch(connection: sa.Connection, batch_id: int) -> Batch | None:
+    """Batch ``batch_id`` as its row is now (None if there is none, or its block hasn't
+    committed): :func:`flask_solidq.definitions.batches.find` on a connection of the
+    caller's, so a page reads the batch and its jobs in one transaction."""
+    row = connection.execute(
+        sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.enqueued_at.is_not(None))
+    ).one_or_none()
+    return None if row is None else Batch.of(row)
+
+
+def job_groups(
+    connection: sa.Connection,
+    batch_id: int,
+    *,
+    states: t.Sequence[browse.State] = JOB_STATES,
+    before: int | None = None,
+    limit: int = 10,
+) -> list[JobGroup]:
+    """A page of the batch's jobs in each of ``states`` (``limit`` at most, ids below
+    ``before``): one bounded query per state, whatever the batch's size."""
+    limit = max(1, min(limit, browse.MAX_PAGE))
+    groups = []
+    for state in states:
+        jobs = browse.list_jobs(connection, state, batch=batch_id, before=before, limit=limit)
+        next_before = jobs[-1].id if len(jobs) == limit else None
+        groups.append(JobGroup(state, jobs, next_before))
+    return groups
