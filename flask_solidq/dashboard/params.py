@@ -5,8 +5,8 @@ the driver's error as a 500.
 PostgreSQL refuses a NUL character in text and an integer past ``bigint``; MySQL refuses a
 queue name longer than its column. So every query, form and path parameter is refused whole
 when it holds a NUL (:func:`check`, before any view), ids and integer cursors are whole
-numbers that fit a ``bigint`` (:func:`job_id`, :func:`int_cursor`), and a queue named in a
-pause or resume path fits its column (:func:`queue_name`).
+numbers that fit a ``bigint`` (:func:`job_id`, :func:`record_id`, :func:`int_cursor`), and a
+queue named in a pause or resume path fits its column (:func:`queue_name`).
 """
 
 from __future__ import annotations
@@ -53,8 +53,14 @@ def check() -> None:
 
 def job_id(text: str, name: str = "job id") -> int:
     """``text`` as a job's id: a whole number from 0 to :data:`MAX_ID`, or 400."""
+    return record_id(text, name, kind="job")
+
+
+def record_id(text: str, name: str, kind: str = "batch") -> int:
+    """``text`` as the id of a ``kind`` row (a job's, a batch's: every primary key is a
+    ``bigint``): a whole number from 0 to :data:`MAX_ID`, or 400."""
     if not _DIGITS.fullmatch(text) or int(text) > MAX_ID:
-        refuse(f"The {name} {_shown(text)} is not a job id: a whole number from 0 to {MAX_ID}.")
+        refuse(f"The {name} {_shown(text)} is not a {kind} id: a whole number from 0 to {MAX_ID}.")
     return int(text)
 
 

@@ -18,6 +18,7 @@ from flask import request
 from flask import url_for
 from werkzeug.routing import PathConverter
 
+from flask_solidq.dashboard import batch_views
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import params
@@ -52,6 +53,7 @@ MOVING = (
 
 def add_routes(blueprint: Blueprint) -> None:
     control_views.add_routes(blueprint)
+    batch_views.add_routes(blueprint)
     blueprint.add_url_rule("/", "overview", overview)
     blueprint.add_url_rule("/jobs", "jobs", jobs)
     blueprint.add_url_rule("/jobs/<reference>", "job", job)
