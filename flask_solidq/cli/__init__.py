@@ -13,6 +13,7 @@ from flask.cli import AppGroup
 
 from flask_solidq import db
 from flask_solidq import install as install_module
+from flask_solidq.cli import batches as cli_batches
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
 from flask_solidq.cli import status as status_module
@@ -205,6 +206,7 @@ def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) ->
 
 
 cli_jobs.register(solidq_group, lambda: _queue_engine())  # jobs, job, retry, discard, run-now
+cli_batches.register(solidq_group, lambda: _queue_engine())  # batches, batch
 cli_monitoring.register(solidq_group, lambda: _queue_engine())  # health, metrics
 
 

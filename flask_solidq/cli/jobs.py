@@ -69,23 +69,29 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     )
     @click.option("--queue", default=None, help="Only jobs of this queue.")
     @click.option("--job", default=None, help="Only jobs of this job name.")
+    @click.option("--batch", type=int, default=None, help="Only jobs of this batch (its id).")
     @click.option("--limit", type=click.IntRange(1, browse.MAX_PAGE), default=50, show_default=True)
     @click.option(
         "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."
     )
     def jobs_command(
-        state: str, queue: str | None, job: str | None, limit: int, before: int | None
+        state: str,
+        queue: str | None,
+        job: str | None,
+        batch: int | None,
+        limit: int,
+        before: int | None,
     ) -> None:
         """List jobs in one state, newest first, a page at a time."""
         chosen = browse.State(state)
         with db.read(engine()) as connection:
             page = browse.list_jobs(
-                connection, chosen, queue=queue, job=job, before=before, limit=limit
+                connection, chosen, queue=queue, job=job, batch=batch, before=before, limit=limit
             )
         click.echo(render_jobs(page, chosen, utcnow()))
         if len(page) == limit:
-            again = _command_line(
-                state=state, queue=queue, job=job, limit=limit, before=page[-1].id
+            again = command_line(
+                state=state, queue=queue, job=job, batch=batch, limit=limit, before=page[-1].id
             )
             click.echo(f"\nMore: {again}")
 
@@ -203,19 +209,21 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         ("job_id", job.active_job_id or "-"),
         ("state", job.state.value),
         ("queue", f"{job.queue_name} (priority {job.priority})"),
-        ("enqueued", _moment(job.created_at, now)),
-        ("scheduled", _moment(job.scheduled_at, now) if job.scheduled_at else "-"),
-        ("finished", _moment(job.finished_at, now) if job.finished_at else "-"),
+        ("enqueued", describe_moment(job.created_at, now)),
+        ("scheduled", describe_moment(job.scheduled_at, now) if job.scheduled_at else "-"),
+        ("finished", describe_moment(job.finished_at, now) if job.finished_at else "-"),
         ("executions", str(detail.executions)),
         ("concurrency key", detail.concurrency_key or "-"),
         ("rate-limit key", detail.rate_limit_key or "-"),
         ("coalesce key", f"{detail.coalesce_key} (open)" if detail.coalesce_key else "-"),
         ("collected calls", str(detail.calls)),
     ]
+    if detail.batch_id is not None:
+        fields.append(("batch", f"{detail.batch_id} (flask solidq batch {detail.batch_id})"))
     if detail.claimed_by:
         fields.append(("claimed by", detail.claimed_by))
     if detail.blocked_until:
-        fields.append(("blocked until", _moment(detail.blocked_until, now)))
+        fields.append(("blocked until", describe_moment(detail.blocked_until, now)))
     if detail.steps is not None:
         fields.append(("steps done", ", ".join(detail.steps.done) or "-"))
         fields.append(("current step", detail.steps.current_text))
@@ -226,13 +234,14 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
     lines += ["", "Payload:", _indent(json.dumps(detail.payload, indent=2, ensure_ascii=False))]
     if detail.error is not None:
         error = detail.error
-        lines += ["", f"Error ({_moment(error.failed_at, now)}): {error.exception_class}"]
+        lines += ["", f"Error ({describe_moment(error.failed_at, now)}): {error.exception_class}"]
         lines += [_indent(error.message)] if error.message else []
         lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
     return "\n".join(lines)
 
 
-def _moment(moment: dt.datetime, now: dt.datetime) -> str:
+def describe_moment(moment: dt.datetime, now: dt.datetime) -> str:
+    """A time for a terminal: ``2026-01-02 10:00:00 UTC (12s ago)``."""
     relative = (
         formatting.format_when(moment, now) if moment > now else formatting.format_age(moment, now)
     )
@@ -293,8 +302,10 @@ def _none_left(done: int, references: tuple[str, ...], wanted: str) -> str:
     return f" None of the named jobs is {wanted} now."
 
 
-def _command_line(**options: t.Any) -> str:
-    parts = ["flask solidq jobs"]
+def command_line(command: str = "jobs", **options: t.Any) -> str:
+    """The ``flask solidq`` command line that runs ``command`` with ``options`` (those not
+    None): what a full page prints to show the next one."""
+    parts = [f"flask solidq {command}"]
     for name, value in options.items():
         if value is not None:
             parts.append(f"--{name} {shlex.quote(str(value))}")
