@@ -180,7 +180,7 @@ def test_a_batch_page_shows_its_counters_callbacks_metadata_and_jobs_by_state(ap
     assert failed[0]["Error"].startswith("tests.jobs.batch.Boom: failing 3")
     assert [row["Id"] for row in finished] == [str(jobs["second"]), str(jobs["first"])]
     assert f'href="/solidq/jobs/{jobs["failing"]}"' in text
-    assert "No ready jobs." in text and "No claimed jobs." in text
+    assert "No claimed, ready, blocked, scheduled or deferred jobs." in text
 
 
 def test_an_open_batchs_page_lists_its_ready_and_scheduled_jobs_and_refreshes(app, engine, client):
@@ -192,6 +192,7 @@ def test_an_open_batchs_page_lists_its_ready_and_scheduled_jobs_and_refreshes(ap
     assert [row["Id"] for row in ready] == [str(jobs["ready"])]
     assert [row["Id"] for row in scheduled] == [str(jobs["scheduled"])]
     assert 'hx-trigger="every 3s"' in text
+    assert "No failed, claimed, blocked, deferred or finished jobs (finished jobs are kept" in text
 
 
 def test_one_state_of_a_batch_pages_on_the_id(app, engine, client, monkeypatch):
