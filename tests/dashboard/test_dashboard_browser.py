@@ -37,6 +37,7 @@ from tests.jobs import coalesce as coalesce_jobs
 from tests.jobs import concurrency as concurrency_jobs
 from tests.jobs import job_action as jobs
 from tests.jobs import rate_limit as rate_limit_jobs
+from tests.support import solidq
 from tests.support.concurrency import job_state
 
 if t.TYPE_CHECKING:
@@ -241,6 +242,7 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
 ):
     from playwright.sync_api import expect
 
+    batch_id, _ = batch_of_two(dashboard_app, engine)  # runs every ready job: first
     ids = filled_dashboard(dashboard_app, engine)
     backend = sa.make_url(database_url).get_backend_name()
     folder = ARTIFACTS / backend
@@ -258,6 +260,8 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
         "blocked": ("/solidq/blocked", "Blocked jobs", "concurrency_test.limited/acct-7"),
         "processes": ("/solidq/processes", "Processes", "worker-1"),
         "recurring": ("/solidq/recurring", "Recurring tasks", "nightly_cleanup"),
+        "batches": ("/solidq/batches", "Batches", batch_id),
+        "batch": (f"/solidq/batches/{batch_id}", f"Batch {batch_id} failed", "nightly export"),
     }
 
     for name, (path, heading, shown) in pages.items():
@@ -272,3 +276,46 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
 
     saved = sorted(path.stem for path in folder.glob("*.png"))
     assert saved == sorted(pages)
+
+
+def batch_of_two(app: Flask, engine: sa.Engine) -> tuple[int, dict[str, int]]:
+    """A finished batch: one job that failed, one that finished; its id and its jobs' ids."""
+    jobs.FAILURES["batch-broken"] = ValueError
+    with app.app_context():
+        with solidq.batch(label="nightly export") as batch:
+            failed = jobs.task.perform_later("batch-broken").provider_job_id
+            finished = jobs.task.perform_later("batch-done").provider_job_id
+    while claimed := claim(engine, 5):
+        finish(engine, perform(app, claimed))
+    return batch.id, {"failed": t.cast(int, failed), "finished": t.cast(int, finished)}
+
+
+def test_the_batches_pages_in_a_browser_link_a_batch_its_jobs_and_back(dashboard_app, engine, page):
+    from playwright.sync_api import expect
+
+    batch_id, ids = batch_of_two(dashboard_app, engine)
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text))
+
+    page.goto("/solidq/")
+    page.get_by_role("link", name="Batches", exact=True).click()
+    expect(page.get_by_role("heading", level=1, name="Batches")).to_be_visible()
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name=str(batch_id)))
+    expect(row).to_contain_text("nightly export")
+    expect(row).to_contain_text("1/1/0 of 2")
+    # The bar's halves are drawn at their widths, from the stylesheet (no inline style).
+    completed = row.locator("svg.progress rect.completed").bounding_box()
+    failed = row.locator("svg.progress rect.failed").bounding_box()
+    assert completed is not None and failed is not None
+    assert completed["width"] > 10 and abs(completed["width"] - failed["width"]) < 1
+    fill = row.locator("svg.progress rect.failed").evaluate("rect => getComputedStyle(rect).fill")
+    assert fill == "rgb(204, 51, 51)"
+
+    row.get_by_role("link", name=str(batch_id), exact=True).click()
+    expect(page.get_by_role("heading", level=1, name=f"Batch {batch_id} failed")).to_be_visible()
+    page.locator("#jobs-failed").get_by_role("link", name=str(ids["failed"])).click()
+    expect(page.get_by_role("heading", name=f"Job {ids['failed']}")).to_be_visible()
+    page.get_by_role("link", name=f"Batch {batch_id}", exact=True).click()
+    expect(page.get_by_role("heading", level=1, name=f"Batch {batch_id} failed")).to_be_visible()
+    expect(page.locator("#jobs-finished")).to_contain_text(str(ids["finished"]))
+    assert not [text for text in refused if "Content Security Policy" in text], refused
