@@ -10,9 +10,11 @@ import re
 import typing as t
 
 import pytest
+import sqlalchemy as sa
 
 from flask_solidq.dashboard import batch_views
 from flask_solidq.definitions.batches import Batch
+from flask_solidq.reads import batches as batch_reads
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.dashboard.test_dashboard_control_pages import page_text
@@ -235,3 +237,36 @@ def test_a_jobs_page_links_its_batch_and_a_job_without_one_has_no_link(app, clie
 
 def test_every_page_has_a_batches_nav_entry(client):
     assert '<a href="/solidq/batches">Batches</a>' in page_text(client, "/solidq/")
+
+
+def test_a_batch_page_costs_one_read_of_the_batch_and_one_per_state_whatever_its_size(
+    app, engine, client
+):
+    with app.app_context():
+        with solidq.batch() as small:
+            batch_jobs.work.perform_later("one")
+        with solidq.batch() as large:
+            for index in range(3 * batch_views.GROUP_SIZE):
+                batch_jobs.work.perform_later(index)
+    reads: list[str] = []
+
+    def note(conn: t.Any, cursor: t.Any, statement: str, *_: t.Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "solidq_" in statement:
+            reads.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", note)
+    try:
+        counts = []
+        for batch in (small, large):
+            reads.clear()
+            (ready,) = tables(client, f"/solidq/batches/{batch.id}")
+            counts.append((len(ready), len(reads)))
+        reads.clear()
+        tables(client, "/solidq/batches")
+        listed = len(reads)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", note)
+
+    states = len(batch_reads.JOB_STATES)
+    assert counts == [(1, 1 + states), (batch_views.GROUP_SIZE, 1 + states)]
+    assert listed == 1
