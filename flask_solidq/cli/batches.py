@@ -50,7 +50,7 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
             click.echo(f"\nMore: {again}")
 
     @group.command("batch")
-    @click.argument("batch_id", type=click.IntRange(min=0), metavar="ID")
+    @click.argument("batch_id", type=click.IntRange(0, cli_jobs.MAX_ID), metavar="ID")
     @click.option(
         "--limit",
         type=click.IntRange(1, batches.MAX_PAGE),

@@ -24,6 +24,10 @@ MESSAGE_WIDTH = 60
 
 EngineFactory = t.Callable[[], sa.Engine]
 
+#: The largest id a ``bigint`` primary key holds: an id option above it is a usage error, not
+#: the driver's (PostgreSQL refuses the parameter).
+MAX_ID = 2**63 - 1
+
 #: The times the --failed-before/--failed-after options take (UTC).
 TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"]
 
@@ -69,7 +73,12 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     )
     @click.option("--queue", default=None, help="Only jobs of this queue.")
     @click.option("--job", default=None, help="Only jobs of this job name.")
-    @click.option("--batch", type=int, default=None, help="Only jobs of this batch (its id).")
+    @click.option(
+        "--batch",
+        type=click.IntRange(0, MAX_ID),
+        default=None,
+        help="Only jobs of this batch (its id).",
+    )
     @click.option("--limit", type=click.IntRange(1, browse.MAX_PAGE), default=50, show_default=True)
     @click.option(
         "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."

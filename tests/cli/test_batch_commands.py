@@ -158,6 +158,8 @@ def test_batch_says_when_there_is_no_such_batch(app, engine):
     assert result.exit_code == 1
     assert "No batch 999999" in result.output and "flask solidq batches" in result.output
     assert run(app, "batch", "abc").exit_code == 2
+    assert run(app, "batch", 2**63).exit_code == 2
+    assert run(app, "jobs", "--batch", 2**63).exit_code == 2
 
 
 def test_job_names_its_batch(app, engine):
