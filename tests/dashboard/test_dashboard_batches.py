@@ -270,3 +270,15 @@ def test_a_batch_page_costs_one_read_of_the_batch_and_one_per_state_whatever_its
     states = len(batch_reads.JOB_STATES)
     assert counts == [(1, 1 + states), (batch_views.GROUP_SIZE, 1 + states)]
     assert listed == 1
+
+
+def test_metadata_is_escaped_on_both_pages(app, client):
+    hostile = '<script>alert("x")</script>'
+    with app.app_context():
+        with solidq.batch(label=hostile, **{"<b>key</b>": hostile}) as batch:
+            batch_jobs.work.perform_later(1)
+
+    for path in ("/solidq/batches", f"/solidq/batches/{batch.id}"):
+        text = page_text(client, path)
+        assert "<script>alert" not in text and "<b>key" not in text, path
+    assert "&lt;script&gt;alert(" in page_text(client, "/solidq/batches")

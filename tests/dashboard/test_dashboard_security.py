@@ -38,6 +38,7 @@ from tests.dashboard.test_dashboard import failed_job
 from tests.dashboard.test_dashboard import paused
 from tests.jobs import dashboard as jobs
 from tests.operations.test_job_actions import enqueue
+from tests.support import solidq
 from tests.support.concurrency import job_state
 
 if t.TYPE_CHECKING:
@@ -314,6 +315,16 @@ BAD_INPUTS: list[tuple[str, str, dict[str, str]]] = [
     ("GET", f"/jobs/{'9' * 40}", {}),
     ("GET", "/jobs/-1", {}),
     ("GET", f"/jobs/{quote('²')}", {}),
+    # The batches: the list's filter and cursor, a batch's id, state and cursor.
+    ("GET", f"/batches?status=op{NUL}en", {}),
+    ("GET", f"/batches?before={TOO_BIG}", {}),
+    ("GET", "/batches?before=abc", {}),
+    ("GET", f"/batches/1{NUL}", {}),
+    ("GET", f"/batches/{TOO_BIG}", {}),
+    ("GET", "/batches/-1", {}),
+    ("GET", f"/batches/{quote('²')}", {}),
+    ("GET", f"/batches/1?state=rea{NUL}dy", {}),
+    ("GET", "/batches/1?state=ready&before=-1", {}),
     # The control pages' cursors.
     ("GET", f"/budgets?after=k{NUL}", {}),
     ("GET", f"/blocked?after=k{NUL}", {}),
@@ -361,7 +372,8 @@ def test_each_bad_input_answers_400_with_a_message_and_changes_nothing(app, engi
     assert wrong == {}
     for request, (_status, text) in answers.items():
         assert any(
-            words in text for words in ("NUL character", "is not a job id", "at most 255")
+            words in text
+            for words in ("NUL character", "is not a job id", "is not a batch id", "at most 255")
         ), request
     assert job_state(engine, failed) == "failed"
     assert paused(engine) == set()
@@ -449,9 +461,13 @@ def test_in_a_browser_the_pages_work_under_their_policy(dashboard_app, page):
     with dashboard_app.app_context():
         engine = t.cast(sa.Engine, dashboard_app.extensions["solidq"].engine)
     ids = browser_tests.filled_dashboard(dashboard_app, engine)
+    with dashboard_app.app_context():
+        with solidq.batch(label="later") as batch:  # a bar with a pending segment
+            jobs.task.set(wait=3600).perform_later("in a batch")
     violations = csp_violations(page)
     paths = ["/solidq/", "/solidq/jobs?state=failed", f"/solidq/jobs/{ids['failed']}"]
     paths += ["/solidq/budgets", "/solidq/coalescing", "/solidq/blocked", "/solidq/recurring"]
+    paths += ["/solidq/batches", f"/solidq/batches/{batch.id}"]
     for path in paths:
         response = page.goto(path)
         assert response is not None and response.status == 200, path
