@@ -39,7 +39,7 @@ class JobRecord(Base):
     #: The ``solidq_batches`` row of the batch the job belongs to (schema version 3). No
     #: foreign key: a job outlives its batch's row once that is cleared, and on MySQL a key
     #: would lock the batch's row for every job inserted into it.
-    batch_id: Mapped[int | None] = mapped_column(BigId, index=True)
+    batch_id: Mapped[int | None] = mapped_column(BigId)
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()
 
@@ -47,6 +47,8 @@ class JobRecord(Base):
         sa.Index("ix_solidq_jobs_finished_at", "finished_at"),
         sa.Index("ix_solidq_jobs_for_filtering", "queue_name", "finished_at"),
         sa.Index("ix_solidq_jobs_for_alerting", "scheduled_at", "finished_at"),
+        # A batch's jobs in id order: its pages walk them newest first, a page at a time.
+        sa.Index("ix_solidq_jobs_batch_id", "batch_id", "id"),
     )
 
     def __repr__(self) -> str:
