@@ -72,17 +72,19 @@ def joined(
     :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
     ``callbacks``, which that owner runs when it commits. Nothing here commits."""
     current = _ambient.get() or {}
-    previous = connection.info.get(_AFTER_COMMIT)
-    connection.info[_AFTER_COMMIT] = callbacks
+    # The dict itself, read now: after a lost connection, reading connection.info raises.
+    info = connection.info
+    previous = info.get(_AFTER_COMMIT)
+    info[_AFTER_COMMIT] = callbacks
     token = _ambient.set({**current, engine: connection})
     try:
         yield connection
     finally:
         _ambient.reset(token)
         if previous is None:
-            connection.info.pop(_AFTER_COMMIT, None)
+            info.pop(_AFTER_COMMIT, None)
         else:
-            connection.info[_AFTER_COMMIT] = previous
+            info[_AFTER_COMMIT] = previous
 
 
 def after_commit(engine: sa.Engine, callback: t.Callable[[], None]) -> None:
@@ -126,12 +128,15 @@ def write(engine: sa.Engine) -> t.Iterator[sa.Connection]:
         return
     callbacks: list[t.Callable[[], None]] = []
     with _writer(engine), engine.begin() as connection:
-        connection.info[_AFTER_COMMIT] = callbacks
+        # The dict itself, read now: after a lost connection, reading connection.info raises
+        # (and would hide the error that lost it).
+        info = connection.info
+        info[_AFTER_COMMIT] = callbacks
         try:
             yield connection
         finally:
             # info lives with the DBAPI connection, past this checkout.
-            connection.info.pop(_AFTER_COMMIT, None)
+            info.pop(_AFTER_COMMIT, None)
     for callback in callbacks:
         callback()
 
