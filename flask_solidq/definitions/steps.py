@@ -214,18 +214,25 @@ class Resumable(DeclaredAttributes):
 
     @property
     def _steps(self) -> Progress:
-        """Its progress: made at first use, replaced by :meth:`_load_steps`."""
+        """Its progress: made at first use (most jobs have no steps, and a worker runs
+        thousands a second), with what :func:`watch` gave; replaced by :meth:`_load_steps`."""
         progress = self.__dict__.get("_progress")
         if progress is None:
             progress = self.__dict__["_progress"] = Progress()
+            _apply_watch(self, progress)
         return t.cast(Progress, progress)
 
     def _load_steps(self, data: t.Mapping[str, t.Any]) -> None:
-        """Take the progress a stored payload holds (``Job.load_payload``).
+        """Take the progress a stored payload holds (``Job.load_payload``); a payload with
+        none leaves it to be made at first use.
 
         :raises flask_solidq.DeserializationError: it is malformed.
         """
-        self.__dict__["_progress"] = Progress.from_payload(data)
+        if "steps" in data or "resumptions" in data:
+            self.__dict__["_progress"] = progress = Progress.from_payload(data)
+            _apply_watch(self, progress)
+        else:
+            self.__dict__.pop("_progress", None)
 
     @property
     def step_progress(self) -> dict[str, t.Any]:
@@ -275,18 +282,35 @@ def watch(
 ) -> None:
     """Let ``job``'s steps ask ``stopping`` whether the worker is stopping, and write their
     progress with ``saver`` when a step finishes and every ``save_interval`` seconds at most
-    as they advance."""
-    progress = job._steps
-    progress.stopping = stopping or _never
-    progress.saver = saver
-    progress.save_interval = save_interval
-    progress.saved_at = time.monotonic()
+    as they advance. Kept on the job until its progress is made (at its first step)."""
+    job.__dict__["_watch"] = (stopping or _never, saver, save_interval)
+    progress = job.__dict__.get("_progress")
+    if progress is not None:
+        _apply_watch(job, progress)
+
+
+def unwatch(job: Resumable) -> None:
+    """End what :func:`watch` gave ``job``, as its run ends: its saver refers to the job, and
+    that circle would keep every job a worker ran alive until the garbage collector's next
+    full pass (a worker runs thousands a second)."""
+    job.__dict__.pop("_watch", None)
+    progress = job.__dict__.get("_progress")
+    if progress is not None:
+        progress.stopping, progress.saver = _never, None
+
+
+def _apply_watch(job: Resumable, progress: Progress) -> None:
+    watched = job.__dict__.get("_watch")
+    if watched is not None:
+        progress.stopping, progress.saver, progress.save_interval = watched
+        progress.saved_at = time.monotonic()
 
 
 def begin_run(job: Resumable) -> None:
     """Count a resumption if the job starts with saved progress (Rails counts the same)."""
-    if job._steps.saved:
-        job._steps.resumptions += 1
+    progress = job.__dict__.get("_progress")
+    if progress is not None and progress.saved:
+        progress.resumptions += 1
 
 
 def limit_of(job: Resumable, default: int | None) -> int | None:

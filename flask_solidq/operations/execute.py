@@ -115,6 +115,8 @@ def perform(
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
     except Exception as error:  # noqa: BLE001
         return handle_error(claimed, job, error)
+    finally:
+        steps.unwatch(job)
     return Outcome(claimed, OutcomeKind.FINISHED, job=job)
 
 

@@ -1,8 +1,8 @@
 """Add batches to the default database: the solidq_batches table and solidq_jobs.batch_id.
 
-Revision ID: 584d1899d34f
+Revision ID: 3ec51de45a60
 Revises: 03171e82fa8a
-Create Date: 2026-12-02 09:24:54+00:00
+Create Date: 2026-12-02 10:10:02+00:00
 
 Written by `flask solidq install` from flask-solidq's template 0003_add_solidq_batches
 (schema version 3). It is a frozen snapshot of that change: it imports nothing from
@@ -24,7 +24,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 # revision identifiers, used by Alembic.
-revision = "584d1899d34f"
+revision = "3ec51de45a60"
 down_revision = "03171e82fa8a"
 branch_labels = None
 depends_on = None
@@ -68,7 +68,14 @@ def upgrade(engine_name: str = "") -> None:
     )
     op.create_index(op.f("ix_solidq_batches_finished_at"), "solidq_batches", ["finished_at"])
     op.add_column("solidq_jobs", sa.Column("batch_id", ID, nullable=True))
-    op.create_index(op.f("ix_solidq_jobs_batch_id"), "solidq_jobs", ["batch_id", "id"])
+    # Partial on PostgreSQL and SQLite: the jobs of no batch cost this index nothing.
+    op.create_index(
+        op.f("ix_solidq_jobs_batch_id"),
+        "solidq_jobs",
+        ["batch_id", "id"],
+        postgresql_where=sa.text("batch_id IS NOT NULL"),
+        sqlite_where=sa.text("batch_id IS NOT NULL"),
+    )
 
 
 def downgrade(engine_name: str = "") -> None:
