@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
+from flask_solidq.cli import status
 from flask_solidq.controls import gcra
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
@@ -150,6 +151,11 @@ def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, c
     (queue,) = overview
     assert (queue["Scheduled"], queue["Deferred"]) == ("1", "1")
     assert "<dd>deferred</dd>" in page_text(client, f"/solidq/jobs/{deferred}")
+    # `flask solidq status` counts them as the overview does: one scheduled, one deferred.
+    with app.app_context(), engine.connect() as connection:
+        printed = status.render_status(connection).splitlines()
+    counted = dict(zip(printed[1].split()[:8], printed[2].split()[:8], strict=True))
+    assert (counted["SCHEDULED"], counted["DEFERRED"]) == ("1", "1")
 
 
 def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app, engine, client):
