@@ -272,7 +272,7 @@ def test_the_demo_seed_puts_jobs_in_every_state_once(tmp_path):
     for product in seed.PRODUCTS:
         assert product in page
     assert "<strong>2</strong> blocked" in page
-    blocked = client.get("/solidq/blocked").get_data(as_text=True)
+    blocked = client.get("/solidq/concurrency").get_data(as_text=True)
     assert "rebuild_sales_report/high-street" in blocked
     coalescing = client.get("/solidq/coalescing").get_data(as_text=True)
     assert "send_activity_digest" in coalescing

@@ -32,11 +32,12 @@ PAGE_SIZE = 50
 
 
 def add_routes(blueprint: Blueprint) -> None:
-    """Add the pages: ``.budgets``, ``.coalescing``, ``.blocked``, ``.processes``,
-    ``.recurring``."""
+    """Add the pages: ``.budgets``, ``.coalescing``, ``.concurrency``, ``.processes``,
+    ``.recurring``. The concurrency keys' page is not named "blocked": the jobs list of that
+    state (``.jobs?state=blocked``) has the name, and the two were once both "Blocked jobs"."""
     blueprint.add_url_rule("/budgets", "budgets", budgets_page)
     blueprint.add_url_rule("/coalescing", "coalescing", coalescing_page)
-    blueprint.add_url_rule("/blocked", "blocked", blocked_page)
+    blueprint.add_url_rule("/concurrency", "concurrency", concurrency_page)
     blueprint.add_url_rule("/processes", "processes", processes_page)
     blueprint.add_url_rule("/recurring", "recurring", recurring_page)
 
@@ -116,7 +117,7 @@ def coalescing_page() -> str:
     )
 
 
-def blocked_page() -> str:
+def concurrency_page() -> str:
     """Concurrency keys with blocked jobs (how many, since when, their semaphore), and every
     semaphore with its lease; two lists, each paged on its own."""
     now = utcnow()
@@ -129,7 +130,7 @@ def blocked_page() -> str:
         )
         holders = control_reads.running_holders(connection, [entry.key for entry in blocked])
     return render_template(
-        "solidq/blocked.html",
+        "solidq/concurrency.html",
         blocked=blocked,
         holders=holders,
         semaphores=semaphores,

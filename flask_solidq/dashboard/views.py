@@ -127,7 +127,6 @@ def jobs() -> str:
         "solidq/jobs.html",
         page=page,
         state=state,
-        states=list(browse.State),
         queue=queue or "",
         job=name or "",
         next_before=page[-1].id if len(page) == PAGE_SIZE else None,

@@ -257,7 +257,11 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
         "job": (f"/solidq/jobs/{ids['failed']}", f"Job {ids['failed']}", "Traceback"),
         "budgets": ("/solidq/budgets", "Rate-limit budgets", "rate_test.global/global"),
         "coalescing": ("/solidq/coalescing", "Coalescing", "coalesce_test.collect/acct-5"),
-        "blocked": ("/solidq/blocked", "Blocked jobs", "concurrency_test.limited/acct-7"),
+        "concurrency": (
+            "/solidq/concurrency",
+            "Concurrency keys",
+            "concurrency_test.limited/acct-7",
+        ),
         "processes": ("/solidq/processes", "Processes", "worker-1"),
         "recurring": ("/solidq/recurring", "Recurring tasks", "nightly_cleanup"),
         "batches": ("/solidq/batches", "Batches", batch_id),

@@ -286,7 +286,7 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
     later(app, concurrency_jobs.limited_two, "free")
     key = "concurrency_test.limited/acct"
 
-    blocked, semaphores = tables(client, "/solidq/blocked")
+    blocked, semaphores = tables(client, "/solidq/concurrency")
 
     assert len(blocked) == 1
     (row,) = blocked
@@ -301,7 +301,7 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
     assert stored[key] == 0 and len(stored) == 2
 
     (holder,) = [job.id for job in claim_all(engine).jobs if job.concurrency_key == key]
-    blocked, _semaphores = tables(client, "/solidq/blocked")
+    blocked, _semaphores = tables(client, "/solidq/concurrency")
     assert blocked[0]["Held by (running)"] == str(holder)
 
 
@@ -312,9 +312,9 @@ def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkey
         later(app, concurrency_jobs.limited, account)
     first_key, second_key = "concurrency_test.limited/a", "concurrency_test.limited/b"
 
-    blocked, semaphores = tables(client, "/solidq/blocked")
-    blocked_next, semaphores_same = tables(client, f"/solidq/blocked?after={first_key}")
-    _blocked, semaphores_next = tables(client, f"/solidq/blocked?semaphores_after={first_key}")
+    blocked, semaphores = tables(client, "/solidq/concurrency")
+    blocked_next, semaphores_same = tables(client, f"/solidq/concurrency?after={first_key}")
+    _blocked, semaphores_next = tables(client, f"/solidq/concurrency?semaphores_after={first_key}")
 
     assert [row["Concurrency key"] for row in blocked] == [first_key]
     assert [row["Concurrency key"] for row in blocked_next] == [second_key]
@@ -324,10 +324,25 @@ def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkey
 
 
 def test_blocked_without_blocked_jobs_says_so(client):
-    text = page_text(client, "/solidq/blocked")
+    text = page_text(client, "/solidq/concurrency")
 
     assert "No blocked jobs." in text and "No semaphores." in text
     assert "hx-trigger" not in text
+
+
+def test_the_blocked_jobs_and_the_concurrency_keys_are_two_pages_of_two_names(client):
+    blocked = page_text(client, "/solidq/jobs?state=blocked")
+    keys = page_text(client, "/solidq/concurrency")
+
+    assert "<title>Blocked jobs · flask-solidq</title>" in blocked
+    assert "<h1>Blocked jobs</h1>" in blocked
+    assert "<title>Concurrency keys · flask-solidq</title>" in keys
+    assert "<h1>Concurrency keys</h1>" in keys
+    assert "Blocked jobs</h1>" not in keys
+    # The nav names each page once; the states list is the nav's, not repeated on the page.
+    assert blocked.count('href="/solidq/jobs?state=ready"') == 1
+    assert 'href="/solidq/jobs?state=blocked" aria-current="page"' in blocked
+    assert ">Concurrency</a>" in blocked and ">Semaphores</a>" not in blocked
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -398,7 +413,7 @@ def test_the_pages_are_closed_like_the_rest_of_the_dashboard(app, client):
     for path in (
         "/solidq/budgets",
         "/solidq/coalescing",
-        "/solidq/blocked",
+        "/solidq/concurrency",
         "/solidq/processes",
         "/solidq/recurring",
     ):
