@@ -1,6 +1,6 @@
 """The dashboard's pages for what the controls store: rate-limit budgets, coalesce keys,
-blocked jobs and semaphores, and the registered processes. Each reads through
-:mod:`flask_solidq.reads.control_reads` (and the figures of
+concurrency keys (their blocked jobs and semaphores), and the registered processes. Each
+reads through :mod:`flask_solidq.reads.control_reads` (and the figures of
 :mod:`~flask_solidq.reads.queue_figures` / :mod:`~flask_solidq.controls.budgets`), a page at a
 time: every list that grows with the queue is keyset-paginated (``?after=``, the last key or
 id of the previous page), the figures per job name are bounded by the app's definitions.
@@ -23,7 +23,6 @@ from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_when
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
-from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -32,14 +31,14 @@ PAGE_SIZE = 50
 
 
 def add_routes(blueprint: Blueprint) -> None:
-    """Add the pages: ``.budgets``, ``.coalescing``, ``.concurrency``, ``.processes``,
-    ``.recurring``. The concurrency keys' page is not named "blocked": the jobs list of that
-    state (``.jobs?state=blocked``) has the name, and the two were once both "Blocked jobs"."""
+    """Add the pages: ``.budgets``, ``.coalescing``, ``.concurrency``, ``.processes`` (the
+    recurring tasks' are :mod:`.recurring_views`'s). The concurrency keys' page is not named
+    "blocked": the jobs list of that state (``.jobs?state=blocked``) has the name, and the two
+    were once both "Blocked jobs"."""
     blueprint.add_url_rule("/budgets", "budgets", budgets_page)
     blueprint.add_url_rule("/coalescing", "coalescing", coalescing_page)
     blueprint.add_url_rule("/concurrency", "concurrency", concurrency_page)
     blueprint.add_url_rule("/processes", "processes", processes_page)
-    blueprint.add_url_rule("/recurring", "recurring", recurring_page)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,32 +162,3 @@ def processes_page() -> str:
         now=now,
         done=params.done(),
     )
-
-
-def recurring_page() -> str:
-    """The stored recurring tasks: schedule, last run (from the ledger) and next run (from
-    the schedule as stored)."""
-    now = utcnow()
-    after = params.text_cursor("after")
-    with reading.page() as connection:
-        rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
-    return render_template(
-        "solidq/recurring.html",
-        rows=rows,
-        after=after,
-        next_after=rows[-1].key if len(rows) == PAGE_SIZE else None,
-        next_run=lambda schedule: _next_run(schedule, now),
-        age=lambda moment: format_age(moment, now),
-        now=now,
-        done=params.done(),
-    )
-
-
-def _next_run(schedule: str, now: dt.datetime) -> str:
-    """When a stored schedule ticks next, or "?" for one this version can't parse (a row
-    written by another version of the app)."""
-    try:
-        moment = Schedule.parse(schedule).next_time_after(now)
-    except ValueError:
-        return "?"
-    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({format_when(moment, now)})"

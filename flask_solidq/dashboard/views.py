@@ -23,6 +23,7 @@ from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
+from flask_solidq.dashboard import recurring_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
@@ -77,6 +78,7 @@ def add_routes(blueprint: Blueprint) -> None:
         # with a redirect to the path with the slashes merged, which names another queue.
         merge_slashes=False,
     )
+    recurring_views.add_routes(blueprint)  # after the converter its action's path uses
 
 
 class QueueConverter(PathConverter):
