@@ -725,6 +725,16 @@ def test_pause_and_resume_a_queue(app, engine, client):
 # 6. Another prefix.
 
 
+def test_every_page_links_the_dashboards_favicon_which_it_serves(client):
+    overview = client.get(f"{PREFIX}/").text
+    link = f'<link rel="icon" type="image/svg+xml" href="{PREFIX}/static/favicon.svg">'
+    assert link in overview
+    with client.get(f"{PREFIX}/static/favicon.svg") as response:
+        assert response.status_code == 200
+        assert response.mimetype == "image/svg+xml"
+        assert response.text.startswith("<svg ")
+
+
 def test_a_custom_url_prefix_serves_the_dashboard_there(make_app, engine):
     prefix = "/admin/queue"
     moved = make_app(SOLIDQ_DASHBOARD_URL_PREFIX=prefix)
