@@ -47,16 +47,16 @@ class BudgetView:
 
     key: str
     limit: str
-    available: str
-    next_admission: str
+    #: What the budget is doing, in a sentence (:func:`describe_budget`).
+    doing: str
     waiting: int
     next_check: str
     updated_at: dt.datetime
 
 
 def budgets_page() -> str:
-    """Every ``solidq_rate_limits`` row: its limit, admits available now, next admission, and
-    the jobs it deferred that wait (with when the first is looked at again)."""
+    """Every ``solidq_rate_limits`` row: its limit, what it is doing (:func:`describe_budget`),
+    and the jobs it deferred that wait (with when the first is looked at again)."""
     now = utcnow()
     after = params.text_cursor("after")
     with reading.page() as connection:
@@ -78,22 +78,42 @@ def _budget_view(
     row: control_reads.BudgetRow, waiting: budgets.Waiting | None, now: dt.datetime
 ) -> BudgetView:
     outlook = control_reads.budget_outlook(row.key, row.budget, now)
-    if outlook is None:
-        # The job that declares it isn't imported by this app: its limit is unknown.
-        limit = available = next_admission = "?"
-    else:
-        limit = describe_limit(outlook.limit)
-        available = str(outlook.available)
-        next_admission = format_when(outlook.next_admission_at, now)
     return BudgetView(
         key=row.key,
-        limit=limit,
-        available=available,
-        next_admission=next_admission,
+        # "?": the job that declares it isn't imported by this app, so its limit is unknown.
+        limit=describe_limit(outlook.limit) if outlook else "?",
+        doing=describe_budget(outlook, waiting, now) if outlook else "?",
         waiting=waiting.size if waiting else 0,
         next_check=format_when(waiting.next_check_at, now) if waiting else "-",
         updated_at=row.updated_at,
     )
+
+
+def describe_budget(
+    outlook: control_reads.BudgetOutlook, waiting: budgets.Waiting | None, now: dt.datetime
+) -> str:
+    """What a budget is doing, in words. Its figures alone misled: beside 30 deferred jobs,
+    "admits 1 now, next admission now" read as a stuck queue, when each deferred job waits for
+    the slot it was given and the free admission is for a new claim."""
+    free = outlook.available
+    if waiting and waiting.next_check_at > now:
+        spare = f"; {free} free now for a new claim" if free else ""
+        return (
+            f"Draining {_jobs(waiting.size, 'deferred job')} one slot at a time: the next"
+            f" is due {format_when(waiting.next_check_at, now)}{spare}."
+        )
+    if waiting:
+        return (
+            f"{_jobs(waiting.size, 'deferred job')} due: each is admitted, or deferred again,"
+            " when a worker claims it."
+        )
+    if free:
+        return f"Open: admits {_jobs(free, 'claim')} now."
+    return f"Spent: admits the next claim {format_when(outlook.next_admission_at, now)}."
+
+
+def _jobs(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def coalescing_page() -> str:

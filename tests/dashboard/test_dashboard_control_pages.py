@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.cli import status
+from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
@@ -122,14 +123,15 @@ def test_budgets_shows_each_budget_with_its_limit_admissions_and_waiting_jobs(ap
     assert set(rows) == {"rate_test.global/global", "rate_test.staggered/global"}
     spent = rows["rate_test.global/global"]
     assert spent["Limit"] == "1 per 1m00s"
-    assert spent["Admits now"] == "0"
-    assert spent["Next admission"].startswith("in ")
+    assert re.fullmatch(
+        r"Draining 2 deferred jobs one slot at a time: the next is due in .+\.", spent["Now"]
+    )
     assert spent["Waiting jobs"] == "2"
     assert spent["Next slot"].startswith("in ")
     fresh = rows["rate_test.staggered/global"]
     # Burst 2, one taken: one more admitted right now.
     assert fresh["Limit"] == "10 per 10s, burst 2"
-    assert (fresh["Admits now"], fresh["Next admission"]) == ("1", "now")
+    assert fresh["Now"] == "Open: admits 1 claim now."
     assert (fresh["Waiting jobs"], fresh["Next slot"]) == ("0", "-")
 
 
@@ -158,6 +160,41 @@ def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, c
     assert (counted["SCHEDULED"], counted["DEFERRED"]) == ("1", "1")
 
 
+@pytest.mark.parametrize(
+    ("available", "waiting", "due_in", "said"),
+    [
+        (1, 0, 0, "Open: admits 1 claim now."),
+        (3, 0, 0, "Open: admits 3 claims now."),
+        (0, 0, 0, "Spent: admits the next claim in 5s."),
+        # The case that read as stuck: a free admission beside 30 deferred jobs.
+        (
+            1,
+            30,
+            2,
+            "Draining 30 deferred jobs one slot at a time: the next is due in 2s;"
+            " 1 free now for a new claim.",
+        ),
+        (0, 1, 2, "Draining 1 deferred job one slot at a time: the next is due in 2s."),
+        (
+            1,
+            4,
+            -1,
+            "4 deferred jobs due: each is admitted, or deferred again, when a worker claims it.",
+        ),
+    ],
+)
+def test_a_budget_says_what_it_is_doing_in_words(available, waiting, due_in, said):
+    now = utcnow()
+    outlook = control_reads.BudgetOutlook(
+        limit=t.cast(t.Any, None),
+        available=available,
+        next_admission_at=now + dt.timedelta(seconds=5),
+    )
+    queued = budgets.Waiting("k", waiting, now + dt.timedelta(seconds=due_in)) if waiting else None
+
+    assert control_views.describe_budget(outlook, queued, now) == said
+
+
 def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app, engine, client):
     now = utcnow()
     with engine.begin() as connection:
@@ -172,8 +209,7 @@ def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app
         {
             "Key": "elsewhere/x",
             "Limit": "?",
-            "Admits now": "?",
-            "Next admission": "?",
+            "Now": "?",
             "Waiting jobs": "0",
             "Next slot": "-",
         }
