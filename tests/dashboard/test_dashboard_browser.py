@@ -3,7 +3,8 @@
 
 What only a browser shows: the pages link up, htmx loads, an action is a form POST that carries
 the CSRF field from the cookie the page set, Discard asks ``confirm()`` first, and each action
-lands back on a page saying what it did, with the database changed to match. And what each
+lands back on a page saying what it did (once: a reload doesn't say it again), with the
+database changed to match. And what each
 page looks like: every page, with data in it, is saved as a full-page screenshot under
 ``test-artifacts/dashboard/<backend>/<page>.png``.
 
@@ -165,6 +166,11 @@ def test_the_dashboard_in_a_browser_retries_a_failed_job_and_discards_a_schedule
     page.get_by_role("button", name="Retry", exact=True).click()
     expect(page.get_by_role("status")).to_have_text("Retried 1 job.")
     assert job_state(engine, failed) == "ready"
+    # The message came in a cookie, not the URL, and was said once: a reload doesn't repeat it.
+    assert page.url.endswith(f"/solidq/jobs/{failed}")
+    page.reload()
+    expect(page.get_by_role("heading", name=f"Job {failed}")).to_be_visible()
+    expect(page.get_by_role("status")).to_have_count(0)
 
     # A scheduled job: Discard asks first; accepted, the job is gone.
     questions: list[str] = []
