@@ -219,8 +219,10 @@ def queue_counts() -> dict[str, int]:
     deferred = sa.select(sa.func.count()).select_from(_SCHEDULED_JOBS).where(IS_DEFERRED)
     counts["deferred"] = db.session.scalar(deferred) or 0
     counts["scheduled"] -= counts["deferred"]
-    order = ["ready", "scheduled", "deferred"]
-    counts = {state: counts[state] for state in [*order, *(s for s in counts if s not in order)]}
+    # Deferred shown beside scheduled, as the dashboard's overview shows them.
+    first = ["ready", "scheduled", "deferred"]
+    rest = [state for state in counts if state not in first]
+    counts = {state: counts[state] for state in [*first, *rest]}
     finished = sa.select(sa.func.count()).where(queue.JobRecord.finished_at.is_not(None))
     counts["finished"] = db.session.scalar(finished) or 0
     return counts
