@@ -123,7 +123,7 @@ def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
         ("a blocked job", f"/solidq/jobs/{firsts['blocked']}"),
         ("budgets", "/solidq/budgets"),
         ("coalescing", "/solidq/coalescing"),
-        ("blocked keys", "/solidq/blocked"),
+        ("concurrency keys", "/solidq/concurrency"),
         ("processes", "/solidq/processes"),
         ("recurring", "/solidq/recurring"),
         ("metrics (Prometheus)", "/solidq/metrics"),

@@ -28,6 +28,7 @@ from example_app.extensions import migrate
 from example_app.extensions import solidq
 from example_app.models import Product
 from flask_solidq import models as queue
+from flask_solidq.controls.budgets import IS_DEFERRED
 from flask_solidq.resources import resource_dir
 
 pages = Blueprint("pages", __name__)
@@ -200,12 +201,28 @@ def time_from_now(moment: dt.datetime) -> str:
     return "now" if seconds <= 0 else f"in {seconds:.1f} s"
 
 
+#: A scheduled execution joined to its job, to tell a deferred one (its rate limit put it off:
+#: the dashboard's and ``flask solidq status``'s "deferred") from one scheduled with ``wait=``.
+_SCHEDULED_JOBS = queue.ScheduledExecution.__table__.join(
+    queue.JobRecord.__table__,
+    queue.ScheduledExecution.__table__.c.job_id == queue.JobRecord.__table__.c.id,
+)
+
+
 def queue_counts() -> dict[str, int]:
-    """How many jobs are in each state: which execution table holds them."""
+    """How many jobs are in each state: which execution table holds them, the deferred ones
+    apart from the scheduled ones (the same table holds both)."""
     counts = {
         state: db.session.scalar(sa.select(sa.func.count()).select_from(model)) or 0
         for state, model in STATES.items()
     }
+    deferred = sa.select(sa.func.count()).select_from(_SCHEDULED_JOBS).where(IS_DEFERRED)
+    counts["deferred"] = db.session.scalar(deferred) or 0
+    counts["scheduled"] -= counts["deferred"]
+    # Deferred shown beside scheduled, as the dashboard's overview shows them.
+    first = ["ready", "scheduled", "deferred"]
+    rest = [state for state in counts if state not in first]
+    counts = {state: counts[state] for state in [*first, *rest]}
     finished = sa.select(sa.func.count()).where(queue.JobRecord.finished_at.is_not(None))
     counts["finished"] = db.session.scalar(finished) or 0
     return counts
@@ -221,6 +238,9 @@ def recent_jobs() -> list[tuple[queue.JobRecord, str]]:
     for state, model in STATES.items():
         for job_id in db.session.scalars(sa.select(model.job_id).where(model.job_id.in_(ids))):
             state_of[job_id] = state
+    deferred = sa.select(queue.ScheduledExecution.__table__.c.job_id).select_from(_SCHEDULED_JOBS)
+    for job_id in db.session.scalars(deferred.where(IS_DEFERRED, queue.JobRecord.id.in_(ids))):
+        state_of[job_id] = "deferred"
     return [
         (record, state_of.get(record.id, "finished" if record.finished_at else "unknown"))
         for record in records

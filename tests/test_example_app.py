@@ -92,7 +92,7 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     assert "lets 2 run at once, then one every 2.5 s" in flashed
 
     # A worker's claim, as `flask solidq work` would make it: the quiet budget admits the
-    # burst, and the other 18 wait as scheduled jobs, one slot 2.5 s after another.
+    # burst, and the other 18 wait as deferred jobs, one slot 2.5 s after another.
     with app.app_context():
         engine = app.extensions["solidq"].engine
         support.register_claimers(engine, [9001])
@@ -112,8 +112,10 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     assert "<strong>18</strong> waiting" in page
     assert "next admission <strong>in " in page
     assert "next waiting job checked in " in page
-    assert "<strong>18</strong> scheduled" in page
+    assert "<strong>18</strong> deferred" in page
+    assert "<strong>0</strong> scheduled" in page
     assert "<strong>2</strong> claimed" in page
+    assert page.count("<td>deferred</td>") == 18
 
 
 def test_the_catalog_button_runs_a_batch_whose_imports_add_reindexes_then_publish_once(tmp_path):
@@ -270,7 +272,7 @@ def test_the_demo_seed_puts_jobs_in_every_state_once(tmp_path):
     for product in seed.PRODUCTS:
         assert product in page
     assert "<strong>2</strong> blocked" in page
-    blocked = client.get("/solidq/blocked").get_data(as_text=True)
+    blocked = client.get("/solidq/concurrency").get_data(as_text=True)
     assert "rebuild_sales_report/high-street" in blocked
     coalescing = client.get("/solidq/coalescing").get_data(as_text=True)
     assert "send_activity_digest" in coalescing

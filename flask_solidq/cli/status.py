@@ -29,6 +29,7 @@ QUEUE_HEADERS = (
     "QUEUE",
     "READY",
     "SCHEDULED",
+    "DEFERRED",
     "CLAIMED",
     "BLOCKED",
     "FAILED",
@@ -78,13 +79,17 @@ def render_queues(counts: t.Sequence[queue_figures.QueueCounts]) -> str:
         ]
         for queue in counts
     ]
-    return "Queues\n" + format_table(QUEUE_HEADERS, rows, right=range(1, 8))
+    return "Queues\n" + format_table(QUEUE_HEADERS, rows, right=range(1, 9))
 
 
 def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
+    """A queue's jobs in each state of :data:`QUEUE_HEADERS`. The deferred jobs (put off by a
+    rate limit) are counted apart from the plain scheduled ones, as the dashboard's overview
+    and ``flask solidq jobs --state`` count them, so the three agree on the same queue."""
     return (
         queue.ready,
-        queue.scheduled,
+        queue.scheduled - queue.deferred,
+        queue.deferred,
         queue.claimed,
         queue.blocked,
         queue.failed,

@@ -18,6 +18,7 @@ from flask import Blueprint
 
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
+from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import metrics_view
 from flask_solidq.dashboard import params
@@ -45,6 +46,7 @@ def register(app: Flask, url_prefix: str) -> None:
     blueprint.before_request(csrf.check)
     blueprint.before_request(params.check)
     blueprint.after_request(csrf.set_cookie)
+    blueprint.after_request(flash.forget_shown)
     blueprint.after_request(headers.add)
     blueprint.context_processor(csrf.template_context)
     views.add_routes(blueprint)

@@ -1,6 +1,6 @@
 """The dashboard's pages for what the controls store: rate-limit budgets, coalesce keys,
-blocked jobs and semaphores, and the registered processes. Each reads through
-:mod:`flask_solidq.reads.control_reads` (and the figures of
+concurrency keys (their blocked jobs and semaphores), and the registered processes. Each
+reads through :mod:`flask_solidq.reads.control_reads` (and the figures of
 :mod:`~flask_solidq.reads.queue_figures` / :mod:`~flask_solidq.controls.budgets`), a page at a
 time: every list that grows with the queue is keyset-paginated (``?after=``, the last key or
 id of the previous page), the figures per job name are bounded by the app's definitions.
@@ -23,7 +23,6 @@ from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_when
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
-from flask_solidq.recurring.schedule import Schedule
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -32,13 +31,14 @@ PAGE_SIZE = 50
 
 
 def add_routes(blueprint: Blueprint) -> None:
-    """Add the pages: ``.budgets``, ``.coalescing``, ``.blocked``, ``.processes``,
-    ``.recurring``."""
+    """Add the pages: ``.budgets``, ``.coalescing``, ``.concurrency``, ``.processes`` (the
+    recurring tasks' are :mod:`.recurring_views`'s). The concurrency keys' page is not named
+    "blocked": the jobs list of that state (``.jobs?state=blocked``) has the name, and the two
+    were once both "Blocked jobs"."""
     blueprint.add_url_rule("/budgets", "budgets", budgets_page)
     blueprint.add_url_rule("/coalescing", "coalescing", coalescing_page)
-    blueprint.add_url_rule("/blocked", "blocked", blocked_page)
+    blueprint.add_url_rule("/concurrency", "concurrency", concurrency_page)
     blueprint.add_url_rule("/processes", "processes", processes_page)
-    blueprint.add_url_rule("/recurring", "recurring", recurring_page)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,16 +47,16 @@ class BudgetView:
 
     key: str
     limit: str
-    available: str
-    next_admission: str
+    #: What the budget is doing, in a sentence (:func:`describe_budget`).
+    doing: str
     waiting: int
     next_check: str
     updated_at: dt.datetime
 
 
 def budgets_page() -> str:
-    """Every ``solidq_rate_limits`` row: its limit, admits available now, next admission, and
-    the jobs it deferred that wait (with when the first is looked at again)."""
+    """Every ``solidq_rate_limits`` row: its limit, what it is doing (:func:`describe_budget`),
+    and the jobs it deferred that wait (with when the first is looked at again)."""
     now = utcnow()
     after = params.text_cursor("after")
     with reading.page() as connection:
@@ -78,22 +78,42 @@ def _budget_view(
     row: control_reads.BudgetRow, waiting: budgets.Waiting | None, now: dt.datetime
 ) -> BudgetView:
     outlook = control_reads.budget_outlook(row.key, row.budget, now)
-    if outlook is None:
-        # The job that declares it isn't imported by this app: its limit is unknown.
-        limit = available = next_admission = "?"
-    else:
-        limit = describe_limit(outlook.limit)
-        available = str(outlook.available)
-        next_admission = format_when(outlook.next_admission_at, now)
     return BudgetView(
         key=row.key,
-        limit=limit,
-        available=available,
-        next_admission=next_admission,
+        # "?": the job that declares it isn't imported by this app, so its limit is unknown.
+        limit=describe_limit(outlook.limit) if outlook else "?",
+        doing=describe_budget(outlook, waiting, now) if outlook else "?",
         waiting=waiting.size if waiting else 0,
         next_check=format_when(waiting.next_check_at, now) if waiting else "-",
         updated_at=row.updated_at,
     )
+
+
+def describe_budget(
+    outlook: control_reads.BudgetOutlook, waiting: budgets.Waiting | None, now: dt.datetime
+) -> str:
+    """What a budget is doing, in words. Its figures alone misled: beside 30 deferred jobs,
+    "admits 1 now, next admission now" read as a stuck queue, when each deferred job waits for
+    the slot it was given and the free admission is for a new claim."""
+    free = outlook.available
+    if waiting and waiting.next_check_at > now:
+        spare = f"; {free} free now for a new claim" if free else ""
+        return (
+            f"Draining {_jobs(waiting.size, 'deferred job')} one slot at a time: the next"
+            f" is due {format_when(waiting.next_check_at, now)}{spare}."
+        )
+    if waiting:
+        return (
+            f"{_jobs(waiting.size, 'deferred job')} due: each is admitted, or deferred again,"
+            " when a worker claims it."
+        )
+    if free:
+        return f"Open: admits {_jobs(free, 'claim')} now."
+    return f"Spent: admits the next claim {format_when(outlook.next_admission_at, now)}."
+
+
+def _jobs(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def coalescing_page() -> str:
@@ -116,7 +136,7 @@ def coalescing_page() -> str:
     )
 
 
-def blocked_page() -> str:
+def concurrency_page() -> str:
     """Concurrency keys with blocked jobs (how many, since when, their semaphore), and every
     semaphore with its lease; two lists, each paged on its own."""
     now = utcnow()
@@ -129,7 +149,7 @@ def blocked_page() -> str:
         )
         holders = control_reads.running_holders(connection, [entry.key for entry in blocked])
     return render_template(
-        "solidq/blocked.html",
+        "solidq/concurrency.html",
         blocked=blocked,
         holders=holders,
         semaphores=semaphores,
@@ -162,32 +182,3 @@ def processes_page() -> str:
         now=now,
         done=params.done(),
     )
-
-
-def recurring_page() -> str:
-    """The stored recurring tasks: schedule, last run (from the ledger) and next run (from
-    the schedule as stored)."""
-    now = utcnow()
-    after = params.text_cursor("after")
-    with reading.page() as connection:
-        rows = control_reads.recurring_page(connection, after=after, limit=PAGE_SIZE)
-    return render_template(
-        "solidq/recurring.html",
-        rows=rows,
-        after=after,
-        next_after=rows[-1].key if len(rows) == PAGE_SIZE else None,
-        next_run=lambda schedule: _next_run(schedule, now),
-        age=lambda moment: format_age(moment, now),
-        now=now,
-        done=params.done(),
-    )
-
-
-def _next_run(schedule: str, now: dt.datetime) -> str:
-    """When a stored schedule ticks next, or "?" for one this version can't parse (a row
-    written by another version of the app)."""
-    try:
-        moment = Schedule.parse(schedule).next_time_after(now)
-    except ValueError:
-        return "?"
-    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({format_when(moment, now)})"

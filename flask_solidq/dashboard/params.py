@@ -17,6 +17,8 @@ import typing as t
 from flask import abort
 from flask import request
 
+from flask_solidq.dashboard import flash
+
 #: The largest id a ``bigint`` (the jobs' primary key) holds.
 MAX_ID = 2**63 - 1
 #: The longest queue name the tables hold (``solidq_pauses.queue_name``, a ``String(255)``).
@@ -27,8 +29,9 @@ _SIGNED = re.compile(r"[-+]?[0-9]+")
 
 
 def done() -> str | None:
-    """What the last action did (from its redirect's query), to say on the page."""
-    return request.args.get("done")
+    """What the last action did, to say on the page: its flash (:mod:`.flash`), which this
+    page is the last to show."""
+    return flash.message()
 
 
 def refuse(message: str) -> t.NoReturn:

@@ -2,17 +2,16 @@
 :mod:`flask_solidq.reads.browse` / :mod:`~flask_solidq.reads.queue_figures`, or acts
 through :mod:`~flask_solidq.operations.actions` / :mod:`~flask_solidq.operations.queues` (the
 operations the CLI and the Python API use), then renders a template of ``templates/solidq/``.
-An action answers with a redirect (303) back to where it came from, saying what it did."""
+An action answers with a redirect (303) back to where it came from, saying what it did
+(once: :mod:`.flash`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import typing as t
-from urllib.parse import quote
 
 from flask import Blueprint
 from flask import abort
-from flask import redirect
 from flask import render_template
 from flask import request
 from flask import url_for
@@ -21,8 +20,10 @@ from werkzeug.routing import PathConverter
 from flask_solidq.dashboard import batch_views
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
+from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
+from flask_solidq.dashboard import recurring_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
@@ -77,6 +78,7 @@ def add_routes(blueprint: Blueprint) -> None:
         # with a redirect to the path with the slashes merged, which names another queue.
         merge_slashes=False,
     )
+    recurring_views.add_routes(blueprint)  # after the converter its action's path uses
 
 
 class QueueConverter(PathConverter):
@@ -127,7 +129,6 @@ def jobs() -> str:
         "solidq/jobs.html",
         page=page,
         state=state,
-        states=list(browse.State),
         queue=queue or "",
         job=name or "",
         next_before=page[-1].id if len(page) == PAGE_SIZE else None,
@@ -206,6 +207,5 @@ def queue_action(queue: str, action: str) -> Response:
 
 def _back(location: str, message: str) -> Response:
     """A 303 to ``location``, a path of the dashboard built with ``url_for`` (never a URL
-    from the request: no redirect leaves the dashboard)."""
-    separator = "&" if "?" in location else "?"
-    return redirect(f"{location}{separator}done={quote(message)}", code=303)
+    from the request: no redirect leaves the dashboard), saying ``message`` there once."""
+    return flash.redirect_saying(location, message)

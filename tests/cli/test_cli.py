@@ -101,6 +101,7 @@ def test_status_prints_queues_processes_failed_and_blocked_jobs(app, engine):
         "QUEUE",
         "READY",
         "SCHEDULED",
+        "DEFERRED",
         "CLAIMED",
         "BLOCKED",
         "FAILED",
@@ -108,8 +109,11 @@ def test_status_prints_queues_processes_failed_and_blocked_jobs(app, engine):
         "LATENCY",
         "PAUSED",
     ]
-    assert lines[lines.index("Queues") + 2].split()[:7] == ["default", "1", "0", "0", "1", "1", "0"]
-    assert lines[lines.index("Queues") + 3].split() == ["mail", *"000000", "-", "paused"]
+    assert lines[lines.index("Queues") + 2].split()[:8] == [
+        "default",
+        *("1", "0", "0", "0", "1", "1", "0"),
+    ]
+    assert lines[lines.index("Queues") + 3].split() == ["mail", *"0000000", "-", "paused"]
     assert lines[lines.index("Processes") + 2].split()[:4] == [
         "Worker",
         "worker-ab12",
@@ -209,14 +213,16 @@ def test_format_duration_picks_the_two_largest_units():
 def test_render_queues_shows_latency_only_for_queues_with_ready_jobs():
     counts = [
         queue_figures.QueueCounts("default", ready=2, failed=1, latency=75.0),
-        queue_figures.QueueCounts("mail", scheduled=1, paused=True),
+        queue_figures.QueueCounts("mail", scheduled=3, deferred=2, paused=True),
     ]
 
     assert status.render_queues(counts).splitlines() == [
         "Queues",
-        "  QUEUE    READY  SCHEDULED  CLAIMED  BLOCKED  FAILED  FINISHED  LATENCY  PAUSED",
-        "  default      2          0        0        0       1         0    1m15s",
-        "  mail         0          1        0        0       0         0        -  paused",
+        "  QUEUE    READY  SCHEDULED  DEFERRED  CLAIMED  BLOCKED  FAILED  FINISHED  LATENCY"
+        "  PAUSED",
+        "  default      2          0         0        0        0       1         0    1m15s",
+        "  mail         0          1         2        0        0       0         0        -"
+        "  paused",
     ]
 
 

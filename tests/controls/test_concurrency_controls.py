@@ -877,4 +877,10 @@ def test_status_lists_blocked_jobs_per_key_and_the_semaphores_with_their_free_sl
     assert all(row[2] == "in" for row in rows)
     assert "BLOCKED" in lines[1]
     default = [line.split() for line in lines if line.split()[:1] == ["default"]]
-    assert default[0][1:5] == ["3", "0", "0", "3"]
+    assert default[0][1:6] == [
+        "3",
+        "0",
+        "0",
+        "0",
+        "3",
+    ]  # ready, scheduled, deferred, claimed, blocked

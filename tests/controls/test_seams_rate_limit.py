@@ -792,3 +792,9 @@ def test_status_lists_each_budget_with_jobs_deferred_on_it(app, engine):
         # Next admission and next check: both about a minute on (the first slot).
         when = " ".join(cells[1:])
         assert re.fullmatch(r"in (5\ds|1m00s) in (5\ds|1m00s)", when), when
+    # The queues table counts the four deferred apart from the one scheduled with wait=.
+    queues = result.output.split("Queues\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    header = queues[0].split()
+    columns = [header.index("SCHEDULED"), header.index("DEFERRED")]
+    counted = [[int(line.split()[column]) for column in columns] for line in queues[1:]]
+    assert [sum(column) for column in zip(*counted, strict=True)] == [1, 4]

@@ -17,14 +17,14 @@ import datetime as dt
 import html.parser
 import os
 import typing as t
-from urllib.parse import parse_qs
-from urllib.parse import urlsplit
 
 import pytest
 import sqlalchemy as sa
+from werkzeug.http import parse_cookie
 
 from flask_solidq import models
 from flask_solidq.dashboard import csrf
+from flask_solidq.dashboard import flash
 from flask_solidq.operations import processes
 from flask_solidq.operations import queues
 from flask_solidq.reads import queue_figures
@@ -216,10 +216,16 @@ def post(client: FlaskClient, path: str, prefix: str = PREFIX, **form: str) -> T
 
 
 def done_message(response: TestResponse) -> str:
-    """The message an action's 303 redirect carries."""
+    """The message an action's 303 redirect carries: in its flash cookie (signed, read here
+    without checking the signature; the tests of flash messages check it), never its URL."""
     assert response.status_code == 303, (response.status_code, response.text[:500])
-    (message,) = parse_qs(urlsplit(response.headers["Location"]).query)["done"]
-    return message
+    assert "done=" not in response.headers["Location"]
+    cookies = [
+        parse_cookie(header.split(";")[0]) for header in response.headers.getlist("Set-Cookie")
+    ]
+    (signed,) = [cookie[flash.COOKIE] for cookie in cookies if flash.COOKIE in cookie]
+    # itsdangerous's TimestampSigner: message, timestamp, signature, joined by dots.
+    return signed.rsplit(".", 2)[0]
 
 
 # 1. Safe by default.
@@ -608,6 +614,33 @@ def test_retry_makes_a_failed_job_ready_and_says_so_on_the_next_page(app, engine
     assert "State ready" in following.text
 
 
+def test_a_flash_is_said_once_and_never_rides_in_the_url(app, engine, client):
+    job_id = failed_job(app, engine, "broken")
+    response = post(client, f"/jobs/{job_id}/retry")
+    location = response.headers["Location"]
+    assert location == f"{PREFIX}/jobs/{job_id}"
+
+    shown = client.get(location)
+    reloaded = client.get(location)
+
+    assert "Retried 1 job." in page(shown).text
+    assert "Retried 1 job." not in page(reloaded).text
+    assert 'class="done"' not in reloaded.text
+    # The message is the server's word: a query parameter or a cookie it didn't sign says
+    # nothing.
+    assert "Hacked" not in client.get(f"{PREFIX}/?done=Hacked").text
+    client.set_cookie(flash.COOKIE, "Hacked.AAAA.BBBB", path=PREFIX)
+    assert "Hacked" not in client.get(f"{PREFIX}/").text
+
+
+def test_a_flash_older_than_its_max_age_is_not_shown(app, engine, client, monkeypatch):
+    job_id = failed_job(app, engine, "broken")
+    location = post(client, f"/jobs/{job_id}/retry").headers["Location"]
+    monkeypatch.setattr(flash, "MAX_AGE", -1)
+
+    assert "Retried 1 job." not in page(client.get(location)).text
+
+
 def test_discard_deletes_a_failed_job_and_goes_back_to_the_failed_list(app, engine, client):
     job_id = failed_job(app, engine, "broken")
     other = failed_job(app, engine, "also-broken")
@@ -692,6 +725,16 @@ def test_pause_and_resume_a_queue(app, engine, client):
 # 6. Another prefix.
 
 
+def test_every_page_links_the_dashboards_favicon_which_it_serves(client):
+    overview = client.get(f"{PREFIX}/").text
+    link = f'<link rel="icon" type="image/svg+xml" href="{PREFIX}/static/favicon.svg">'
+    assert link in overview
+    with client.get(f"{PREFIX}/static/favicon.svg") as response:
+        assert response.status_code == 200
+        assert response.mimetype == "image/svg+xml"
+        assert response.text.startswith("<svg ")
+
+
 def test_a_custom_url_prefix_serves_the_dashboard_there(make_app, engine):
     prefix = "/admin/queue"
     moved = make_app(SOLIDQ_DASHBOARD_URL_PREFIX=prefix)
@@ -704,7 +747,8 @@ def test_a_custom_url_prefix_serves_the_dashboard_there(make_app, engine):
     cookie = client.get_cookie(csrf.COOKIE, path=prefix)
     assert cookie is not None
     response = post(client, f"/jobs/{job_id}/retry", prefix=prefix)
-    assert response.headers["Location"].startswith(f"{prefix}/jobs/{job_id}?done=")
+    assert response.headers["Location"] == f"{prefix}/jobs/{job_id}"
+    assert f"Path={prefix}" in response.headers["Set-Cookie"]
     assert job_state(engine, job_id) == "ready"
     with client.get(f"{prefix}/static/htmx-2.0.11.min.js") as response:
         assert response.status_code == 200

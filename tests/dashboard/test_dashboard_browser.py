@@ -3,7 +3,8 @@
 
 What only a browser shows: the pages link up, htmx loads, an action is a form POST that carries
 the CSRF field from the cookie the page set, Discard asks ``confirm()`` first, and each action
-lands back on a page saying what it did, with the database changed to match. And what each
+lands back on a page saying what it did (once: a reload doesn't say it again), with the
+database changed to match. And what each
 page looks like: every page, with data in it, is saved as a full-page screenshot under
 ``test-artifacts/dashboard/<backend>/<page>.png``.
 
@@ -52,6 +53,8 @@ ARTIFACTS = pathlib.Path(__file__).resolve().parents[2] / "test-artifacts" / "da
 #: 5 s): a page of this app answers in far less, and a failing wait ends the test well under 30 s.
 WAIT_MS = 10_000
 
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+
 
 def _missing(reason: str) -> t.NoReturn:
     """Fail in CI, where both are installed; skip on a developer's machine without them."""
@@ -76,9 +79,11 @@ def browser() -> t.Iterator[Browser]:
 
 
 @pytest.fixture
-def dashboard_app(database_url: str) -> t.Iterator[Flask]:
-    """An app with the dashboard on (open: TESTING); its tables are emptied afterwards."""
-    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
+def dashboard_app(database_url: str, request: pytest.FixtureRequest) -> t.Iterator[Flask]:
+    """An app with the dashboard on (open: TESTING), and the settings a test passes with
+    ``indirect``; its tables are emptied afterwards."""
+    settings = getattr(request, "param", {})
+    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True, **settings) as app:
         yield app
     jobs.FAILURES.clear()
     jobs.PERFORMED.clear()
@@ -165,6 +170,11 @@ def test_the_dashboard_in_a_browser_retries_a_failed_job_and_discards_a_schedule
     page.get_by_role("button", name="Retry", exact=True).click()
     expect(page.get_by_role("status")).to_have_text("Retried 1 job.")
     assert job_state(engine, failed) == "ready"
+    # The message came in a cookie, not the URL, and was said once: a reload doesn't repeat it.
+    assert page.url.endswith(f"/solidq/jobs/{failed}")
+    page.reload()
+    expect(page.get_by_role("heading", name=f"Job {failed}")).to_be_visible()
+    expect(page.get_by_role("status")).to_have_count(0)
 
     # A scheduled job: Discard asks first; accepted, the job is gone.
     questions: list[str] = []
@@ -182,6 +192,48 @@ def test_the_dashboard_in_a_browser_retries_a_failed_job_and_discards_a_schedule
     assert questions == [f"Discard job {scheduled}? This deletes it."]
     assert job_state(engine, scheduled) == "gone"
     assert job_state(engine, failed) == "ready"
+
+
+@pytest.mark.parametrize(
+    "dashboard_app",
+    [
+        {
+            "SOLIDQ_RECURRING": {
+                "sweep": {
+                    "job": f"{jobs.__name__}:task",
+                    "schedule": "every day",
+                    "args": ["swept"],
+                }
+            }
+        }
+    ],
+    indirect=True,
+)
+def test_a_recurring_task_runs_now_from_its_row_and_says_which_job_once(
+    dashboard_app, engine, page
+):
+    from playwright.sync_api import expect
+
+    from flask_solidq.recurring import tasks
+
+    with dashboard_app.app_context():
+        configured = dashboard_app.extensions["solidq"].settings.recurring
+        tasks.persist_all(engine, tasks.load_all(configured))
+
+    page.goto("/solidq/recurring")
+    row = page.get_by_role("row").filter(has_text="sweep")
+    expect(row).to_contain_text("never")
+    row.get_by_role("button", name="Run now", exact=True).click()
+
+    (job,) = support.rows(engine, JOBS)
+    expect(page.get_by_role("status")).to_have_text(
+        f"Recurring task sweep: enqueued job {job.id} ({job.class_name})."
+    )
+    expect(page.get_by_role("row").filter(has_text="sweep")).not_to_contain_text("never")
+    assert page.url.endswith("/solidq/recurring")
+    page.reload()
+    expect(page.get_by_role("heading", name="Recurring tasks")).to_be_visible()
+    expect(page.get_by_role("status")).to_have_count(0)
 
 
 def filled_dashboard(app: Flask, engine: sa.Engine) -> dict[str, int]:
@@ -257,7 +309,11 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
         "job": (f"/solidq/jobs/{ids['failed']}", f"Job {ids['failed']}", "Traceback"),
         "budgets": ("/solidq/budgets", "Rate-limit budgets", "rate_test.global/global"),
         "coalescing": ("/solidq/coalescing", "Coalescing", "coalesce_test.collect/acct-5"),
-        "blocked": ("/solidq/blocked", "Blocked jobs", "concurrency_test.limited/acct-7"),
+        "concurrency": (
+            "/solidq/concurrency",
+            "Concurrency keys",
+            "concurrency_test.limited/acct-7",
+        ),
         "processes": ("/solidq/processes", "Processes", "worker-1"),
         "recurring": ("/solidq/recurring", "Recurring tasks", "nightly_cleanup"),
         "batches": ("/solidq/batches", "Batches", batch_id),

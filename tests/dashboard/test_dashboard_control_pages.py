@@ -15,6 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
+from flask_solidq.cli import status
+from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
@@ -121,14 +123,15 @@ def test_budgets_shows_each_budget_with_its_limit_admissions_and_waiting_jobs(ap
     assert set(rows) == {"rate_test.global/global", "rate_test.staggered/global"}
     spent = rows["rate_test.global/global"]
     assert spent["Limit"] == "1 per 1m00s"
-    assert spent["Admits now"] == "0"
-    assert spent["Next admission"].startswith("in ")
+    assert re.fullmatch(
+        r"Draining 2 deferred jobs one slot at a time: the next is due in .+\.", spent["Now"]
+    )
     assert spent["Waiting jobs"] == "2"
     assert spent["Next slot"].startswith("in ")
     fresh = rows["rate_test.staggered/global"]
     # Burst 2, one taken: one more admitted right now.
     assert fresh["Limit"] == "10 per 10s, burst 2"
-    assert (fresh["Admits now"], fresh["Next admission"]) == ("1", "now")
+    assert fresh["Now"] == "Open: admits 1 claim now."
     assert (fresh["Waiting jobs"], fresh["Next slot"]) == ("0", "-")
 
 
@@ -150,6 +153,46 @@ def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, c
     (queue,) = overview
     assert (queue["Scheduled"], queue["Deferred"]) == ("1", "1")
     assert "<dd>deferred</dd>" in page_text(client, f"/solidq/jobs/{deferred}")
+    # `flask solidq status` counts them as the overview does: one scheduled, one deferred.
+    with app.app_context(), engine.connect() as connection:
+        printed = status.render_status(connection).splitlines()
+    counted = dict(zip(printed[1].split()[:8], printed[2].split()[:8], strict=True))
+    assert (counted["SCHEDULED"], counted["DEFERRED"]) == ("1", "1")
+
+
+@pytest.mark.parametrize(
+    ("available", "waiting", "due_in", "said"),
+    [
+        (1, 0, 0, "Open: admits 1 claim now."),
+        (3, 0, 0, "Open: admits 3 claims now."),
+        (0, 0, 0, "Spent: admits the next claim in 5s."),
+        # The case that read as stuck: a free admission beside 30 deferred jobs.
+        (
+            1,
+            30,
+            2,
+            "Draining 30 deferred jobs one slot at a time: the next is due in 2s;"
+            " 1 free now for a new claim.",
+        ),
+        (0, 1, 2, "Draining 1 deferred job one slot at a time: the next is due in 2s."),
+        (
+            1,
+            4,
+            -1,
+            "4 deferred jobs due: each is admitted, or deferred again, when a worker claims it.",
+        ),
+    ],
+)
+def test_a_budget_says_what_it_is_doing_in_words(available, waiting, due_in, said):
+    now = utcnow()
+    outlook = control_reads.BudgetOutlook(
+        limit=t.cast(t.Any, None),
+        available=available,
+        next_admission_at=now + dt.timedelta(seconds=5),
+    )
+    queued = budgets.Waiting("k", waiting, now + dt.timedelta(seconds=due_in)) if waiting else None
+
+    assert control_views.describe_budget(outlook, queued, now) == said
 
 
 def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app, engine, client):
@@ -166,8 +209,7 @@ def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app
         {
             "Key": "elsewhere/x",
             "Limit": "?",
-            "Admits now": "?",
-            "Next admission": "?",
+            "Now": "?",
             "Waiting jobs": "0",
             "Next slot": "-",
         }
@@ -280,7 +322,7 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
     later(app, concurrency_jobs.limited_two, "free")
     key = "concurrency_test.limited/acct"
 
-    blocked, semaphores = tables(client, "/solidq/blocked")
+    blocked, semaphores = tables(client, "/solidq/concurrency")
 
     assert len(blocked) == 1
     (row,) = blocked
@@ -295,7 +337,7 @@ def test_blocked_shows_blocked_jobs_per_key_with_the_semaphore_and_every_semapho
     assert stored[key] == 0 and len(stored) == 2
 
     (holder,) = [job.id for job in claim_all(engine).jobs if job.concurrency_key == key]
-    blocked, _semaphores = tables(client, "/solidq/blocked")
+    blocked, _semaphores = tables(client, "/solidq/concurrency")
     assert blocked[0]["Held by (running)"] == str(holder)
 
 
@@ -306,9 +348,9 @@ def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkey
         later(app, concurrency_jobs.limited, account)
     first_key, second_key = "concurrency_test.limited/a", "concurrency_test.limited/b"
 
-    blocked, semaphores = tables(client, "/solidq/blocked")
-    blocked_next, semaphores_same = tables(client, f"/solidq/blocked?after={first_key}")
-    _blocked, semaphores_next = tables(client, f"/solidq/blocked?semaphores_after={first_key}")
+    blocked, semaphores = tables(client, "/solidq/concurrency")
+    blocked_next, semaphores_same = tables(client, f"/solidq/concurrency?after={first_key}")
+    _blocked, semaphores_next = tables(client, f"/solidq/concurrency?semaphores_after={first_key}")
 
     assert [row["Concurrency key"] for row in blocked] == [first_key]
     assert [row["Concurrency key"] for row in blocked_next] == [second_key]
@@ -318,10 +360,25 @@ def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkey
 
 
 def test_blocked_without_blocked_jobs_says_so(client):
-    text = page_text(client, "/solidq/blocked")
+    text = page_text(client, "/solidq/concurrency")
 
     assert "No blocked jobs." in text and "No semaphores." in text
     assert "hx-trigger" not in text
+
+
+def test_the_blocked_jobs_and_the_concurrency_keys_are_two_pages_of_two_names(client):
+    blocked = page_text(client, "/solidq/jobs?state=blocked")
+    keys = page_text(client, "/solidq/concurrency")
+
+    assert "<title>Blocked jobs · flask-solidq</title>" in blocked
+    assert "<h1>Blocked jobs</h1>" in blocked
+    assert "<title>Concurrency keys · flask-solidq</title>" in keys
+    assert "<h1>Concurrency keys</h1>" in keys
+    assert "Blocked jobs</h1>" not in keys
+    # The nav names each page once; the states list is the nav's, not repeated on the page.
+    assert blocked.count('href="/solidq/jobs?state=ready"') == 1
+    assert 'href="/solidq/jobs?state=blocked" aria-current="page"' in blocked
+    assert ">Concurrency</a>" in blocked and ">Semaphores</a>" not in blocked
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -392,7 +449,7 @@ def test_the_pages_are_closed_like_the_rest_of_the_dashboard(app, client):
     for path in (
         "/solidq/budgets",
         "/solidq/coalescing",
-        "/solidq/blocked",
+        "/solidq/concurrency",
         "/solidq/processes",
         "/solidq/recurring",
     ):

@@ -259,7 +259,7 @@ def test_every_dashboard_response_carries_the_security_headers(app, engine, make
             f"/jobs/{failed}",
             "/budgets",
             "/coalescing",
-            "/blocked",
+            "/concurrency",
             "/processes",
             "/recurring",
             "/static/dashboard.js",
@@ -327,8 +327,8 @@ BAD_INPUTS: list[tuple[str, str, dict[str, str]]] = [
     ("GET", "/batches/1?state=ready&before=-1", {}),
     # The control pages' cursors.
     ("GET", f"/budgets?after=k{NUL}", {}),
-    ("GET", f"/blocked?after=k{NUL}", {}),
-    ("GET", f"/blocked?semaphores_after=k{NUL}", {}),
+    ("GET", f"/concurrency?after=k{NUL}", {}),
+    ("GET", f"/concurrency?semaphores_after=k{NUL}", {}),
     ("GET", f"/recurring?after=k{NUL}", {}),
     ("GET", f"/coalescing?after=1{NUL}", {}),
     ("GET", f"/coalescing?after={TOO_BIG}", {}),
@@ -466,7 +466,7 @@ def test_in_a_browser_the_pages_work_under_their_policy(dashboard_app, page):
             jobs.task.set(wait=3600).perform_later("in a batch")
     violations = csp_violations(page)
     paths = ["/solidq/", "/solidq/jobs?state=failed", f"/solidq/jobs/{ids['failed']}"]
-    paths += ["/solidq/budgets", "/solidq/coalescing", "/solidq/blocked", "/solidq/recurring"]
+    paths += ["/solidq/budgets", "/solidq/coalescing", "/solidq/concurrency", "/solidq/recurring"]
     paths += ["/solidq/batches", f"/solidq/batches/{batch.id}"]
     for path in paths:
         response = page.goto(path)
