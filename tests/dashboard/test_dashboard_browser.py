@@ -299,6 +299,8 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
     backend = sa.make_url(database_url).get_backend_name()
     folder = ARTIFACTS / backend
     folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):  # a page renamed since the last run left its picture
+        old.unlink()
     # page name -> (path, its h1, a text its data shows, or the id of a job it links to)
     pages: dict[str, tuple[str, str, str | int]] = {
         "overview": ("/solidq/", "Queues", "worker-1"),
