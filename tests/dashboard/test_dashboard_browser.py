@@ -289,20 +289,10 @@ def _add_process_and_recurring_task(engine: sa.Engine) -> None:
         )
 
 
-def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
-    dashboard_app, engine, database_url, page
-):
-    from playwright.sync_api import expect
-
-    batch_id, _ = batch_of_two(dashboard_app, engine)  # runs every ready job: first
-    ids = filled_dashboard(dashboard_app, engine)
-    backend = sa.make_url(database_url).get_backend_name()
-    folder = ARTIFACTS / backend
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.png"):  # a page renamed since the last run left its picture
-        old.unlink()
-    # page name -> (path, its h1, a text its data shows, or the id of a job it links to)
-    pages: dict[str, tuple[str, str, str | int]] = {
+def every_page(batch_id: int, ids: dict[str, int]) -> dict[str, tuple[str, str, str | int]]:
+    """Every page of the dashboard filled by :func:`batch_of_two` and :func:`filled_dashboard`:
+    its name -> (its path, its h1, a text its data shows, or the id of a job it links to)."""
+    return {
         "overview": ("/solidq/", "Queues", "worker-1"),
         **{
             f"jobs-{state}": (f"/solidq/jobs?state={state}", f"{state.capitalize()} jobs", job_id)
@@ -321,6 +311,21 @@ def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
         "batches": ("/solidq/batches", "Batches", batch_id),
         "batch": (f"/solidq/batches/{batch_id}", f"Batch {batch_id} failed", "nightly export"),
     }
+
+
+def test_every_dashboard_page_loads_with_its_data_and_is_saved_as_a_screenshot(
+    dashboard_app, engine, database_url, page
+):
+    from playwright.sync_api import expect
+
+    batch_id, _ = batch_of_two(dashboard_app, engine)  # runs every ready job: first
+    ids = filled_dashboard(dashboard_app, engine)
+    backend = sa.make_url(database_url).get_backend_name()
+    folder = ARTIFACTS / backend
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):  # a page renamed since the last run left its picture
+        old.unlink()
+    pages = every_page(batch_id, ids)
 
     for name, (path, heading, shown) in pages.items():
         response = page.goto(path)
@@ -377,3 +382,44 @@ def test_the_batches_pages_in_a_browser_link_a_batch_its_jobs_and_back(dashboard
     expect(page.get_by_role("heading", level=1, name=f"Batch {batch_id} failed")).to_be_visible()
     expect(page.locator("#jobs-finished")).to_contain_text(str(ids["finished"]))
     assert not [text for text in refused if "Content Security Policy" in text], refused
+
+
+#: Whether a table's box on the page is scrolled sideways: its table is wider than it.
+SCROLLS_INSIDE = (
+    "[...document.querySelectorAll('.scroll')].some(box => box.scrollWidth > box.clientWidth)"
+)
+
+
+@pytest.mark.parametrize("width", [400, 1200])
+def test_no_dashboard_page_is_wider_than_the_window_on_a_phone_or_a_laptop(
+    dashboard_app, engine, page, width
+):
+    """At 400 px (a phone) and 1200 px (a laptop) no page scrolls sideways: the nav wraps and
+    a wide table scrolls inside its own box."""
+    from playwright.sync_api import expect
+
+    batch_id, _ = batch_of_two(dashboard_app, engine)
+    ids = filled_dashboard(dashboard_app, engine)
+    page.set_viewport_size({"width": width, "height": 800})
+    overflowing: dict[str, tuple[int, int]] = {}
+    scrolled: list[str] = []
+    for name, (path, heading, _shown) in every_page(batch_id, ids).items():
+        response = page.goto(path)
+        assert response is not None and response.status == 200, (name, path)
+        expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()
+        scroll_width, window_width = page.evaluate(
+            "[document.documentElement.scrollWidth, window.innerWidth]"
+        )
+        if scroll_width > window_width:
+            overflowing[name] = (scroll_width, window_width)
+        # Every table is in its scrolling box; note the pages where one scrolls in it.
+        assert page.locator("table:not(.scroll > table)").count() == 0, name
+        if page.evaluate(SCROLLS_INSIDE):
+            scrolled.append(name)
+    assert overflowing == {}
+    # On a phone the tables are wider than the window: they scroll in their boxes instead.
+    assert ("overview" in scrolled and "batches" in scrolled) if width == 400 else not scrolled
+    # Every link of the nav is on screen, the last one too (wrapped, not cut off).
+    nav = page.locator("header a").last
+    box = nav.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
