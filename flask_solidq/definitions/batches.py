@@ -113,7 +113,13 @@ def find(batch_id: int, engine: sa.Engine | None = None) -> Batch | None:
     committed), on ``engine`` or the current app's queue database."""
     engine = engine if engine is not None else get_state().engine
     with db.read(engine) as connection:
-        row = connection.execute(
-            sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.enqueued_at.is_not(None))
-        ).one_or_none()
+        return read(connection, batch_id)
+
+
+def read(connection: sa.Connection, batch_id: int) -> Batch | None:
+    """:func:`find` on a connection of the caller's (a page that reads a batch and its jobs
+    in one transaction)."""
+    row = connection.execute(
+        sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.enqueued_at.is_not(None))
+    ).one_or_none()
     return None if row is None else Batch.of(row)

@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import types
 import typing as t
 
 import sqlalchemy as sa
@@ -235,7 +236,9 @@ def account(
             BATCHES.update().where(BATCHES.c.id == row.id).values(**values, updated_at=now)
         )
         if values["pending_jobs"] == 0:
-            batch = Batch.of(_Row({**row._asdict(), **values, "updated_at": now}))
+            batch = Batch.of(
+                types.SimpleNamespace(**{**row._asdict(), **values, "updated_at": now})
+            )
             with db.joining_connection(engine, connection):
                 _store_callbacks(engine, row, batch)
             finished.append(batch)
@@ -262,13 +265,6 @@ def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
         "completed_jobs": row.completed_jobs + tally.completed,
         "failed_jobs": max(failed, 0),
     }
-
-
-class _Row:
-    """A batch row's columns as attributes, as :meth:`Batch.of` reads them."""
-
-    def __init__(self, values: dict[str, t.Any]) -> None:
-        self.__dict__.update(values)
 
 
 def _store_callbacks(engine: sa.Engine, row: t.Any, batch: Batch) -> None:

@@ -16,6 +16,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.reads import browse
@@ -81,14 +82,9 @@ def list_batches(
     return [Batch.of(row) for row in rows]
 
 
-def find_batch(connection: sa.Connection, batch_id: int) -> Batch | None:
-    """Batch ``batch_id`` as its row is now (None if there is none, or its block hasn't
-    committed): :func:`flask_solidq.definitions.batches.find` on a connection of the
-    caller's, so a page reads the batch and its jobs in one transaction."""
-    row = connection.execute(
-        sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.enqueued_at.is_not(None))
-    ).one_or_none()
-    return None if row is None else Batch.of(row)
+#: Batch ``batch_id`` as its row is now (None if there is none, or its block hasn't
+#: committed), on the caller's connection.
+find_batch = definitions_batches.read
 
 
 def job_groups(
