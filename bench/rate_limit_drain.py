@@ -16,7 +16,7 @@ N is the burst plus two seconds of ideal drain, kept within 30 to 60 jobs (the r
 measured): 30 for the slow cases, 60 for the fast ones, whose drain then lasts only 0.6 to
 1.2 s ideally; ``--jobs`` sets N for every case instead.
 
-Cases (``--cases``, default the first seven):
+Cases (``--cases``, default the first eleven):
 
 * ``to10-b6``: the seed's ``to 10 per 1 s, burst 6`` with the default 1 s dispatcher poll,
   which it says keeps up at 5 a second;
@@ -24,6 +24,9 @@ Cases (``--cases``, default the first seven):
   (which the seed says is needed) and burst 11 (which it says falls behind);
 * ``to2-b2``, ``to10-b2``, ``to50-b2``, ``to100-b2``: burst 2, default polls (the goal: 95% of
   ideal or more);
+* ``to1-b1``, ``to5-b1``, ``to10-b1``, ``to50-b1``: the default burst of 1, default polls
+  (issue 23's goal: 95% of ``to / per`` or more; before claims were charged ahead, a claim
+  a hair before its slot went to the back of the line, and ``to5-b1`` drained at 67%);
 * not by default, ``to110-b11`` and ``to119-b20``: the seed's simulation, which drains at
   100 a second with a 0.1 s dispatcher poll (it says: falls behind, keeps up).
 

@@ -96,11 +96,15 @@ CASES = (
     Case("to10-b2", 10, 1.0, 2),
     Case("to50-b2", 50, 1.0, 2),
     Case("to100-b2", 100, 1.0, 2),
+    Case("to1-b1", 1, 1.0, 1),
+    Case("to5-b1", 5, 1.0, 1),
+    Case("to10-b1", 10, 1.0, 1),
+    Case("to50-b1", 50, 1.0, 1),
     # Not run by default: the seed's own simulation, where both drain at 100/s.
     Case("to110-b11", 110, 1.0, 11, 0.1, "seed simulation: falls behind"),
     Case("to119-b20", 119, 1.0, 20, 0.1, "seed simulation: keeps up"),
 )
-DEFAULT_CASES = tuple(case.name for case in CASES[:7])
+DEFAULT_CASES = tuple(case.name for case in CASES[:11])
 BY_NAME = {case.name: case for case in CASES}
 
 

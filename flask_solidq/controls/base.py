@@ -64,15 +64,25 @@ class ClaimClock:
     :mod:`flask_solidq.database_clock`).
 
     The CLAIM hooks call it only after locking what they check, so a claim that waited for
-    another's lock reads the clock after that one committed: no claim charges a budget with a
-    time older than the last one that charged it, which the limit's arithmetic relies on. And
-    since every claim reads the one clock of the database, a worker whose host clock runs
-    ahead or behind charges the budget as the others do.
+    another's lock reads the clock after that one committed: no claim reads a time older than
+    the last one that charged the budget read. And since every claim reads the one clock of
+    the database, a worker whose host clock runs ahead or behind charges the budget as the
+    others do.
+
+    A claim made for a worker that waits for a job's start (``charges_ahead``) lets a hook
+    charge a job at a moment just ahead of the clock (:meth:`charge_ahead`); the job's claim is
+    then stamped with that moment, and the worker starts it no earlier (see "Charging ahead"
+    in :mod:`~flask_solidq.controls.gcra`).
     """
 
-    def __init__(self, read: t.Callable[[], dt.datetime] = utcnow) -> None:
+    def __init__(
+        self, read: t.Callable[[], dt.datetime] = utcnow, *, charges_ahead: bool = False
+    ) -> None:
         self._read = read
         self._now: dt.datetime | None = None
+        self.charges_ahead = charges_ahead
+        #: The jobs charged ahead of the clock, by id: the moment each was charged at.
+        self.ahead: dict[int, dt.datetime] = {}
 
     def __call__(self) -> dt.datetime:
         if self._now is None:
@@ -83,6 +93,16 @@ class ClaimClock:
         """The time read, if a hook read it; otherwise this host's clock, without a round
         trip (for stamps that decide nothing, such as a claim's ``created_at``)."""
         return self._now if self._now is not None else utcnow()
+
+    def charge_ahead(self, job_id: int, at: dt.datetime) -> None:
+        """Record that a hook charged job ``job_id`` at ``at``, ahead of the clock."""
+        if at > self():
+            self.ahead[job_id] = at
+
+    def charged_at(self, job_id: int) -> dt.datetime:
+        """The moment job ``job_id``'s claim is stamped with: the one it was charged at
+        ahead of the clock, or the time read."""
+        return self.ahead.get(job_id) or self.read_or_host_time()
 
 
 class JobStore(t.Protocol):

@@ -156,7 +156,9 @@ class RateLimitControl(Control):
 
         The budgets are locked (sorted by key, inserted when missing) for the rest of the
         claim's transaction, and only then is the clock read. A refused job waits until its
-        budget's next free slot.
+        budget's next free slot. For a worker that waits for a job's start, a job its budget
+        admits within :attr:`~flask_solidq.controls.gcra.Rate.charge_ahead` is admitted for that
+        moment (see "Charging ahead" in :mod:`~flask_solidq.controls.gcra`).
         """
         limited = [(job, *limit) for job in jobs if (limit := _limit_of(job)) is not None]
         if not limited:
@@ -167,10 +169,14 @@ class RateLimitControl(Control):
         states = budgets.lock(connection, (key for _job, _rate, key in limited), utcnow())
         now = clock()
         deferrals = []
+        ahead = None if clock.charges_ahead else dt.timedelta(0)  # None: the rate's own
         for job, rate, key in limited:
             budget = states[key]
-            if not budget.admit(rate, now):
+            charged = budget.admit_ahead(rate, now, ahead)
+            if charged is None:
                 deferrals.append(Deferral(job, key, gcra.retry_time(budget, rate, now)))
+            else:
+                clock.charge_ahead(job.id, charged)
         budgets.save(connection, states, now)
         return deferrals
 

@@ -38,6 +38,7 @@ A claim that took jobs sends ``signals.claim`` once it committed (one per worker
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import typing as t
@@ -85,19 +86,24 @@ _checked_recently: weakref.WeakKeyDictionary[sa.Engine, dict[str | None, float]]
 )
 
 
-class ClaimBatch(t.NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class ClaimBatch:
     """What one claim did: the jobs it claimed, in queue order, and those its controls
     deferred (moved to scheduled executions instead).
 
     ``limited``: the ids of the claimed jobs a control checked (rate-limited jobs it
-    admitted), which must start at once. ``held_back``: how many candidates were left ready
-    because the claim's ``limited_cap`` was reached (0 without a cap).
+    admitted), which must start at once, or, for those in ``starts``, at their moment.
+    ``held_back``: how many candidates were left ready because the claim's ``limited_cap``
+    was reached (0 without a cap).
     """
 
     jobs: list[ClaimedJob]
     deferrals: list[Deferral]
     limited: tuple[int, ...] = ()
     held_back: int = 0
+    #: The jobs charged ahead of the clock (``charge_ahead``), by id: the ``time.monotonic()``
+    #: before which each must not start.
+    starts: dict[int, float] = dataclasses.field(default_factory=dict)
 
 
 def claim(
@@ -121,12 +127,18 @@ def claim_batch(
     *,
     skip_locked: bool = True,
     limited_cap: int | None = None,
+    charge_ahead: bool = False,
 ) -> ClaimBatch:
     """Claim up to ``limit`` ready jobs for ``process_id``, queue by queue; say which were
     claimed and which the controls deferred.
 
     ``limited_cap``: the most rate-limited jobs to admit (see the module's docstring); a
     claim that meets one more stops there, later queues included.
+
+    ``charge_ahead``: the caller starts each job of the batch's ``starts`` no earlier than
+    its moment there, so a rate limit may admit a job a few milliseconds ahead of the clock
+    rather than send it back to wait (see "Charging ahead" in
+    :mod:`~flask_solidq.controls.gcra`).
 
     Each queue's claim commits on its own. A deadlock (MySQL) is tried again. When jobs were
     claimed, ``signals.claim`` is sent after the commit. A ``process_id`` that is not
@@ -135,6 +147,7 @@ def claim_batch(
     jobs: list[ClaimedJob] = []
     deferrals: list[Deferral] = []
     limited: list[int] = []
+    starts: dict[int, float] = {}
     held_back = 0
     for queue_name in selector.relations(engine):
         if len(jobs) >= limit:
@@ -142,13 +155,21 @@ def claim_batch(
         cap = None if limited_cap is None else max(0, limited_cap - len(limited))
         claimed = db.retrying_deadlocks(
             functools.partial(
-                _claim_from, engine, queue_name, limit - len(jobs), process_id, skip_locked, cap
+                _claim_from,
+                engine,
+                queue_name,
+                limit - len(jobs),
+                process_id,
+                skip_locked,
+                cap,
+                charge_ahead,
             ),
             attempts=DEADLOCK_RETRIES,
         )
         jobs.extend(claimed.jobs)
         deferrals.extend(claimed.deferrals)
         limited.extend(claimed.limited)
+        starts.update(claimed.starts)
         held_back += claimed.held_back
         if claimed.held_back:
             break  # queue order: nothing of a later queue goes ahead of the held-back jobs
@@ -163,7 +184,7 @@ def claim_batch(
             size=len(job_ids),
         )
         db.after_commit(engine, announce)
-    return ClaimBatch(jobs, deferrals, tuple(limited), held_back)
+    return ClaimBatch(jobs, deferrals, tuple(limited), held_back, starts)
 
 
 def _claim_from(
@@ -173,6 +194,7 @@ def _claim_from(
     process_id: int,
     skip_locked: bool,
     cap: int | None = None,
+    charge_ahead: bool = False,
 ) -> ClaimBatch:
     """One queue's claim, admitting at most ``cap`` rate-limited jobs (None: no cap).
 
@@ -199,7 +221,9 @@ def _claim_from(
         ).all()
         if not candidates:
             return ClaimBatch([], [])
-        clock = ClaimClock(functools.partial(database_clock.now, connection))
+        clock = ClaimClock(
+            functools.partial(database_clock.now, connection), charges_ahead=charge_ahead
+        )
         job_ids = [job_id for _, job_id in candidates]
         deferrals: list[Deferral] = []
         if checked:
@@ -226,7 +250,7 @@ def _claim_from(
                     {
                         "job_id": job_id,
                         "process_id": process_id,
-                        "created_at": clock.read_or_host_time(),
+                        "created_at": clock.charged_at(job_id),
                     }
                     for job_id in job_ids
                 ],
@@ -243,7 +267,20 @@ def _claim_from(
     claimed = set(job_ids)
     taken = [job for job in jobs if job.id in claimed]
     limited = tuple(job.id for job in taken if job.class_name in checked)
-    return ClaimBatch(taken, deferrals, limited, held_back)
+    return ClaimBatch(taken, deferrals, limited, held_back, _starts(clock, claimed))
+
+
+def _starts(clock: ClaimClock, claimed: set[int]) -> dict[int, float]:
+    """The ``time.monotonic()`` before which each job charged ahead must not start: read
+    after the claim's clock, so it is never before the moment charged."""
+    if not clock.ahead:
+        return {}
+    now, monotonic = clock(), time.monotonic()
+    return {
+        job_id: monotonic + (at - now).total_seconds()
+        for job_id, at in clock.ahead.items()
+        if job_id in claimed
+    }
 
 
 def _import_unknown(jobs: list[ClaimedJob]) -> list[ClaimedJob]:

@@ -45,6 +45,7 @@ posted (held) or lost with the error.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -259,6 +260,8 @@ class Worker(Poller):
                 # Only the worker's own thread posts, so the idle threads can only grow
                 # until the post: each rate-limited job it admits finds one.
                 limited_cap=pool.idle_threads,
+                # _post starts a job charged ahead of the clock at its moment.
+                charge_ahead=True,
             )
             self._post(pool, batch)
             self._holding_back = batch.held_back > 0
@@ -286,7 +289,9 @@ class Worker(Poller):
         limited = set(batch.limited)
         for job in reversed([job for job in batch.jobs if job.id in limited]):
             self.held.add(job.id)
-            pool.post(self._perform, job, job_id=job.id, front=True)
+            start = batch.starts.get(job.id)
+            perform = self._perform if start is None else functools.partial(self._perform, at=start)
+            pool.post(perform, job, job_id=job.id, front=True)
         for job in batch.jobs:
             if job.id not in limited:
                 self.held.add(job.id)
@@ -299,9 +304,12 @@ class Worker(Poller):
         earliest = min(deferral.until for deferral in batch.deferrals)
         job_notices.announce_scheduled(engine, earliest, notified=db.supports_listen_notify(engine))
 
-    def _perform(self, job: ClaimedJob) -> None:
-        """Perform one claimed job on a pool thread; hand its outcome to the finisher, then
-        log how it ended and how long it took."""
+    def _perform(self, job: ClaimedJob, at: float | None = None) -> None:
+        """Perform one claimed job on a pool thread, not before the ``time.monotonic()``
+        ``at`` its rate limit charged it for (a few milliseconds at most); hand its outcome to
+        the finisher, then log how it ended and how long it took."""
+        if at is not None:
+            time.sleep(max(0.0, at - time.monotonic()))
         started = time.monotonic()
         try:
             with self.app.app_context():

@@ -16,6 +16,7 @@ import logging
 import re
 import sys
 import threading
+import time
 import typing as t
 
 import pytest
@@ -162,6 +163,54 @@ def test_a_budget_admits_its_first_job_and_defers_the_next_to_its_slot(app, engi
     # Only the scheduled execution carries the next check: the job keeps its own time.
     assert job_row(engine, second).scheduled_at == enqueued_at
     assert support.count(engine, READY) == 0
+
+
+def _due_in_a_moment(engine: sa.Engine, key: str) -> dt.datetime:
+    """Make budget ``key`` admit its next claim :data:`SOON` from now; return that moment."""
+    moment = utcnow() + SOON
+    with engine.begin() as connection:
+        connection.execute(
+            BUDGETS.update().where(BUDGETS.c.key == key).values(tat=moment, last_slot_at=None)
+        )
+    return moment
+
+
+#: How far ahead of the clock the tests below put a budget's next admission: inside
+#: the 250 ms a limit of one a minute is charged ahead, with the claim's round trips to spare.
+SOON = dt.timedelta(milliseconds=45)
+
+
+@pytest.mark.parametrize("charge_ahead", [True, False])
+def test_a_claim_a_moment_before_the_admission_is_charged_for_it_only_if_its_worker_waits(
+    app, engine, charge_ahead
+):
+    """A worker's claim (``charge_ahead``) that reaches a budget within ``charge_ahead`` of its
+    next admission is admitted for that moment: its claim stamped with it, the budget charged
+    from it, and the moment handed back for the worker to start the job at. Any other claim
+    sends the job to wait for that moment as a slot. A claim that a slow machine made after
+    the moment is admitted plainly: the test tries again (at most 5 times)."""
+    (first,) = many(app, rate_limit_jobs.global_job, 1)
+    assert claimed_ids(claim_batch(engine)) == [first]
+    for _attempt in range(5):
+        (job_id,) = many(app, rate_limit_jobs.global_job, 1)
+        moment = _due_in_a_moment(engine, GLOBAL)
+        batch = claim_batch(engine, charge_ahead=charge_ahead)
+        if claim_clock(engine, GLOBAL) >= moment:
+            assert claimed_ids(batch) == [job_id]  # the moment had come: admitted plainly
+            continue
+        if charge_ahead:
+            assert claimed_ids(batch) == [job_id]
+            (claimed_row,) = support.rows(engine, CLAIMED, CLAIMED.c.job_id == job_id)
+            assert claimed_row.created_at == moment
+            assert budget(engine, GLOBAL).tat == moment + MINUTE
+            assert list(batch.starts) == [job_id]
+            assert batch.starts[job_id] <= time.monotonic() + SOON.total_seconds()
+        else:
+            assert (deferred_ids(batch), batch.deferrals[0].until) == ([job_id], moment)
+            assert budget(engine, GLOBAL).tat == moment
+            assert batch.starts == {}
+        return
+    pytest.fail("every claim came after the moment it was to be charged ahead for")
 
 
 def test_a_budget_row_is_inserted_on_first_use_and_updated_after(app, engine):

@@ -21,6 +21,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from flask_solidq.controls.gcra import MAX_AHEAD
+from flask_solidq.controls.gcra import MAX_CHARGE_AHEAD
+from flask_solidq.controls.gcra import MIN_CHARGE_AHEAD
 from flask_solidq.controls.gcra import Budget
 from flask_solidq.controls.gcra import Rate
 from flask_solidq.controls.gcra import retry_time
@@ -273,11 +275,87 @@ def test_admissions_restart_within_one_new_interval_whatever_the_debt(old, new, 
     if debt_us:
         budget.tat = T0 + us(debt_us)  # or any debt at all
 
-    assert budget.available_at(new_rate, T0) <= T0 + new_rate.interval
+    # Within one new interval, or charge_ahead more: a debt that little past the new burst
+    # could be a claim charged ahead under the new limit itself, which the cap must keep.
+    restart = T0 + new_rate.interval + new_rate.charge_ahead
+    assert budget.available_at(new_rate, T0) <= restart
     budget.admit(new_rate, T0)  # the first claim under the new limit, admitted or not
     assert budget.tat is not None
-    assert budget.tat <= T0 + new_rate.interval * new_rate.burst
-    assert budget.admit(new_rate, T0 + new_rate.interval)
+    assert budget.tat <= T0 + new_rate.interval * new_rate.burst + new_rate.charge_ahead
+    assert budget.admit(new_rate, restart)
+
+
+def test_a_debt_just_past_the_burst_is_kept_and_one_further_is_cut():
+    rate = Rate.of(1, 1, 1)  # T = 1 s, charge_ahead 0.25 s
+    kept = Budget(tat=T0 + seconds(1.25))
+    assert kept.available_at(rate, T0) == T0 + seconds(1.25)
+    cut = Budget(tat=T0 + seconds(1.25) + MICROSECOND)
+    assert cut.available_at(rate, T0) == T0 + seconds(1)
+
+
+# -- charging ahead --------------------------------------------------------------------------
+
+
+def test_a_claim_a_hair_early_is_charged_at_the_admission_and_lateness_does_not_add_up():
+    rate = Rate.of(5, 1, 1)  # T = 0.2 s
+    budget = Budget()
+    assert budget.admit_ahead(rate, T0) == T0
+    # The next claim comes 3 ms early: charged at T0 + T, not sent to wait.
+    assert budget.admit_ahead(rate, T0 + seconds(0.197)) == T0 + seconds(0.2)
+    # One 7 ms late is charged when it comes; the next, 2 ms late, waits the 5 ms for it.
+    assert budget.admit_ahead(rate, T0 + seconds(0.407)) == T0 + seconds(0.407)
+    assert budget.admit_ahead(rate, T0 + seconds(0.602)) == T0 + seconds(0.607)
+    assert budget.tat == T0 + seconds(0.807)
+
+
+@pytest.mark.parametrize(
+    ("to", "per", "ahead"),
+    [(5, 1, MIN_CHARGE_AHEAD), (1, 1, dt.timedelta(seconds=0.25)), (1, 60, MAX_CHARGE_AHEAD)],
+)
+def test_a_claim_is_charged_ahead_by_a_quarter_interval_within_bounds(to, per, ahead):
+    assert Rate.of(to, per, 1).charge_ahead == ahead
+
+
+def test_a_claim_further_than_charge_ahead_is_refused_and_charges_nothing():
+    rate = Rate.of(5, 1, 1)  # T = 0.2 s: charge_ahead 50 ms
+    budget = Budget()
+    assert budget.admit_ahead(rate, T0) == T0
+    early = T0 + seconds(0.2) - seconds(0.05) - MICROSECOND
+    assert budget.admit_ahead(rate, early) is None
+    assert budget.tat == T0 + seconds(0.2)
+    assert budget.admit_ahead(rate, early, ahead=dt.timedelta(0)) is None
+    assert budget.admit_ahead(rate, early + MICROSECOND) == T0 + seconds(0.2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(limit=limits(), sequence=steps, ahead_us=st.one_of(st.none(), st.integers(0, 250_000)))
+def test_charges_ahead_keep_every_window_of_per_within_to(limit, sequence, ahead_us):
+    """As the window test above, with every claim allowed to be charged up to ``ahead`` past
+    its clock: the charged times, whatever order they came in, never put more than ``to`` in
+    a window of ``per``. The clock itself never goes back."""
+    to, per_us, burst = limit
+    rate = rate_of(to, per_us, burst)
+    ahead = None if ahead_us is None else us(ahead_us)
+    most = rate.charge_ahead if ahead is None else min(ahead, rate.charge_ahead)
+    budget = Budget()
+    now = T0
+    charged: list[dt.datetime] = []
+    for pause, attempts in sequence:
+        target = budget.available_at(rate, now) - most if pause is None else now + us(pause)
+        now = max(now, target)
+        for _ in range(attempts):
+            at = budget.admit_ahead(rate, now, ahead)
+            if at is None:
+                retry_time(budget, rate, now)
+            else:
+                assert now <= at <= now + most
+                charged.append(at)
+
+    per = us(per_us)
+    charged.sort()
+    for index, start in enumerate(charged):
+        in_window = sum(1 for moment in charged[index:] if moment < start + per)
+        assert in_window <= to, (start, charged)
 
 
 def test_a_tighter_limit_starts_from_the_budget_as_the_old_one_left_it():
