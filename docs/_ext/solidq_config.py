@@ -24,9 +24,7 @@ ENTRY = re.compile(r"^`(SOLIDQ_[A-Z_]+)`:\s*(.*)$")
 def keys_the_code_reads() -> dict[str, object]:
     """Every key with its default; one read with ``config.get`` alone defaults to None."""
     package = pathlib.Path(flask_solidq.__file__).parent
-    found = {
-        key for path in package.rglob("*.py") for key in KEY.findall(path.read_text("utf-8"))
-    }
+    found = {key for path in package.rglob("*.py") for key in KEY.findall(path.read_text("utf-8"))}
     return {key: DEFAULTS.get(key) for key in sorted(found | set(DEFAULTS))}
 
 
