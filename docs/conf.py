@@ -28,7 +28,7 @@ exclude_patterns = ["_build"]
 # The README's links were GitHub's heading slugs: MyST makes the same anchors for every
 # heading level, so `page.md#a-heading` links resolve and are checked by -W.
 myst_heading_anchors = 6
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "deflist"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -1,4 +1,4 @@
-"""The configuration reference's table: the keys and defaults come from the code
+"""The configuration reference's list: the keys and defaults come from the code
 (``flask_solidq.config.DEFAULTS``, and every ``"SOLIDQ_..."`` name the package reads), the
 meanings from the page. A key the code reads that the page doesn't explain, or one the page
 explains that the code no longer reads, is a warning, and ``make docs`` fails on warnings: the
@@ -42,12 +42,8 @@ def entries(lines: list[str]) -> dict[str, str]:
     return meanings
 
 
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 class ConfigKeys(SphinxDirective):
-    """``{solidq-config-keys}``: a table of key, default (from the code), meaning (the body)."""
+    """``{solidq-config-keys}``: each key, its default (from the code) and meaning (the body)."""
 
     has_content = True
 
@@ -58,12 +54,12 @@ class ConfigKeys(SphinxDirective):
             self.reporter.warning(f"{key} is read by flask_solidq but not explained here.")
         for key in sorted(set(meanings) - set(defaults)):
             self.reporter.warning(f"{key} is explained here but flask_solidq doesn't read it.")
-        rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+        lines = []
         for key, meaning in meanings.items():
             if key in defaults:
-                rows.append(f"| `{key}` | `{cell(repr(defaults[key]))}` | {cell(meaning)} |")
+                lines += [f"`{key}`", f": Default `{defaults[key]!r}`: {meaning}", ""]
         container = nodes.container()
-        self.state.nested_parse(StringList(rows, source=self.get_source_info()[0]), 0, container)
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), 0, container)
         return container.children
 
 
