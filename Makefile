@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 PORT ?= 5000
 
-.PHONY: demo test bench lint install clean
+.PHONY: demo test bench lint install docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,15 @@ demo: $(BIN)/.installed-demo
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The documentation site (docs/, Sphinx with MyST) into docs/_build/html; a warning fails the
+# build, so a broken link, a heading it can't find or an undocumented config key stops CI.
+$(BIN)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(BIN)/.installed-docs
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
 bench: install
 	$(BIN)/python bench/enqueue.py
 
@@ -46,4 +55,4 @@ lint: install
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info docs/_build
