@@ -102,7 +102,7 @@ def search_text(name: str = "q") -> str | None:
             f"The search is {len(text)} characters long: it takes at most {search.MAX_QUERY}"
             " (an id, a job_id, or a text of the arguments or error)."
         )
-    if search.kind_of(text) is search.Kind.ID:
+    if search.parse(text)[0] is search.Kind.ID:
         job_id(text, name="searched id")
     return text
 

@@ -44,14 +44,18 @@ class Kind(str, enum.Enum):
     TEXT = "text"
 
 
-def kind_of(text: str) -> Kind:
-    """Digits are a row id (``provider_job_id``); a UUID is a ``job_id``; anything else is
-    looked for in the arguments and errors."""
+def parse(text: str) -> tuple[Kind, str]:
+    """What ``text`` is taken for, and what is looked for: digits are a row id
+    (``provider_job_id``); a UUID is a ``job_id``; anything else is looked for in the
+    arguments and errors, and so is a text in double quotes, without them (``"42"``: an
+    argument's value that is a number, which bare would be an id)."""
+    if len(text) > 2 and text[0] == text[-1] == '"':
+        return Kind.TEXT, text[1:-1]
     if _DIGITS.fullmatch(text):
-        return Kind.ID
+        return Kind.ID, text
     if _UUID.fullmatch(text):
-        return Kind.JOB_ID
-    return Kind.TEXT
+        return Kind.JOB_ID, text
+    return Kind.TEXT, text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +89,10 @@ def search(
     limit: int = 50,
     scan: int | None = None,
 ) -> Found:
-    """Up to ``limit`` jobs of ``where`` matching ``text`` (see :func:`kind_of`), newest
+    """Up to ``limit`` jobs of ``where`` matching ``text`` (see :func:`parse`), newest
     first, with ids below ``before``; a text read in at most ``scan`` jobs (by default
     :data:`SCAN_LIMIT`)."""
-    kind = kind_of(text)
+    kind, text = parse(text)
     if kind is not Kind.TEXT:
         query = _jobs(where).where(_same_job(kind, text)).order_by(JOBS.c.id.desc()).limit(limit)
         jobs = _summaries(connection, query, where.state)

@@ -83,6 +83,22 @@ def test_a_text_is_found_in_the_error_of_failed_jobs_and_the_arguments(app, engi
     assert get(client, "/jobs?state=failed&q=a_report").job_ids() == []
 
 
+def test_a_number_in_double_quotes_is_looked_for_as_text(app, engine, client):
+    numbered = enqueue(app, jobs.task, "order 987654")
+    enqueue(app, jobs.task, "order 1")
+    assert get(client, '/jobs?state=ready&q="987654"').job_ids() == [numbered]
+    assert get(client, "/jobs?state=ready&q=987654").job_ids() == []  # an id no job has
+
+
+def test_during_a_search_the_all_actions_are_not_offered_the_selected_ones_are(app, engine, client):
+    failed_job(app, engine, "broken")
+    plain = get(client, "/jobs?state=failed")
+    searched = get(client, "/jobs?state=failed&q=broken")
+    assert f"{PREFIX}/failed/retry" in plain.forms
+    assert f"{PREFIX}/failed/retry" not in searched.forms
+    assert searched.forms[f"{PREFIX}/selected/discard"]["q"] == "broken"
+
+
 def test_a_text_search_keeps_the_state_queue_and_job_filters(app, engine, client):
     alpha = enqueue(app, jobs.task, "invoice-7", queue="alpha")
     beta = enqueue(app, jobs.task, "invoice-7", queue="beta")
