@@ -108,8 +108,11 @@ def _text_search(
     limit: int,
     scan: int,
 ) -> Found:
-    """The matches among the newest ``scan`` jobs of ``where`` below ``before``: those read
-    in a derived table (a LIMIT inside ``IN`` is one MySQL refuses), then matched."""
+    """The matches among the newest ``scan`` jobs of ``where`` below ``before``, in one
+    statement that reads them once: they are read in a derived table (a LIMIT inside ``IN``
+    is one MySQL refuses), counted (with the lowest id: the next page's cursor) by window
+    functions over it, and sorted matches first, so the rows that come back are the page's
+    matches (and, past them, rows that only carry the count)."""
     window = _jobs(where, JOBS.c.arguments)
     if before is not None:
         window = window.where(JOBS.c.id < before)
@@ -117,17 +120,26 @@ def _text_search(
     matches = [scanned.c.arguments.icontains(text, autoescape=True)]
     if where.state is browse.State.FAILED:
         matches.append(scanned.c.error.icontains(text, autoescape=True))
-    query = sa.select(scanned).where(sa.or_(*matches)).order_by(scanned.c.id.desc()).limit(limit)
-    jobs = _summaries(connection, query, where.state)
-    read, lowest = connection.execute(
-        sa.select(sa.func.count(), sa.func.min(scanned.c.id)).select_from(scanned)
-    ).one()
+    hit = sa.case((sa.or_(*matches), 1), else_=0)
+    query = (
+        sa.select(
+            *[column for column in scanned.c if column.key != "arguments"],
+            hit.label("hit"),
+            sa.func.count().over().label("read"),
+            sa.func.min(scanned.c.id).over().label("lowest"),
+        )
+        .order_by(hit.desc(), scanned.c.id.desc())
+        .limit(limit)
+    )
+    rows = connection.execute(query).mappings().all()
+    jobs = [browse.summary(row, where.state) for row in rows if row["hit"]]
+    read, lowest = (int(rows[0]["read"]), rows[0]["lowest"]) if rows else (0, None)
     bounded = read >= scan
     if len(jobs) == limit:
         next_before: int | None = jobs[-1].id
     else:
         next_before = lowest if bounded else None
-    return Found(jobs, int(read), bounded=bounded and len(jobs) < limit, next_before=next_before)
+    return Found(jobs, read, bounded=bounded and len(jobs) < limit, next_before=next_before)
 
 
 def _jobs(where: Filter, *extra: sa.ColumnElement[t.Any]) -> sa.Select[t.Any]:
