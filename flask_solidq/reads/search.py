@@ -21,6 +21,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.reads import browse
 
@@ -113,22 +114,21 @@ def _text_search(
     is one MySQL refuses), counted (with the lowest id: the next page's cursor) by window
     functions over it, and sorted matches first, so the rows that come back are the page's
     matches (and, past them, rows that only carry the count)."""
-    window = _jobs(where, JOBS.c.arguments)
+    matches = [JOBS.c.arguments.icontains(text, autoescape=True)]
+    if where.state is browse.State.FAILED:
+        matches.append(FAILED.c.error.icontains(text, autoescape=True))
+    # Matched in the window, so what the window functions keep of each row is narrow.
+    window = _jobs(where, sa.case((sa.or_(*matches), 1), else_=0).label("hit"))
     if before is not None:
         window = window.where(JOBS.c.id < before)
     scanned = window.order_by(JOBS.c.id.desc()).limit(scan).subquery("scanned")
-    matches = [scanned.c.arguments.icontains(text, autoescape=True)]
-    if where.state is browse.State.FAILED:
-        matches.append(scanned.c.error.icontains(text, autoescape=True))
-    hit = sa.case((sa.or_(*matches), 1), else_=0)
     query = (
         sa.select(
-            *[column for column in scanned.c if column.key != "arguments"],
-            hit.label("hit"),
+            scanned,
             sa.func.count().over().label("read"),
             sa.func.min(scanned.c.id).over().label("lowest"),
         )
-        .order_by(hit.desc(), scanned.c.id.desc())
+        .order_by(scanned.c.hit.desc(), scanned.c.id.desc())
         .limit(limit)
     )
     rows = connection.execute(query).mappings().all()
