@@ -218,6 +218,17 @@ def test_discard_of_selected_jobs_takes_them_only_from_the_lists_state(app, engi
     assert job_state(engine, failed) == "failed"
 
 
+def test_discard_of_selected_ready_and_deferred_jobs(app, engine, client):
+    ready, kept = (enqueue(app, jobs.task, f"now-{index}") for index in range(2))
+    later = enqueue(app, jobs.task, "later", wait=3600)
+    response = post_selected(client, "discard", [ready, later], state="ready")
+    assert done_message(response) == "Discarded 1 job; 1 was no longer ready."
+    # A deferred job is a scheduled execution: the deferred list discards those too.
+    response = post_selected(client, "discard", [later], state="deferred")
+    assert done_message(response) == "Discarded 1 job."
+    assert [job_state(engine, job) for job in (ready, kept, later)] == ["gone", "ready", "gone"]
+
+
 def test_nothing_selected_does_nothing_and_says_so(app, engine, client):
     failed = failed_job(app, engine, "broken")
     response = post_selected(client, "discard", [], state="failed")
