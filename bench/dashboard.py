@@ -7,15 +7,24 @@ deferred by 100 rate-limit budgets, 20,000 failed, 10,000 blocked on 100 concurr
 It fills a scratch database with set-based inserts (generate_series), then requests each page
 through the app (Flask's test client: the server's time, not the browser's) ``--runs`` times
 and prints the median and the worst in milliseconds. The goal is every page under 200 ms.
+
+The jobs list's search is timed too: an id, a ``job_id``, a failed job's error text and an
+argument's text (the last two read at most the newest 10,000 jobs of their filter: a text no
+job has reads all 10,000, the worst case). ``--explain`` prints PostgreSQL's plan (EXPLAIN
+ANALYZE) of each search page's statements, to see that each is an index lookup or a bounded
+scan.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import pathlib
 import statistics
 import sys
 import time
+import typing as t
+import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -29,7 +38,7 @@ INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job
                          created_at, updated_at)
 SELECT CASE WHEN mod(n, 3) = 0 THEN 'mail' WHEN mod(n, 3) = 1 THEN 'default' ELSE 'search' END,
        CASE WHEN mod(n, 2) = 0 THEN 'bench.noop' ELSE 'bench.other' END,
-       '{{"job":"bench.common:noop","args":[1]}}', 0, md5(n::text),
+       '{{"job":"bench.common:noop","args":["order-' || n || '"]}}', 0, md5(n::text)::uuid::text,
        now() - interval '1 hour', {finished}, {key}, {rate_key}, now() - interval '1 hour', now()
 FROM generate_series({first}, {last}) AS n
 """
@@ -78,7 +87,7 @@ def fill(engine: sa.Engine, finished: int, waiting: int) -> dict[str, int]:
                 connection.exec_driver_sql(
                     "INSERT INTO solidq_failed_executions (job_id, error, created_at)"
                     ' SELECT id, \'{"exception_class":"builtins.ValueError",'
-                    '"message":"boom","backtrace":["Traceback"]}\', now()'
+                    '"message":"boom at \' || id || \'","backtrace":["Traceback"]}\', now()'
                     f" FROM solidq_jobs WHERE id BETWEEN {first} AND {last}"
                 )
             elif name == "blocked":
@@ -127,6 +136,28 @@ def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
         ("processes", "/solidq/processes"),
         ("recurring", "/solidq/recurring"),
         ("metrics (Prometheus)", "/solidq/metrics"),
+        *searches(firsts),
+    ]
+
+
+def searches(firsts: dict[str, int]) -> list[tuple[str, str]]:
+    """The search pages: by id, by job_id (the fill's are md5s of the row number, as UUIDs),
+    by a failed job's error text, by an argument's text (the fill's are ``order-<n>``)."""
+    middle = firsts["ready"] // 2
+    job_id = str(uuid.UUID(hashlib.md5(str(middle).encode()).hexdigest()))
+    failed = firsts["failed"] + 100
+    return [
+        ("search: an id, finished", f"/solidq/jobs?state=finished&q={middle}"),
+        ("search: a job_id, finished", f"/solidq/jobs?state=finished&q={job_id}"),
+        ("search: error text, failed", f"/solidq/jobs?state=failed&q=boom%20at%20{failed}"),
+        ("search: error text no job has", "/solidq/jobs?state=failed&q=no-such-error"),
+        ("search: argument, finished", f"/solidq/jobs?state=finished&q=order-{middle}"),
+        ("search: argument no job has", "/solidq/jobs?state=finished&q=no-such-argument"),
+        (
+            "search: argument no job has, filtered",
+            "/solidq/jobs?state=finished&queue=mail&job=bench.noop&q=no-such-argument",
+        ),
+        ("search: argument no job has, ready", "/solidq/jobs?state=ready&q=no-such-argument"),
     ]
 
 
@@ -135,6 +166,7 @@ def main() -> None:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--waiting", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--explain", action="store_true", help="print each search's plans")
     options = parser.parse_args()
     chosen = [backend for backend in common.chosen_backends("postgres") if backend[0] == "postgres"]
     if not chosen:
@@ -161,11 +193,44 @@ def main() -> None:
                 assert response.status_code == 200, (path, response.status_code)
             rows.append([name, f"{statistics.median(times):.1f}", f"{max(times):.1f}"])
         print(common.table(["page", "median ms", "worst ms"], rows))
+        if options.explain:
+            explain_searches(app, client, firsts)
         with app.app_context():
             app.extensions["solidq"].dispose()
         engine.dispose()
     finally:
         drop()
+
+
+def explain_searches(app: t.Any, client: t.Any, firsts: dict[str, int]) -> None:
+    """Print the plan of every statement each search page runs, as PostgreSQL ran it."""
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+    for name, path in searches(firsts):
+        statements = _statements_of(engine, lambda path=path: client.get(path))
+        print(f"\n## {name}: {path}")
+        with engine.connect() as connection:
+            for statement, parameters in statements:
+                plan = connection.exec_driver_sql(
+                    "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) " + statement, parameters
+                )
+                print("\n".join(row[0] for row in plan), end="\n\n")
+
+
+def _statements_of(engine: sa.Engine, request: t.Callable[[], t.Any]) -> list[tuple[str, t.Any]]:
+    """The statements on the jobs table that ``request`` runs, with their parameters."""
+    statements: list[tuple[str, t.Any]] = []
+
+    def record(_conn: t.Any, _cursor: t.Any, statement: str, parameters: t.Any, *_: t.Any) -> None:
+        if "solidq_jobs" in statement:
+            statements.append((statement, parameters))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        request()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return statements
 
 
 if __name__ == "__main__":

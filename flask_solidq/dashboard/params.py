@@ -18,6 +18,7 @@ from flask import abort
 from flask import request
 
 from flask_solidq.dashboard import flash
+from flask_solidq.reads import search
 
 #: The largest id a ``bigint`` (the jobs' primary key) holds.
 MAX_ID = 2**63 - 1
@@ -63,7 +64,7 @@ def record_id(text: str, name: str, kind: str = "batch") -> int:
     """``text`` as the id of a ``kind`` row (a job's, a batch's: every primary key is a
     ``bigint``): a whole number from 0 to :data:`MAX_ID`, or 400."""
     if not _DIGITS.fullmatch(text) or int(text) > MAX_ID:
-        refuse(f"The {name} {_shown(text)} is not a {kind} id: a whole number from 0 to {MAX_ID}.")
+        refuse(f"The {name} {shown(text)} is not a {kind} id: a whole number from 0 to {MAX_ID}.")
     return int(text)
 
 
@@ -89,6 +90,32 @@ def text_cursor(name: str) -> str | None:
     return request.args.get(name) or None
 
 
+def search_text(name: str = "q") -> str | None:
+    """The search box's text (:mod:`flask_solidq.reads.search`), trimmed: absent or blank is
+    no search; longer than :data:`~flask_solidq.reads.search.MAX_QUERY`, or digits past
+    :data:`MAX_ID` (an id no job has), is 400."""
+    text = (request.args.get(name) or "").strip()
+    if not text:
+        return None
+    if len(text) > search.MAX_QUERY:
+        refuse(
+            f"The search is {len(text)} characters long: it takes at most {search.MAX_QUERY}"
+            " (an id, a job_id, or a text of the arguments or error)."
+        )
+    if search.parse(text)[0] is search.Kind.ID:
+        job_id(text, name="searched id")
+    return text
+
+
+def selected_ids(name: str, most: int) -> list[int]:
+    """The ids of the form's checked rows (``name``, repeated), each checked as
+    :func:`job_id`, without repeats; more than ``most`` is 400 (a page has no more rows)."""
+    ids = sorted({job_id(text, name="selected job id") for text in request.form.getlist(name)})
+    if len(ids) > most:
+        refuse(f"{len(ids)} jobs are selected: a page has at most {most}.")
+    return ids
+
+
 def queue_name(text: str) -> str:
     """A queue named in a pause or resume path: at most :data:`MAX_QUEUE_NAME` characters."""
     if len(text) > MAX_QUEUE_NAME:
@@ -99,6 +126,6 @@ def queue_name(text: str) -> str:
     return text
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """``text`` as an error message quotes it: shortened, so a huge value makes a short page."""
     return repr(text if len(text) <= 40 else text[:40] + "...")

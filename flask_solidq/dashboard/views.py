@@ -24,11 +24,13 @@ from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.dashboard import recurring_views
+from flask_solidq.dashboard import selection_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import browse
 from flask_solidq.reads import queue_figures
+from flask_solidq.reads import search
 from flask_solidq.reads import throughput
 from flask_solidq.reads import waiting_reasons
 from flask_solidq.timing import utcnow
@@ -54,6 +56,7 @@ MOVING = (
 
 def add_routes(blueprint: Blueprint) -> None:
     control_views.add_routes(blueprint)
+    selection_views.add_routes(blueprint)
     batch_views.add_routes(blueprint)
     blueprint.add_url_rule("/", "overview", overview)
     blueprint.add_url_rule("/jobs", "jobs", jobs)
@@ -113,28 +116,53 @@ def overview() -> str:
 
 
 def jobs() -> str:
-    """A page of jobs in one state, filtered by queue and job name, newest first."""
+    """A page of jobs in one state, filtered by queue and job name and searched (an id, a
+    ``job_id``, or a text of the arguments or error: :mod:`flask_solidq.reads.search`),
+    newest first; with boxes to select rows where the state has actions."""
     try:
         state = browse.State(request.args.get("state", browse.State.FAILED.value))
     except ValueError:
         abort(404)
-    queue = request.args.get("queue") or None
-    name = request.args.get("job") or None
+    where = search.Filter(state, request.args.get("queue") or None, request.args.get("job") or None)
+    text = params.search_text()
     before = params.int_cursor("before")
     with reading.page() as connection:
-        page = browse.list_jobs(
-            connection, state, queue=queue, job=name, before=before, limit=PAGE_SIZE
-        )
+        found = _found(connection, where, text, before)
+        # Not for htmx's refreshes, which take only the table.
+        refresh = "HX-Request" in request.headers
+        queue_names = [] if refresh else search.queue_names(connection)
+        job_names = [] if refresh else search.job_names(connection)
     return render_template(
         "solidq/jobs.html",
-        page=page,
+        page=found.jobs,
+        found=found,
         state=state,
-        queue=queue or "",
-        job=name or "",
-        next_before=page[-1].id if len(page) == PAGE_SIZE else None,
+        queue=where.queue or "",
+        job=where.job or "",
+        q=text or "",
+        before=before,
+        queue_names=queue_names,
+        job_names=job_names,
+        selectable=selection_views.ACTIONS.get(state, ()),
+        selected_field=selection_views.FIELD,
+        scan_limit=search.SCAN_LIMIT,
+        next_before=found.next_before,
         now=utcnow(),
         done=params.done(),
     )
+
+
+def _found(
+    connection: sa.Connection, where: search.Filter, text: str | None, before: int | None
+) -> search.Found:
+    """The page: a search's, or the plain list's."""
+    if text is not None:
+        return search.search(connection, where, text, before=before, limit=PAGE_SIZE)
+    page = browse.list_jobs(
+        connection, where.state, queue=where.queue, job=where.job, before=before, limit=PAGE_SIZE
+    )
+    next_before = page[-1].id if len(page) == PAGE_SIZE else None
+    return search.Found(page, len(page), bounded=False, next_before=next_before)
 
 
 def job(reference: str) -> str:

@@ -264,6 +264,14 @@ def discard_all(
     )
 
 
+def discard_in(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
+    """Discard those of ``job_ids`` (at most :data:`BATCH_SIZE`: one transaction) still in
+    ``state``; return how many: the dashboard's selected rows of one list."""
+    if len(job_ids) > BATCH_SIZE:
+        raise ValueError(f"discard_in takes at most {BATCH_SIZE} jobs, not {len(job_ids)}.")
+    return _discard_batch(engine, state, job_ids)
+
+
 def _discard_batch(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
     return len(_deadlock_safe(_discard_in_transaction, engine, state, job_ids))
 

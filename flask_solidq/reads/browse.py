@@ -131,7 +131,24 @@ def list_jobs(
     """Up to ``limit`` jobs in ``state`` (of ``queue``, of the job named ``job``, of the
     batch whose id is ``batch``), newest first, with ids below ``before``."""
     limit = max(1, min(limit, MAX_PAGE))
-    columns: list[sa.ColumnElement[t.Any]] = [*_SUMMARY_COLUMNS]
+    query = select_jobs(state, queue=queue, job=job)
+    if batch is not None:
+        query = query.where(JOBS.c.batch_id == batch)
+    if before is not None:
+        query = query.where(JOBS.c.id < before)
+    rows = connection.execute(query.order_by(JOBS.c.id.desc()).limit(limit)).mappings()
+    return [summary(row, state) for row in rows]
+
+
+def select_jobs(
+    state: State,
+    *extra: sa.ColumnElement[t.Any],
+    queue: str | None = None,
+    job: str | None = None,
+) -> sa.Select[t.Any]:
+    """The jobs in ``state`` (of ``queue``, of the job named ``job``) with the columns
+    :func:`summary` reads, and ``extra``: what a list pages through and a search scans."""
+    columns: list[sa.ColumnElement[t.Any]] = [*_SUMMARY_COLUMNS, *extra]
     if state is State.FINISHED:
         query = sa.select(*columns).where(JOBS.c.finished_at.is_not(None))
     else:
@@ -151,12 +168,7 @@ def list_jobs(
         query = query.where(JOBS.c.queue_name == queue)
     if job is not None:
         query = query.where(JOBS.c.class_name == job)
-    if batch is not None:
-        query = query.where(JOBS.c.batch_id == batch)
-    if before is not None:
-        query = query.where(JOBS.c.id < before)
-    rows = connection.execute(query.order_by(JOBS.c.id.desc()).limit(limit)).mappings()
-    return [_summary(row, state) for row in rows]
+    return query
 
 
 def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | None:
@@ -185,13 +197,13 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
     error = _error(connection, row["id"]) if state is State.FAILED else None
     if error is not None and error.executions is not None:
         executions = error.executions  # the failing run counted: the payload doesn't
-    summary = _summary(row, state)
+    shown = summary(row, state)
     if error is not None:
-        summary = dataclasses.replace(
-            summary, error_class=error.exception_class, error_message=error.message
+        shown = dataclasses.replace(
+            shown, error_class=error.exception_class, error_message=error.message
         )
     return JobDetail(
-        summary=summary,
+        summary=shown,
         payload=payload,
         executions=executions if isinstance(executions, int) else 0,
         concurrency_key=row["concurrency_key"],
@@ -259,7 +271,8 @@ def _reference(reference: str | int) -> sa.ColumnElement[bool]:
     return JOBS.c.active_job_id == str(reference)
 
 
-def _summary(row: sa.RowMapping, state: State) -> JobSummary:
+def summary(row: sa.RowMapping, state: State) -> JobSummary:
+    """A row of :func:`select_jobs` as a list shows it."""
     error_class = message = None
     if "error" in row:
         parsed = _parse(row["error"])
