@@ -227,6 +227,8 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         ("coalesce key", f"{detail.coalesce_key} (open)" if detail.coalesce_key else "-"),
         ("collected calls", str(detail.calls)),
     ]
+    if job.duration:
+        fields.insert(7, ("ran for", job.duration))
     if detail.batch_id is not None:
         fields.append(("batch", f"{detail.batch_id} (flask solidq batch {detail.batch_id})"))
     if detail.claimed_by:
@@ -246,7 +248,22 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         lines += ["", f"Error ({describe_moment(error.failed_at, now)}): {error.exception_class}"]
         lines += [_indent(error.message)] if error.message else []
         lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
+    lines += render_attempts(detail, now)
     return "\n".join(lines)
+
+
+def render_attempts(detail: browse.JobDetail, now: dt.datetime) -> list[str]:
+    """The job's failed attempts, newest first, one line each: kept after a retry by hand,
+    so what went wrong before stays in view."""
+    if not detail.attempts:
+        return []
+    lines = ["", f"Failed attempts (newest first, the last {detail.attempts_kept} kept):"]
+    for attempt in detail.attempts:
+        run = f"run {attempt.executions}" if attempt.executions is not None else "run ?"
+        message = (attempt.message.splitlines() or [""])[0]
+        lines.append(f"  {run}  {describe_moment(attempt.failed_at, now)}")
+        lines.append(f"    {attempt.exception_class or '?'}: {message}")
+    return lines
 
 
 def describe_moment(moment: dt.datetime, now: dt.datetime) -> str:
