@@ -243,12 +243,12 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
     lines = [f"Job {job.id}"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in fields]
     lines += ["", "Payload:", _indent(json.dumps(detail.payload, indent=2, ensure_ascii=False))]
+    lines += render_attempts(detail, now)  # before the error: its backtrace ends the text
     if detail.error is not None:
         error = detail.error
         lines += ["", f"Error ({describe_moment(error.failed_at, now)}): {error.exception_class}"]
         lines += [_indent(error.message)] if error.message else []
         lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
-    lines += render_attempts(detail, now)
     return "\n".join(lines)
 
 
