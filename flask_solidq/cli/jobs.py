@@ -221,14 +221,13 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         ("enqueued", describe_moment(job.created_at, now)),
         ("scheduled", describe_moment(job.scheduled_at, now) if job.scheduled_at else "-"),
         ("finished", describe_moment(job.finished_at, now) if job.finished_at else "-"),
+        *([("ran for", job.duration)] if job.duration else []),
         ("executions", str(detail.executions)),
         ("concurrency key", detail.concurrency_key or "-"),
         ("rate-limit key", detail.rate_limit_key or "-"),
         ("coalesce key", f"{detail.coalesce_key} (open)" if detail.coalesce_key else "-"),
         ("collected calls", str(detail.calls)),
     ]
-    if job.duration:
-        fields.insert(7, ("ran for", job.duration))
     if detail.batch_id is not None:
         fields.append(("batch", f"{detail.batch_id} (flask solidq batch {detail.batch_id})"))
     if detail.claimed_by:

@@ -186,7 +186,7 @@ def _store(
 def _mark_finished(started: dict[int, dt.datetime], done: list[int]) -> sa.Update:
     """The one UPDATE that finishes ``done``, each with its run's start: a CASE on the id
     carries the starts, so the group still costs one statement, not one per job."""
-    starts = {job_id: sa.literal(started[job_id], STARTED_AT_TYPE) for job_id in done}
+    starts = {job_id: sa.literal(started[job_id], _STARTED_AT_TYPE) for job_id in done}
     return _MARK_FINISHED.values(started_at=sa.case(starts, value=JOBS.c.id))
 
 
@@ -293,5 +293,5 @@ _MARK_FINISHED = (
     .where(JOBS.c.id.in_(_IDS))
     .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
 )
-STARTED_AT_TYPE = JOBS.c.started_at.type
+_STARTED_AT_TYPE = JOBS.c.started_at.type
 _DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))
