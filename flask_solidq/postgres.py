@@ -100,7 +100,8 @@ CLAIM = {
 def _finish(preserve_finished: bool) -> sa.TextClause:
     """Release the claims ``:process_id`` still holds on ``:ids`` and finish their jobs."""
     finish = (
-        "UPDATE solidq_jobs AS jobs SET finished_at = :now, updated_at = :now FROM released"
+        "UPDATE solidq_jobs AS jobs SET finished_at = :now, updated_at = :now,"
+        " started_at = released.created_at FROM released"
         if preserve_finished
         else "DELETE FROM solidq_jobs AS jobs USING released"
     )
@@ -109,7 +110,7 @@ def _finish(preserve_finished: bool) -> sa.TextClause:
         WITH released AS (
             DELETE FROM solidq_claimed_executions
             WHERE process_id = :process_id AND job_id = ANY(CAST(:ids AS bigint[]))
-            RETURNING job_id
+            RETURNING job_id, created_at
         )
         {finish} WHERE jobs.id = released.job_id
         RETURNING jobs.id

@@ -221,6 +221,7 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         ("enqueued", describe_moment(job.created_at, now)),
         ("scheduled", describe_moment(job.scheduled_at, now) if job.scheduled_at else "-"),
         ("finished", describe_moment(job.finished_at, now) if job.finished_at else "-"),
+        *([("ran for", job.duration)] if job.duration else []),
         ("executions", str(detail.executions)),
         ("concurrency key", detail.concurrency_key or "-"),
         ("rate-limit key", detail.rate_limit_key or "-"),
@@ -241,12 +242,27 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
     lines = [f"Job {job.id}"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in fields]
     lines += ["", "Payload:", _indent(json.dumps(detail.payload, indent=2, ensure_ascii=False))]
+    lines += render_attempts(detail, now)  # before the error: its backtrace ends the text
     if detail.error is not None:
         error = detail.error
         lines += ["", f"Error ({describe_moment(error.failed_at, now)}): {error.exception_class}"]
         lines += [_indent(error.message)] if error.message else []
         lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
     return "\n".join(lines)
+
+
+def render_attempts(detail: browse.JobDetail, now: dt.datetime) -> list[str]:
+    """The job's failed attempts, newest first, one line each: kept after a retry by hand,
+    so what went wrong before stays in view."""
+    if not detail.attempts:
+        return []
+    lines = ["", f"Failed attempts (newest first, the last {detail.attempts_kept} kept):"]
+    for attempt in detail.attempts:
+        run = f"run {attempt.executions}" if attempt.executions is not None else "run ?"
+        message = (attempt.message.splitlines() or [""])[0]
+        lines.append(f"  {run}  {describe_moment(attempt.failed_at, now)}")
+        lines.append(f"    {attempt.exception_class or '?'}: {message}")
+    return lines
 
 
 def describe_moment(moment: dt.datetime, now: dt.datetime) -> str:

@@ -15,6 +15,7 @@ from flask_solidq.models.executions import ClaimedExecution as ClaimedExecution
 from flask_solidq.models.executions import FailedExecution as FailedExecution
 from flask_solidq.models.executions import ReadyExecution as ReadyExecution
 from flask_solidq.models.executions import ScheduledExecution as ScheduledExecution
+from flask_solidq.models.failures import JobFailure as JobFailure
 from flask_solidq.models.job_record import JobRecord as JobRecord
 from flask_solidq.models.pauses import Pause as Pause
 from flask_solidq.models.processes import ProcessRecord as ProcessRecord

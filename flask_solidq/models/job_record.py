@@ -40,6 +40,12 @@ class JobRecord(Base):
     #: foreign key: a job outlives its batch's row once that is cleared, and on MySQL a key
     #: would lock the batch's row for every job inserted into it.
     batch_id: Mapped[int | None] = mapped_column(BigId)
+    #: When the run that finished the job started: its claim's ``created_at``, copied by the
+    #: statement that sets ``finished_at`` (schema version 4), so a finished job shows how
+    #: long it ran. None for a job finished before that version, or not finished. The run
+    #: so measured is claim to finish: a job claimed ahead counts its wait for a thread, and
+    #: every job the moment its finisher groups outcomes before storing them.
+    started_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()
 

@@ -19,6 +19,7 @@ from flask_solidq.models.executions import ClaimedExecution
 from flask_solidq.models.executions import FailedExecution
 from flask_solidq.models.executions import ReadyExecution
 from flask_solidq.models.executions import ScheduledExecution
+from flask_solidq.models.failures import JobFailure
 from flask_solidq.models.job_record import JobRecord
 from flask_solidq.models.pauses import Pause
 from flask_solidq.models.processes import ProcessRecord
@@ -47,3 +48,4 @@ COALESCED_CALLS = _table(CoalescedCall)
 RECURRING_TASKS = _table(RecurringTask)
 RECURRING_EXECUTIONS = _table(RecurringExecution)
 BATCHES = _table(BatchRecord)
+JOB_FAILURES = _table(JobFailure)

@@ -214,7 +214,9 @@ def _one_statement(execution: sa.Table) -> sa.Insert:
     return execution.insert().from_select(names, sa.select(*columns)).returning(execution.c.job_id)
 
 
-_JOB_COLUMNS = [column.name for column in JOBS.c if column.name not in ("id", "finished_at")]
+#: What an enqueue writes: not the id, nor what only finishing sets (``finished_at`` and
+#: ``started_at``, the run's start).
+_JOB_COLUMNS = [c.name for c in JOBS.c if c.name not in ("id", "finished_at", "started_at")]
 _ONE_STATEMENT_READY = _one_statement(READY)
 _ONE_STATEMENT_SCHEDULED = _one_statement(SCHEDULED)
 

@@ -228,7 +228,11 @@ def _retry(
         rate_limit_key=_rate_limit_key(claimed, job),
         wait=wait,
     )
-    return Outcome(claimed, OutcomeKind.RETRIED, retry=retry, job=job, exception=error)
+    # The error is kept as one of the job's attempts (operations.attempts).
+    error_text = error_json(error, executions=job.executions)
+    return Outcome(
+        claimed, OutcomeKind.RETRIED, error=error_text, retry=retry, job=job, exception=error
+    )
 
 
 def _interrupted(claimed: ClaimedJob, job: Job) -> Outcome:

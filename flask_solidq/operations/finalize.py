@@ -28,6 +28,7 @@ from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
+from flask_solidq.operations import attempts
 from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
@@ -125,36 +126,50 @@ def _store_held(
     change in it too (a batch that finishes stores its callbacks there: see
     :mod:`flask_solidq.operations.batches`)."""
     with db.write(engine) as connection:
-        kept = set(delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes]))
+        kept = delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes])
         held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
-        _store(connection, held, now, preserve_finished=preserve_finished)
+        _store(connection, held, kept, now, preserve_finished=preserve_finished)
         tallies = batches.tally_by_batch(
             (o.claimed.batch_id, _BATCH_COUNTS[o.kind]) for o in held if o.kind in _BATCH_COUNTS
         )
         batches.account(engine, connection, tallies, now)
-    return kept
+    return set(kept)
 
 
-def delete_held_claims(connection: sa.Connection, process_id: int, job_ids: list[int]) -> list[int]:
-    """Delete the claims ``process_id`` still holds on ``job_ids``; return their job ids."""
+def delete_held_claims(
+    connection: sa.Connection, process_id: int, job_ids: list[int]
+) -> dict[int, dt.datetime]:
+    """Delete the claims ``process_id`` still holds on ``job_ids``; return when each was
+    made (its run's start), by job id: the same statement reads it, at no extra cost."""
     if not job_ids:
-        return []
+        return {}
     params = {"ids": job_ids, "process_id": process_id}
     if db.supports_delete_returning(connection):
-        return list(connection.scalars(_DELETE_CLAIMS_RETURNING, params))
-    held = list(connection.scalars(_LOCK_CLAIMS, params))
+        return _starts(connection.execute(_DELETE_CLAIMS_RETURNING, params))
+    held = _starts(connection.execute(_LOCK_CLAIMS, params))
     if held:
         connection.execute(_DELETE_CLAIMS, params)
     return held
 
 
+def _starts(rows: t.Iterable[t.Sequence[t.Any]]) -> dict[int, dt.datetime]:
+    """Claims' ``(job_id, created_at)`` rows, by job id (a Result has ``keys()``, so
+    ``dict(result)`` would take it for a mapping)."""
+    return {row[0]: row[1] for row in rows}
+
+
 def _store(
-    connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime, *, preserve_finished: bool
+    connection: sa.Connection,
+    outcomes: list[Outcome],
+    started: dict[int, dt.datetime],
+    now: dt.datetime,
+    *,
+    preserve_finished: bool,
 ) -> None:
     done = [o.claimed.id for o in outcomes if o.kind in _DONE]
     if done:
         if preserve_finished:
-            connection.execute(_MARK_FINISHED, {"ids": done, "now": now})
+            connection.execute(_mark_finished(started, done), {"ids": done, "now": now})
         else:
             connection.execute(_DELETE_JOBS, {"ids": done})
     failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED]
@@ -164,13 +179,22 @@ def _store(
     # An interrupted job (steps that resume) goes back like a retry due now.
     retried = [o for o in outcomes if o.kind in _AGAIN]
     if retried:
+        attempts.record(connection, [(o.claimed.id, o.error) for o in retried if o.error], now)
         _schedule_retries(connection, retried, now)
+
+
+def _mark_finished(started: dict[int, dt.datetime], done: list[int]) -> sa.Update:
+    """The one UPDATE that finishes ``done``, each with its run's start: a CASE on the id
+    carries the starts, so the group still costs one statement, not one per job."""
+    starts = {job_id: sa.literal(started[job_id], _STARTED_AT_TYPE) for job_id in done}
+    return _MARK_FINISHED.values(started_at=sa.case(starts, value=JOBS.c.id))
 
 
 def store_failures(
     connection: sa.Connection, failures: list[tuple[int, str]], now: dt.datetime
 ) -> None:
-    """Keep jobs as failed executions, each with its error JSON.
+    """Keep jobs as failed executions, each with its error JSON, and add the failure to
+    each job's attempts (:mod:`~flask_solidq.operations.attempts`).
 
     A coalesced job that fails before its start freed its key (its worker died, or the
     release itself failed) would keep the key, and later calls would join a failed job: the
@@ -179,6 +203,7 @@ def store_failures(
         INSERT_FAILED,
         [{"job_id": job_id, "error": error, "created_at": now} for job_id, error in failures],
     )
+    attempts.record(connection, failures, now)
     ids = [job_id for job_id, _error in failures]
     connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.job_id.in_(ids)))
 
@@ -256,12 +281,17 @@ _BATCH_COUNTS = {
 
 _IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
 _HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))
-_DELETE_CLAIMS_RETURNING = CLAIMED.delete().where(_HELD).returning(CLAIMED.c.job_id)
-_LOCK_CLAIMS = db.for_update(sa.select(CLAIMED.c.job_id).where(_HELD), skip_locked=False)
+_DELETE_CLAIMS_RETURNING = (
+    CLAIMED.delete().where(_HELD).returning(CLAIMED.c.job_id, CLAIMED.c.created_at)
+)
+_LOCK_CLAIMS = db.for_update(
+    sa.select(CLAIMED.c.job_id, CLAIMED.c.created_at).where(_HELD), skip_locked=False
+)
 _DELETE_CLAIMS = CLAIMED.delete().where(_HELD)
 _MARK_FINISHED = (
     JOBS.update()
     .where(JOBS.c.id.in_(_IDS))
     .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
 )
+_STARTED_AT_TYPE = JOBS.c.started_at.type
 _DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))

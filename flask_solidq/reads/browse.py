@@ -2,7 +2,9 @@
 ``flask solidq jobs`` / ``flask solidq job`` and the dashboard.
 
 Pages are keyset-paginated on the job id, newest first (``before``: the last id of the
-previous page), so a page costs the same at the millionth job as at the first.
+previous page), so a page costs the same at the millionth job as at the first. Finished jobs
+are listed by finish time instead, newest first, on ``(finished_at, id)``: ``before`` is still
+the previous page's last id, and its ``finished_at`` is read in the same query.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.reads import attempts as attempt_reads
 from flask_solidq.reads import step_progress
 
 #: The most jobs one page lists.
@@ -74,6 +77,15 @@ class JobSummary:
     #: Scheduled and deferred jobs in a list: when their execution is due (a deferred job's
     #: is later than its ``scheduled_at``).
     due_at: dt.datetime | None = None
+    #: Failed jobs: when they failed (their failed execution's ``created_at``).
+    failed_at: dt.datetime | None = None
+    #: Finished jobs: when their last run started (None before schema version 4).
+    started_at: dt.datetime | None = None
+
+    @property
+    def duration(self) -> str:
+        """How long a finished job's last run took, for people; empty when unknown."""
+        return attempt_reads.duration_text(self.started_at, self.finished_at)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +123,14 @@ class JobDetail:
     error: Error | None = None
     #: The batch the job belongs to (``solidq.batch()``), if any.
     batch_id: int | None = None
+    #: Its failed attempts, newest first (the newest ``attempts.KEPT_PER_JOB``): kept across
+    #: a retry by hand, until the job itself goes.
+    attempts: list[attempt_reads.Attempt] = dataclasses.field(default_factory=list)
+
+    @property
+    def attempts_kept(self) -> int:
+        """How many failed attempts a job keeps at most (its page says so when it has them)."""
+        return attempt_reads.KEPT_PER_JOB
 
     @property
     def steps(self) -> step_progress.StepProgress | None:
@@ -134,9 +154,14 @@ def list_jobs(
     query = select_jobs(state, queue=queue, job=job)
     if batch is not None:
         query = query.where(JOBS.c.batch_id == batch)
+    order: list[sa.ColumnElement[t.Any]] = [JOBS.c.id.desc()]
+    if state is State.FINISHED:
+        order = [JOBS.c.finished_at.desc(), JOBS.c.id.desc()]
     if before is not None:
-        query = query.where(JOBS.c.id < before)
-    rows = connection.execute(query.order_by(JOBS.c.id.desc()).limit(limit)).mappings()
+        query = query.where(
+            _finished_before(before) if state is State.FINISHED else JOBS.c.id < before
+        )
+    rows = connection.execute(query.order_by(*order).limit(limit)).mappings()
     return [summary(row, state) for row in rows]
 
 
@@ -154,7 +179,7 @@ def select_jobs(
     else:
         execution = _EXECUTIONS[state]
         if state is State.FAILED:
-            columns.append(FAILED.c.error)
+            columns.extend([FAILED.c.error, FAILED.c.created_at.label("failed_at")])
         if execution is SCHEDULED:
             columns.append(SCHEDULED.c.scheduled_at.label("due_at"))
         query = sa.select(*columns).select_from(
@@ -169,6 +194,15 @@ def select_jobs(
     if job is not None:
         query = query.where(JOBS.c.class_name == job)
     return query
+
+
+def _finished_before(before: int) -> sa.ColumnElement[bool]:
+    """Finished jobs after job ``before`` in finish order (newest first): finished earlier,
+    or at the same moment with a lower id. A ``before`` job that was cleared meanwhile ends
+    the list (its finish time is unknown)."""
+    jobs = JOBS.alias("before_job")
+    at = sa.select(jobs.c.finished_at).where(jobs.c.id == before).scalar_subquery()
+    return sa.or_(JOBS.c.finished_at < at, sa.and_(JOBS.c.finished_at == at, JOBS.c.id < before))
 
 
 def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | None:
@@ -200,7 +234,10 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
     shown = summary(row, state)
     if error is not None:
         shown = dataclasses.replace(
-            shown, error_class=error.exception_class, error_message=error.message
+            shown,
+            error_class=error.exception_class,
+            error_message=error.message,
+            failed_at=error.failed_at,
         )
     return JobDetail(
         summary=shown,
@@ -227,6 +264,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         ),
         error=error,
         batch_id=row["batch_id"],
+        attempts=attempt_reads.attempts_of(connection, row["id"]),
     )
 
 
@@ -262,6 +300,7 @@ _SUMMARY_COLUMNS = (
     JOBS.c.scheduled_at,
     JOBS.c.created_at,
     JOBS.c.finished_at,
+    JOBS.c.started_at,
 )
 
 
@@ -294,6 +333,8 @@ def summary(row: sa.RowMapping, state: State) -> JobSummary:
         error_class=error_class,
         error_message=message,
         due_at=row.get("due_at"),
+        failed_at=row.get("failed_at"),
+        started_at=row["started_at"],
     )
 
 

@@ -286,8 +286,16 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
     assert table_names(engine) == {"notes", "alembic_version"}
 
 
+#: What the models have that schema version 3's tables don't, as Alembic names it: version
+#: 4's attempt history and start times.
+LATER_THAN_VERSION_3 = [
+    ("add_table", "solidq_job_failures"),
+    ("add_index", "ix_solidq_job_failures_job_id_id"),
+    ("add_column", "solidq_jobs.started_at"),
+]
+
 #: What the models have that schema version 1's tables don't, as Alembic names it: version 2's
-#: index, and version 3's batches.
+#: index, version 3's batches, and what version 4 adds.
 LATER_THAN_VERSION_1 = sorted(
     [
         ("add_index", "ix_solidq_coalesced_calls_for_monitoring"),
@@ -295,6 +303,7 @@ LATER_THAN_VERSION_1 = sorted(
         ("add_index", "ix_solidq_batches_finished_at"),
         ("add_column", "solidq_jobs.batch_id"),
         ("add_index", "ix_solidq_jobs_batch_id"),
+        *LATER_THAN_VERSION_3,
     ]
 )
 
