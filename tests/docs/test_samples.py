@@ -41,6 +41,9 @@ class PageRun:
         self.page = page
         self.done = 0
         self.registered = dict(registry._definitions)
+        # The page's jobs are registered alone: the suite's own (tests.jobs) may share names
+        # with them, and a page is a fresh app of a reader's, which has none of those.
+        registry._definitions.clear()
         self.modules = {name: sys.modules.get(name) for name in STAND_IN_MODULES}
         config, code = preambles.preamble(page)
         db, solidq = SQLAlchemy(), SolidQ()
