@@ -28,6 +28,7 @@ from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import browse
+from flask_solidq.reads import coalesced_calls
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
 from flask_solidq.reads import waiting_reasons
@@ -40,6 +41,8 @@ if t.TYPE_CHECKING:
 
 #: Jobs per page.
 PAGE_SIZE = 50
+#: A collecting job's calls per page of its own page.
+CALLS_PAGE_SIZE = 50
 #: The overview counts the jobs finished this long ago at most.
 FINISHED_WINDOW = dt.timedelta(hours=1)
 #: The states a job is still moving through: its page keeps refreshing while it's in one.
@@ -138,17 +141,28 @@ def jobs() -> str:
 
 
 def job(reference: str) -> str:
-    """One job whole, with the actions its state allows."""
+    """One job whole, with the actions its state allows; a collecting job's calls, a page
+    at a time (``calls_after``: the last call id of the previous page)."""
     now = utcnow()
+    calls_after = params.int_cursor("calls_after")
     with reading.page() as connection:
         detail = browse.find_job(connection, params.job_reference(reference))
         reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
+        calls = (
+            coalesced_calls.calls_page(
+                connection, detail.summary.id, after=calls_after, limit=CALLS_PAGE_SIZE
+            )
+            if detail is not None and detail.calls
+            else None
+        )
     if detail is None:
         abort(404)
     return render_template(
         "solidq/job.html",
         detail=detail,
         reasons=reasons,
+        calls=calls,
+        calls_after=calls_after,
         job=detail.summary,
         moving=detail.summary.state in MOVING,
         now=utcnow(),
