@@ -17,8 +17,8 @@ from flask import request
 from flask import url_for
 from werkzeug.routing import PathConverter
 
+from flask_solidq.dashboard import activity_views
 from flask_solidq.dashboard import batch_views
-from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
@@ -27,6 +27,7 @@ from flask_solidq.dashboard import recurring_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.reads import activity
 from flask_solidq.reads import browse
 from flask_solidq.reads import coalesced_calls
 from flask_solidq.reads import queue_figures
@@ -82,6 +83,7 @@ def add_routes(blueprint: Blueprint) -> None:
         merge_slashes=False,
     )
     recurring_views.add_routes(blueprint)  # after the converter its action's path uses
+    activity_views.add_routes(blueprint)  # and its page's
 
 
 class QueueConverter(PathConverter):
@@ -98,17 +100,21 @@ def _add_queue_converter(state: BlueprintSetupState) -> None:
 
 
 def overview() -> str:
-    """Per queue: jobs in each state, latency, paused; jobs finished per minute over the last
-    hour (a chart); the processes and their heartbeats."""
+    """Per queue: jobs in each state, latency, paused; jobs finished and failed per minute over
+    the last hour (a chart); the processes and their heartbeats."""
     now = utcnow()
+    since = now - FINISHED_WINDOW
     with reading.page() as connection:
-        finished = throughput.finished_per_minute(connection, now - FINISHED_WINDOW)
+        finished = throughput.finished_per_minute(connection, since)
+        failed = activity.failed(connection, activity.Window(since, slots=60))
         counts = queue_figures.queue_counts(connection, now, finished=finished.per_queue)
         processes = process_rows(connection)
     return render_template(
         "solidq/overview.html",
         counts=counts,
-        chart=chart.bars(finished.per_minute, finished.since),
+        chart=activity_views.per_minute_chart(since, finished.per_minute, failed),
+        finished=finished,
+        failed_total=sum(failed),
         processes=processes,
         now=now,
         done=params.done(),

@@ -126,3 +126,36 @@ def test_a_collecting_jobs_page_lists_its_calls_a_page_at_a_time(dashboard_app, 
     expect(calls.get_by_role("link", name="Next calls")).to_have_count(0)
     calls.get_by_role("link", name="First calls").click()
     expect(rows).to_have_count(2)
+
+
+def test_the_overview_and_a_queues_page_draw_their_charts_with_labelled_axes(
+    dashboard_app, engine, page
+):
+    from playwright.sync_api import expect
+
+    in_a_browser.failed_job(dashboard_app, engine, "charted")
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text))
+
+    page.goto("/solidq/")
+    overview = page.locator("#overview svg.bars")
+    expect(overview).to_have_attribute(
+        "aria-label",
+        "Jobs finished and failed per minute over the last hour, every queue: 0 finished, 1 failed",
+    )
+    expect(overview.locator("text.x-title")).to_have_text("Time (UTC)")
+    expect(overview.locator("text.y-title")).to_have_text("Jobs per minute")
+    expect(overview.locator("rect.failed")).to_have_count(1)
+
+    page.get_by_role("link", name="default", exact=True).click()
+    expect(page.get_by_role("heading", level=1, name="Queue default")).to_be_visible()
+    charts = page.locator("svg.bars")
+    expect(charts).to_have_count(2)
+    expect(charts.nth(1).locator("text.y-title")).to_have_text("Jobs per 15 min")
+    for index in range(2):
+        expect(charts.nth(index).locator("text.x-tick")).to_have_count(5)
+        box = charts.nth(index).locator("rect.failed").bounding_box()
+        assert box is not None and box["height"] > 10  # drawn, to the scale's top (1)
+    fill = charts.nth(0).locator("rect.failed").evaluate("rect => getComputedStyle(rect).fill")
+    assert fill == "rgb(204, 51, 51)"  # from the stylesheet: no inline style
+    assert not [text for text in refused if "Content Security Policy" in text], refused
