@@ -34,6 +34,8 @@ import datetime as dt
 import fractions
 import math
 
+from flask_solidq.controls import admission_ring
+
 #: How far ahead slots are handed out; a job past that looks again this long from now,
 #: without taking a slot.
 MAX_AHEAD = dt.timedelta(minutes=5)
@@ -67,6 +69,9 @@ class Budget:
 
     tat: dt.datetime | None = None
     last_slot_at: dt.datetime | None = None
+    #: Its recent admissions, second by second (:mod:`.admission_ring`): a picture of the
+    #: budget for people, never read by the arithmetic.
+    admissions: str | None = None
 
     def admit(self, rate: Rate, now: dt.datetime) -> bool:
         """Charge one claim at ``now`` if the budget admits it; say whether it did."""
@@ -75,6 +80,7 @@ class Budget:
         if tat is not None and now < tat - rate.tolerance:
             return False
         self.tat = max(tat or now, now) + rate.interval
+        self.admissions = admission_ring.record(self.admissions, now)
         return True
 
     def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:

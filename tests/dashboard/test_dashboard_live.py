@@ -159,3 +159,36 @@ def test_the_overview_and_a_queues_page_draw_their_charts_with_labelled_axes(
     fill = charts.nth(0).locator("rect.failed").evaluate("rect => getComputedStyle(rect).fill")
     assert fill == "rgb(204, 51, 51)"  # from the stylesheet: no inline style
     assert not [text for text in refused if "Content Security Policy" in text], refused
+
+
+def test_the_budgets_page_draws_each_budgets_admissions_against_its_limit(
+    dashboard_app, engine, page
+):
+    from playwright.sync_api import expect
+
+    from flask_solidq.operations import claim as claim_operation
+    from tests import support
+    from tests.jobs import rate_limit as rate_limit_jobs
+
+    with dashboard_app.app_context():
+        for note in ("admitted", "deferred"):
+            rate_limit_jobs.global_job.perform_later(note)
+    support.register_claimers(engine, [9002])
+    selector = claim_operation.QueueSelector(("*",))
+    assert len(claim_operation.claim_batch(engine, selector, 10, 9002).jobs) == 1
+
+    page.goto("/solidq/budgets")
+    chart = page.locator("#admissions svg.bars")
+    expect(chart).to_have_count(1)
+    expect(chart).to_have_attribute(
+        "aria-label",
+        "Admissions per second of rate_test.global/global over the last 3 minutes: 1 in all;"
+        " limit 0.0166667 per second",
+    )
+    expect(chart.locator("text.y-title")).to_have_text("Admitted per second")
+    expect(chart.locator("text.x-title")).to_have_text("Time (UTC)")
+    expect(chart.locator("rect.admitted")).to_have_count(1)
+    limit = chart.locator("line.limit").bounding_box()
+    bar = chart.locator("rect.admitted").bounding_box()
+    assert limit is not None and bar is not None
+    assert bar["y"] < limit["y"]  # 1 in a second is far above 1 a minute
