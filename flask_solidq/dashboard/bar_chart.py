@@ -18,12 +18,12 @@ import typing as t
 #: The drawing, in SVG user units (the template lets the page scale it, text included).
 WIDTH = 640
 HEIGHT = 170
-#: Room left of the plot for the count labels and the vertical axis's title, and under it for
-#: the time labels and the horizontal axis's title.
+#: Room left of the plot for the count labels and the vertical axis's title, under it for the
+#: time labels and the horizontal axis's title, and right of it for half the last time label.
 LEFT = 52
 BOTTOM = 34
 TOP = 8
-RIGHT = 10
+RIGHT = 24
 
 
 @dataclasses.dataclass(frozen=True)
