@@ -15,7 +15,9 @@ Pure functions of the text and the clock, tested on their own.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import typing as t
 
 #: How many seconds the ring remembers.
 SECONDS = 180
@@ -42,26 +44,41 @@ def parse(ring: str | None) -> tuple[int, list[int]]:
 
 def dump(newest: int, counts: list[int]) -> str | None:
     """The ring's text (None when it holds nothing)."""
-    while counts and not counts[-1]:
-        counts = counts[:-1]
-    if not counts:
+    end = len(counts)
+    while end and not counts[end - 1]:
+        end -= 1
+    if not end:
         return None
-    return f"{newest}:" + ",".join(str(count) if count else "" for count in counts)
+    return f"{newest}:" + ",".join([str(count) if count else "" for count in counts[:end]])
 
 
 def record(ring: str | None, at: dt.datetime, count: int = 1) -> str | None:
     """``ring`` with ``count`` more admissions at ``at``'s second. A second older than the
     ring remembers is dropped."""
+    return record_seconds(ring, {second_of(at): count})
+
+
+def record_all(ring: str | None, times: t.Iterable[dt.datetime]) -> str | None:
+    """``ring`` with an admission at each of ``times``: the ring is read and written once,
+    however many (a claim admits up to its batch at one time)."""
+    return record_seconds(ring, collections.Counter(second_of(at) for at in times))
+
+
+def record_seconds(ring: str | None, added: t.Mapping[int, int]) -> str | None:
+    """``ring`` with ``added[second]`` more admissions in each second."""
+    if not added:
+        return ring
     newest, counts = parse(ring)
-    second = second_of(at)
-    if second > newest:
-        counts = [0] * min(second - newest, SECONDS) + counts
-        newest = second
-    index = newest - second
-    if index < SECONDS:
-        counts = counts + [0] * (index + 1 - len(counts))
-        counts[index] += count
-    return dump(newest, counts[:SECONDS])
+    latest = max(added)
+    if latest > newest:
+        gap = latest - newest
+        counts = [0] * SECONDS if gap >= SECONDS else [0] * gap + counts[: SECONDS - gap]
+        newest = latest
+    counts = counts + [0] * (SECONDS - len(counts))
+    for second, count in added.items():
+        if 0 <= newest - second < SECONDS:
+            counts[newest - second] += count
+    return dump(newest, counts)
 
 
 def per_second(ring: str | None, until: dt.datetime, seconds: int = SECONDS) -> list[int]:

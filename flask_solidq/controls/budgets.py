@@ -104,7 +104,7 @@ def save(connection: sa.Connection, locked: Locked, now: dt.datetime) -> None:
                     "new_tat": budget.tat or now,
                     "new_last_slot_at": budget.last_slot_at,
                     # The admissions' ring rides on the same UPDATE (no statement of its own).
-                    "new_admissions": budget.admissions,
+                    "new_admissions": budget.ring(),
                     "now": now,
                 }
                 for key, budget in sorted(locked.rows.items())

@@ -69,9 +69,11 @@ class Budget:
 
     tat: dt.datetime | None = None
     last_slot_at: dt.datetime | None = None
-    #: Its recent admissions, second by second (:mod:`.admission_ring`): a picture of the
-    #: budget for people, never read by the arithmetic.
+    #: Its recent admissions, second by second, as stored (:mod:`.admission_ring`): a
+    #: picture of the budget for people, never read by the arithmetic.
     admissions: str | None = None
+    #: The times it admitted at since it was read, which :meth:`ring` adds to the stored ones.
+    admitted_at: list[dt.datetime] = dataclasses.field(default_factory=list)
 
     def admit(self, rate: Rate, now: dt.datetime) -> bool:
         """Charge one claim at ``now`` if the budget admits it; say whether it did."""
@@ -80,8 +82,12 @@ class Budget:
         if tat is not None and now < tat - rate.tolerance:
             return False
         self.tat = max(tat or now, now) + rate.interval
-        self.admissions = admission_ring.record(self.admissions, now)
+        self.admitted_at.append(now)
         return True
+
+    def ring(self) -> str | None:
+        """Its admissions' ring as it is to be saved: the stored one and those since."""
+        return admission_ring.record_all(self.admissions, self.admitted_at)
 
     def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:
         """The earliest time a claim would be admitted (``now`` when it would be now)."""

@@ -70,4 +70,17 @@ def test_a_budget_records_what_it_admits_and_not_what_it_refuses():
     admitted = [budget.admit(rate, NOON) for _ in range(5)]
 
     assert admitted == [True, True, True, False, False]
-    assert budget.admissions == f"{NOON_SECOND}:3"
+    assert budget.ring() == f"{NOON_SECOND}:3"
+    assert budget.admissions is None  # as stored: the claim saves ring()
+
+
+def test_a_claims_admissions_are_added_to_the_stored_ring_at_once():
+    stored = f"{NOON_SECOND}:2"
+    budget = gcra.Budget(admissions=stored)
+    rate = gcra.Rate.of(to=10, per=1, burst=10)
+
+    for _ in range(3):
+        budget.admit(rate, NOON + 2 * SECOND)
+
+    assert budget.ring() == f"{NOON_SECOND + 2}:3,,2"
+    assert ring.record_all(stored, []) == stored
