@@ -66,8 +66,6 @@ class Window:
     ) -> list[int]:
         """Rows stamped in the window (or after it: in its last slot), counted per slot."""
         query = _counts(connection, stamp, self.since, queue)
-        if stamp.table is FAILED:
-            query = query.select_from(FAILED.join(JOBS, JOBS.c.id == FAILED.c.job_id))
         counts = [0] * self.slots
         for minute, count in connection.execute(query):
             index = min(max(int(minute or 0), 0) // self.slot_minutes, self.slots - 1)
@@ -83,10 +81,13 @@ def failed(connection: sa.Connection, window: Window, queue: str | None = None) 
 def _counts(
     connection: sa.Connection, stamp: sa.Column[t.Any], since: dt.datetime, queue: str | None
 ) -> sa.Select[t.Any]:
-    """Rows stamped since ``since``, counted per whole minute from it."""
+    """Rows stamped since ``since``, counted per whole minute from it; a failed execution's
+    row is joined to its job's, which has the queue."""
     since_param = sa.bindparam("since", since, type_=stamp.type)
     minute = db.minutes_between(connection, since_param, stamp).label("minute")
     query = sa.select(minute, sa.func.count()).where(stamp >= since_param).group_by(minute)
+    if stamp.table is FAILED:
+        query = query.select_from(FAILED.join(JOBS, JOBS.c.id == FAILED.c.job_id))
     if queue is not None:
         query = query.where(JOBS.c.queue_name == queue)
     return query
