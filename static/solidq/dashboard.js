@@ -16,7 +16,8 @@ document.addEventListener(
 // an htmx poll; while paused each poll's request is cancelled before it is sent, so the page
 // stays as it is. The header's button says which, and switches; the choice is kept in
 // localStorage, so every page of the dashboard opens as the last one was left. The button
-// counts the polls it held back (data-held), which is how a test knows a refresh was due.
+// counts the polls held back (data-held: paused, or busy below), which is how a test knows a
+// refresh was due.
 var LIVE_KEY = "solidq-dashboard-live";
 
 function isPaused() {
@@ -56,9 +57,22 @@ document.addEventListener("DOMContentLoaded", function () {
   });
 });
 
+// A region where someone is choosing something (a field of it has the focus, or a box of
+// it is ticked) isn't refreshed either until they are done: a refresh would undo the choice.
+var TYPED = "input:not([type=checkbox]):not([type=radio]), select, textarea";
+
+function isBusy(region) {
+  var field = document.activeElement;
+  var typing = field !== null && field.matches(TYPED) && region.contains(field);
+  return typing || region.querySelector("input[type=checkbox]:checked") !== null;
+}
+
 document.addEventListener("htmx:beforeRequest", function (event) {
   var region = event.detail.elt;
-  if (region.hasAttribute("data-live") && isPaused()) {
+  if (!region.hasAttribute("data-live")) {
+    return;
+  }
+  if (isBusy(region) || isPaused()) {
     event.preventDefault();
     var button = document.getElementById("live-toggle");
     if (button !== null) {

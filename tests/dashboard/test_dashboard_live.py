@@ -192,3 +192,31 @@ def test_the_budgets_page_draws_each_budgets_admissions_against_its_limit(
     bar = chart.locator("rect.admitted").bounding_box()
     assert limit is not None and bar is not None
     assert bar["y"] < limit["y"]  # 1 in a second is far above 1 a minute
+
+
+@pytest.mark.parametrize("dashboard_app", [FAST], indirect=True)
+def test_the_failed_list_refreshes_but_not_while_a_box_of_it_is_ticked(dashboard_app, engine, page):
+    from playwright.sync_api import expect
+
+    first = in_a_browser.failed_job(dashboard_app, engine, "first")
+    page.goto("/solidq/jobs?state=failed")
+    rows = page.locator("#jobs tbody tr")
+    expect(rows).to_have_count(1)
+    second = in_a_browser.failed_job(dashboard_app, engine, "second")
+    expect(rows).to_have_count(2)  # live: the new failure shows up without a reload
+
+    # Someone ticks a box in the list (as a selection would have them do): the list holds still.
+    page.evaluate(
+        "() => { const box = document.createElement('input'); box.type = 'checkbox';"
+        " box.id = 'chosen'; document.querySelector('#jobs').prepend(box); box.checked = true; }"
+    )
+    count = held(page)
+    in_a_browser.failed_job(dashboard_app, engine, "third")
+    wait_for_held(page, count + 2)
+    expect(rows).to_have_count(2)
+    assert page.locator("#chosen").is_checked()
+
+    page.locator("#chosen").uncheck()
+    expect(rows).to_have_count(3)
+    expect(page.get_by_role("link", name=str(first), exact=True)).to_be_visible()
+    expect(page.get_by_role("link", name=str(second), exact=True)).to_be_visible()
