@@ -1,7 +1,9 @@
 """The rate limit's arithmetic: GCRA over one budget, and the staggered slots of waiting jobs.
 
 Pure functions of a budget's two times and the clock, with no database, so they are tested on
-their own. For a limit of ``to`` per ``per`` with ``burst``:
+their own (a budget also notes the times it admitted at, for its ring of recent admissions,
+:mod:`.admission_ring`, which the arithmetic never reads). For a limit of ``to`` per ``per``
+with ``burst``:
 
 * the emission interval is ``T = per / (to - burst + 1)``, rounded *up* to the microsecond
   (rounding down could let a window of ``per`` hold one claim more than ``to``), and the
