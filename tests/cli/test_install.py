@@ -287,7 +287,7 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
 
 
 #: What the models have that schema version 1's tables don't, as Alembic names it: version 2's
-#: index, version 3's batches, and version 4's budgets' admissions.
+#: index, version 3's batches, and version 5's budgets' admissions.
 LATER_THAN_VERSION_1 = sorted(
     [
         ("add_index", "ix_solidq_coalesced_calls_for_monitoring"),
