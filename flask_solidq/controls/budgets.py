@@ -23,7 +23,7 @@ from flask_solidq.models.tables import SCHEDULED
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
 _LOCK = db.for_update(
-    sa.select(BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at)
+    sa.select(BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at, BUDGETS.c.admissions)
     .where(BUDGETS.c.key.in_(_KEYS))
     .order_by(BUDGETS.c.key),
     skip_locked=False,
@@ -34,6 +34,7 @@ _SAVE = (
     .values(
         tat=sa.bindparam("new_tat"),
         last_slot_at=sa.bindparam("new_last_slot_at"),
+        admissions=sa.bindparam("new_admissions"),
         updated_at=sa.bindparam("now"),
     )
 )
@@ -53,7 +54,7 @@ class Locked:
         return self.rows[self._stored.get(key, key)]
 
     def add(self, row: sa.Row[t.Any], asked: str | None = None) -> None:
-        self.rows.setdefault(row.key, Budget(row.tat, row.last_slot_at))
+        self.rows.setdefault(row.key, Budget(row.tat, row.last_slot_at, row.admissions))
         if asked is not None and asked != row.key:
             self._stored[asked] = row.key
 
@@ -102,6 +103,8 @@ def save(connection: sa.Connection, locked: Locked, now: dt.datetime) -> None:
                     "budget_key": key,
                     "new_tat": budget.tat or now,
                     "new_last_slot_at": budget.last_slot_at,
+                    # The admissions' ring rides on the same UPDATE (no statement of its own).
+                    "new_admissions": budget.ring(),
                     "now": now,
                 }
                 for key, budget in sorted(locked.rows.items())

@@ -1,7 +1,9 @@
 """The rate limit's arithmetic: GCRA over one budget, and the staggered slots of waiting jobs.
 
 Pure functions of a budget's two times and the clock, with no database, so they are tested on
-their own. For a limit of ``to`` per ``per`` with ``burst``:
+their own (a budget also notes the times it admitted at, for its ring of recent admissions,
+:mod:`.admission_ring`, which the arithmetic never reads). For a limit of ``to`` per ``per``
+with ``burst``:
 
 * the emission interval is ``T = per / (to - burst + 1)``, rounded *up* to the microsecond
   (rounding down could let a window of ``per`` hold one claim more than ``to``), and the
@@ -53,6 +55,8 @@ import datetime as dt
 import fractions
 import math
 
+from flask_solidq.controls import admission_ring
+
 #: How far ahead slots are handed out; a job past that looks again this long from now,
 #: without taking a slot.
 MAX_AHEAD = dt.timedelta(minutes=5)
@@ -99,6 +103,11 @@ class Budget:
 
     tat: dt.datetime | None = None
     last_slot_at: dt.datetime | None = None
+    #: Its recent admissions, second by second, as stored (:mod:`.admission_ring`): a
+    #: picture of the budget for people, never read by the arithmetic.
+    admissions: str | None = None
+    #: The times it admitted at since it was read, which :meth:`ring` adds to the stored ones.
+    admitted_at: list[dt.datetime] = dataclasses.field(default_factory=list)
 
     def admit(self, rate: Rate, now: dt.datetime) -> bool:
         """Charge one claim at ``now`` if the budget admits it; say whether it did."""
@@ -107,6 +116,7 @@ class Budget:
         if tat is not None and now < tat - rate.tolerance:
             return False
         self.tat = max(tat or now, now) + rate.interval
+        self.admitted_at.append(now)
         return True
 
     def admit_ahead(
@@ -122,6 +132,10 @@ class Budget:
         if at - now > ahead or not self.admit(rate, at):
             return None
         return at
+
+    def ring(self) -> str | None:
+        """Its admissions' ring as it is to be saved: the stored one and those since."""
+        return admission_ring.record_all(self.admissions, self.admitted_at)
 
     def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:
         """The earliest time a claim would be admitted (``now`` when it would be now)."""

@@ -20,6 +20,7 @@ from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
 from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import headers
+from flask_solidq.dashboard import live
 from flask_solidq.dashboard import metrics_view
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import views
@@ -35,6 +36,7 @@ NAME = "solidq_dashboard"
 def register(app: Flask, url_prefix: str) -> None:
     """Add the dashboard to ``app`` at ``url_prefix``."""
     csrf.check_setting(app.config)
+    live.check_setting(app.config)
     blueprint = Blueprint(
         NAME,
         __name__,
@@ -49,6 +51,7 @@ def register(app: Flask, url_prefix: str) -> None:
     blueprint.after_request(flash.forget_shown)
     blueprint.after_request(headers.add)
     blueprint.context_processor(csrf.template_context)
+    blueprint.context_processor(live.template_context)
     views.add_routes(blueprint)
     metrics_view.add_routes(blueprint)
     app.register_blueprint(blueprint, url_prefix=url_prefix)

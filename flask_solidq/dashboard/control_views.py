@@ -15,6 +15,7 @@ from flask import Blueprint
 from flask import render_template
 
 from flask_solidq.controls import budgets
+from flask_solidq.dashboard import budget_charts
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.formatting import describe_limit
@@ -56,7 +57,8 @@ class BudgetView:
 
 def budgets_page() -> str:
     """Every ``solidq_rate_limits`` row: its limit, what it is doing (:func:`describe_budget`),
-    and the jobs it deferred that wait (with when the first is looked at again)."""
+    and the jobs it deferred that wait (with when the first is looked at again); then, for
+    those that admitted any lately, their admissions per second against their limit."""
     now = utcnow()
     after = params.text_cursor("after")
     with reading.page() as connection:
@@ -67,6 +69,7 @@ def budgets_page() -> str:
     return render_template(
         "solidq/budgets.html",
         rows=rows,
+        charts=budget_charts.charts(page, now),
         after=after,
         next_after=page[-1].key if len(page) == PAGE_SIZE else None,
         now=now,

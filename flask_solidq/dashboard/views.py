@@ -17,8 +17,8 @@ from flask import request
 from flask import url_for
 from werkzeug.routing import PathConverter
 
+from flask_solidq.dashboard import activity_views
 from flask_solidq.dashboard import batch_views
-from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
@@ -28,7 +28,9 @@ from flask_solidq.dashboard import selection_views
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.reads import activity
 from flask_solidq.reads import browse
+from flask_solidq.reads import coalesced_calls
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import search
 from flask_solidq.reads import throughput
@@ -42,6 +44,8 @@ if t.TYPE_CHECKING:
 
 #: Jobs per page.
 PAGE_SIZE = 50
+#: A collecting job's calls per page of its own page.
+CALLS_PAGE_SIZE = 50
 #: The overview counts the jobs finished this long ago at most.
 FINISHED_WINDOW = dt.timedelta(hours=1)
 #: The states a job is still moving through: its page keeps refreshing while it's in one.
@@ -82,6 +86,7 @@ def add_routes(blueprint: Blueprint) -> None:
         merge_slashes=False,
     )
     recurring_views.add_routes(blueprint)  # after the converter its action's path uses
+    activity_views.add_routes(blueprint)  # and its page's
 
 
 class QueueConverter(PathConverter):
@@ -98,17 +103,21 @@ def _add_queue_converter(state: BlueprintSetupState) -> None:
 
 
 def overview() -> str:
-    """Per queue: jobs in each state, latency, paused; jobs finished per minute over the last
-    hour (a chart); the processes and their heartbeats."""
+    """Per queue: jobs in each state, latency, paused; jobs finished and failed per minute over
+    the last hour (a chart); the processes and their heartbeats."""
     now = utcnow()
+    since = now - FINISHED_WINDOW
     with reading.page() as connection:
-        finished = throughput.finished_per_minute(connection, now - FINISHED_WINDOW)
+        finished = throughput.finished_per_minute(connection, since)
+        failed = activity.failed(connection, activity.Window(since, slots=60))
         counts = queue_figures.queue_counts(connection, now, finished=finished.per_queue)
         processes = process_rows(connection)
     return render_template(
         "solidq/overview.html",
         counts=counts,
-        chart=chart.bars(finished.per_minute, finished.since),
+        chart=activity_views.per_minute_chart(since, finished.per_minute, failed),
+        finished=finished,
+        failed_total=sum(failed),
         processes=processes,
         now=now,
         done=params.done(),
@@ -166,17 +175,28 @@ def _found(
 
 
 def job(reference: str) -> str:
-    """One job whole, with the actions its state allows."""
+    """One job whole, with the actions its state allows; a collecting job's calls, a page
+    at a time (``calls_after``: the last call id of the previous page)."""
     now = utcnow()
+    calls_after = params.int_cursor("calls_after")
     with reading.page() as connection:
         detail = browse.find_job(connection, params.job_reference(reference))
         reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
+        calls = (
+            coalesced_calls.calls_page(
+                connection, detail.summary.id, after=calls_after, limit=CALLS_PAGE_SIZE
+            )
+            if detail is not None and detail.calls
+            else None
+        )
     if detail is None:
         abort(404)
     return render_template(
         "solidq/job.html",
         detail=detail,
         reasons=reasons,
+        calls=calls,
+        calls_after=calls_after,
         job=detail.summary,
         moving=detail.summary.state in MOVING,
         now=utcnow(),

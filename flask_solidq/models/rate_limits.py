@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
 from sqlalchemy.orm import mapped_column
 
@@ -27,5 +28,6 @@ class RateLimitBudget(Base):
     key: Mapped[str] = mapped_column(Key, nullable=False, unique=True)
     tat: Mapped[dt.datetime] = timestamp()
     last_slot_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
+    admissions: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()

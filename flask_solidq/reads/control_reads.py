@@ -40,10 +40,12 @@ class BudgetRow(t.NamedTuple):
     tat: dt.datetime
     last_slot_at: dt.datetime | None
     updated_at: dt.datetime
+    #: Its recent admissions (:mod:`flask_solidq.controls.admission_ring`).
+    admissions: str | None = None
 
     @property
     def budget(self) -> gcra.Budget:
-        return gcra.Budget(self.tat, self.last_slot_at)
+        return gcra.Budget(self.tat, self.last_slot_at, self.admissions)
 
 
 class OpenKey(t.NamedTuple):
@@ -73,7 +75,11 @@ def budget_page(
 ) -> list[BudgetRow]:
     """Up to ``limit`` budgets by key, those after ``after``."""
     statement = sa.select(
-        BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at, BUDGETS.c.updated_at
+        BUDGETS.c.key,
+        BUDGETS.c.tat,
+        BUDGETS.c.last_slot_at,
+        BUDGETS.c.updated_at,
+        BUDGETS.c.admissions,
     ).order_by(BUDGETS.c.key)
     if after is not None:
         statement = statement.where(BUDGETS.c.key > after)

@@ -294,6 +294,7 @@ def every_page(batch_id: int, ids: dict[str, int]) -> dict[str, tuple[str, str, 
     its name -> (its path, its h1, a text its data shows, or the id of a job it links to)."""
     return {
         "overview": ("/solidq/", "Queues", "worker-1"),
+        "queue": ("/solidq/queue/default", "Queue default", "Time (UTC)"),
         **{
             f"jobs-{state}": (f"/solidq/jobs?state={state}", f"{state.capitalize()} jobs", job_id)
             for state, job_id in ids.items()

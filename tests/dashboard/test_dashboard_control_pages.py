@@ -18,7 +18,6 @@ from flask_solidq import models
 from flask_solidq.cli import status
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
-from flask_solidq.dashboard import chart
 from flask_solidq.dashboard import control_views
 from flask_solidq.operations import claim
 from flask_solidq.reads import control_reads
@@ -537,14 +536,3 @@ def test_the_overview_charts_the_jobs_finished_per_minute_of_the_last_hour(app, 
     assert "Jobs finished per minute, last hour: 6 in all, at most 3 in a minute" in page
     bars = re.findall(r"<title>\d\d:\d\d UTC: (\d+) finished</title>", page)
     assert bars == ["2", "1", "3"]  # oldest minute first; empty minutes have no bar
-
-
-def test_chart_bars_scale_to_the_busiest_minute_and_skip_empty_ones():
-    since = dt.datetime(2026, 1, 1, 12, 0)
-    drawn = chart.bars([0, 4, 0, 2] + [0] * 56, since)
-    assert (drawn.peak, drawn.total) == (4, 6)
-    first, second = drawn.bars
-    assert (first.count, first.starts_at, first.height) == (4, since + dt.timedelta(minutes=1), 80)
-    assert (second.height, second.y) == (40, 40)
-    assert second.x > first.x
-    assert chart.bars([0] * 60, since).bars == []
