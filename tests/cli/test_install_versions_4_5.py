@@ -1,6 +1,7 @@
-"""Schema version 4 (attempt history, start times) on an app that has version 3's tables:
-`flask solidq install` writes that one revision, `flask db upgrade` adds it keeping the jobs
-(a job finished before it has no start time), and `flask db downgrade` takes it off again.
+"""Schema versions 4 (attempt history, start times) and 5 (the budgets' admissions) on an app
+that has version 3's tables: `flask solidq install` writes those two revisions, `flask db
+upgrade` adds them keeping the jobs (a job finished before has no start time), and `flask db
+downgrade` takes them off again.
 On SQLite always, PostgreSQL and MySQL/MariaDB when their URLs are set (as test_install.py).
 """
 
@@ -30,7 +31,7 @@ FAILURES = models.JobFailure.__table__
 
 
 @pytest.mark.processes
-def test_an_app_on_schema_version_3_gets_only_version_4_and_keeps_its_jobs(
+def test_an_app_on_schema_version_3_gets_only_versions_4_and_5_and_keeps_its_jobs(
     databases: Databases,  # noqa: F811
     initialized: dict[str, pathlib.Path],  # noqa: F811
     tmp_path: pathlib.Path,
@@ -68,10 +69,12 @@ def test_an_app_on_schema_version_3_gets_only_version_4_and_keeps_its_jobs(
 
     result = flask("solidq", "install")
 
-    (fourth,) = chain_after(flask, module_variable(third, "revision"))
-    assert module_variable(fourth, "solidq_schema_version") == 4 == schema_versions()[-1].number
+    fourth, fifth = chain_after(flask, module_variable(third, "revision"))
+    assert module_variable(fourth, "solidq_schema_version") == 4
+    assert module_variable(fifth, "solidq_schema_version") == 5 == schema_versions()[-1].number
     assert fourth.name.endswith("_add_solidq_job_failures.py")
-    assert fourth.name in result.stdout
+    assert fifth.name.endswith("_add_solidq_rate_limits_admissions.py")
+    assert fourth.name in result.stdout and fifth.name in result.stdout
     flask("db", "upgrade")
     assert schema_differences(engine) == []
     with engine.begin() as connection:
