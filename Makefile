@@ -42,7 +42,7 @@ $(BIN)/.installed-docs: pyproject.toml | $(BIN)/python
 	touch $@
 
 docs: $(BIN)/.installed-docs
-	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
 
 bench: install
 	$(BIN)/python bench/enqueue.py
