@@ -236,11 +236,11 @@ def test_budgets_are_paged_by_key(app, engine, client, monkeypatch):
     assert "Next page" not in page_text(client, "/solidq/budgets?after=elsewhere/b")
 
 
-def test_budgets_page_without_budgets_says_so_and_does_not_poll(client):
+def test_budgets_page_without_budgets_says_so_and_refreshes_for_the_first(client):
     text = page_text(client, "/solidq/budgets")
 
     assert "No budgets" in text
-    assert "hx-trigger" not in text
+    assert 'hx-trigger="every 3s" data-live' in text  # an empty page can fill
 
 
 @pytest.mark.parametrize("burst", [1, 2, 5])
@@ -302,11 +302,11 @@ def test_coalescing_open_keys_are_paged_by_row_id(app, engine, client, monkeypat
     assert f"after={ids[1]}" in page_text(client, "/solidq/coalescing")
 
 
-def test_coalescing_without_keys_says_so(client):
+def test_coalescing_without_keys_says_so_and_refreshes_for_the_first(client):
     text = page_text(client, "/solidq/coalescing")
 
     assert "No open keys." in text
-    assert "hx-trigger" not in text
+    assert 'hx-trigger="every 3s" data-live' in text  # an empty page can fill
 
 
 # -- blocked ---------------------------------------------------------------------------------
@@ -358,11 +358,11 @@ def test_blocked_keys_and_semaphores_are_paged_apart(app, engine, client, monkey
     assert [row["Key"] for row in semaphores_next] == [second_key]
 
 
-def test_blocked_without_blocked_jobs_says_so(client):
+def test_blocked_without_blocked_jobs_says_so_and_refreshes_for_the_first(client):
     text = page_text(client, "/solidq/concurrency")
 
     assert "No blocked jobs." in text and "No semaphores." in text
-    assert "hx-trigger" not in text
+    assert 'hx-trigger="every 3s" data-live' in text  # an empty page can fill
 
 
 def test_the_blocked_jobs_and_the_concurrency_keys_are_two_pages_of_two_names(client):
@@ -495,11 +495,11 @@ def test_recurring_shows_each_task_with_its_last_and_next_run(app, engine, clien
     assert "&lt;nightly&gt;" in page_text(client, "/solidq/recurring")
 
 
-def test_recurring_without_tasks_says_so(client):
+def test_recurring_without_tasks_says_so_and_refreshes_for_the_first(client):
     text = page_text(client, "/solidq/recurring")
 
     assert "No recurring tasks" in text
-    assert "hx-trigger" not in text
+    assert 'hx-trigger="every 3s" data-live' in text  # an empty page can fill
 
 
 # -- overview's throughput chart -------------------------------------------------------------
