@@ -27,7 +27,6 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
-import json
 import typing as t
 
 import sqlalchemy as sa
@@ -35,7 +34,6 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq import db
 from flask_solidq import postgres
-from flask_solidq.definitions.arguments import dumps
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
@@ -45,6 +43,7 @@ from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import retry_keys
+from flask_solidq.operations import retry_payloads
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
@@ -160,72 +159,17 @@ def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         ids = _lock(connection, FAILED, job_ids)
         if not ids:
             return 0
-        runs = _runs_of_failures(connection, ids)
+        runs = retry_payloads.runs_of_failures(connection, ids)
         # Pending again in an open batch (before a concurrency limit may discard it, which
         # counts it done); a batch that finished lets it run on its own.
         reopened = batches.tallies_of_jobs(connection, ids, "reopened")
         batches.account(engine, connection, reopened, now)
         connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
-        _reset_rule_counters(connection, ids, runs, now)
+        retry_payloads.reset_rule_counters(connection, ids, runs, now)
         retry_keys.take_current_keys(connection, ids, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
         db.notify(connection, postgres.READY_CHANNEL)
     return len(ids)
-
-
-def _runs_of_failures(connection: sa.Connection, ids: list[int]) -> dict[int, int]:
-    """How many times each failed job ran, its failing run included, as its error recorded
-    it (the payload only counts the runs a retry recorded)."""
-    rows = connection.execute(
-        sa.select(FAILED.c.job_id, FAILED.c.error).where(FAILED.c.job_id.in_(ids))
-    )
-    runs: dict[int, int] = {}
-    for job_id, error in rows:
-        try:
-            executions = json.loads(error or "").get("executions")
-        except (ValueError, AttributeError, RecursionError):
-            continue
-        if type(executions) is int:
-            runs[job_id] = executions
-    return runs
-
-
-def _reset_rule_counters(
-    connection: sa.Connection, ids: list[int], runs: dict[int, int], now: dt.datetime
-) -> None:
-    """Give the retried jobs' ``retry_on`` rules their attempts back, as Solid Queue's retry
-    does: a job whose attempts ran out would otherwise fail again at its first error. The
-    total ``executions`` stays, as the job's history, counting the failed run too."""
-    rows = connection.execute(sa.select(JOBS.c.id, JOBS.c.arguments).where(JOBS.c.id.in_(ids)))
-    updates = [
-        {"job": row.id, "arguments": _for_retry(row.arguments, runs.get(row.id)), "now": now}
-        for row in rows
-    ]
-    connection.execute(_RESET, updates)
-
-
-def _for_retry(arguments: str | None, runs: int | None) -> str | None:
-    try:
-        payload = json.loads(arguments or "")
-    except (ValueError, RecursionError):
-        return arguments  # not a payload a worker could load anyway: it will fail again
-    if not isinstance(payload, dict):
-        return arguments
-    payload.pop("exception_executions", None)
-    if runs is not None and runs > payload.get("executions", 0):
-        payload["executions"] = runs
-    return dumps(payload)
-
-
-_RESET = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job"))
-    .values(
-        arguments=sa.bindparam("arguments"),
-        scheduled_at=sa.bindparam("now"),
-        updated_at=sa.bindparam("now"),
-    )
-)
 
 
 # Discard.

@@ -38,7 +38,6 @@ A claim that took jobs sends ``signals.claim`` once it committed (one per worker
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 import typing as t
@@ -58,8 +57,10 @@ from flask_solidq.definitions import registry
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
+from flask_solidq.operations import claim_batch_values
 from flask_solidq.operations import claim_candidates
 from flask_solidq.operations import dispatch
+from flask_solidq.operations.claim_batch_values import ClaimBatch as ClaimBatch
 from flask_solidq.operations.queue_selector import QueueSelector as QueueSelector
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
@@ -84,26 +85,6 @@ CHECKED_MEMORY = 1.0
 _checked_recently: weakref.WeakKeyDictionary[sa.Engine, dict[str | None, float]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimBatch:
-    """What one claim did: the jobs it claimed, in queue order, and those its controls
-    deferred (moved to scheduled executions instead).
-
-    ``limited``: the ids of the claimed jobs a control checked (rate-limited jobs it
-    admitted), which must start at once, or, for those in ``starts``, at their moment.
-    ``held_back``: how many candidates were left ready because the claim's ``limited_cap``
-    was reached (0 without a cap).
-    """
-
-    jobs: list[ClaimedJob]
-    deferrals: list[Deferral]
-    limited: tuple[int, ...] = ()
-    held_back: int = 0
-    #: The jobs charged ahead of the clock (``charge_ahead``), by id: the ``time.monotonic()``
-    #: before which each must not start.
-    starts: dict[int, float] = dataclasses.field(default_factory=dict)
 
 
 def claim(
@@ -235,7 +216,7 @@ def _claim_from(
                 # A limited definition imported only now must count against the cap too.
                 if _import_unknown(jobs):
                     checked = controls.checked_at_claim()
-                jobs, held_back = _within_cap(jobs, checked, cap)
+                jobs, held_back = claim_batch_values.within_cap(jobs, checked, cap)
                 kept = {job.id for job in jobs}
                 candidates = [row for row in candidates if row.job_id in kept]
                 job_ids = [job_id for job_id in job_ids if job_id in kept]
@@ -267,20 +248,9 @@ def _claim_from(
     claimed = set(job_ids)
     taken = [job for job in jobs if job.id in claimed]
     limited = tuple(job.id for job in taken if job.class_name in checked)
-    return ClaimBatch(taken, deferrals, limited, held_back, _starts(clock, claimed))
-
-
-def _starts(clock: ClaimClock, claimed: set[int]) -> dict[int, float]:
-    """The ``time.monotonic()`` before which each job charged ahead must not start: read
-    after the claim's clock, so it is never before the moment charged."""
-    if not clock.ahead:
-        return {}
-    now, monotonic = clock(), time.monotonic()
-    return {
-        job_id: monotonic + (at - now).total_seconds()
-        for job_id, at in clock.ahead.items()
-        if job_id in claimed
-    }
+    return ClaimBatch(
+        taken, deferrals, limited, held_back, claim_batch_values.starts(clock, claimed)
+    )
 
 
 def _import_unknown(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
@@ -290,20 +260,6 @@ def _import_unknown(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
     for job in unknown:
         registry.find(job.class_name, job.arguments)
     return unknown
-
-
-def _within_cap(
-    jobs: list[ClaimedJob], checked: frozenset[str], cap: int
-) -> tuple[list[ClaimedJob], int]:
-    """The jobs up to the first of a ``checked`` definition past the ``cap``-th, and how many
-    are left out (that one and every later one: they stay ready, in their order)."""
-    seen = 0
-    for index, job in enumerate(jobs):
-        if job.class_name in checked:
-            seen += 1
-            if seen > cap:
-                return jobs[:index], len(jobs) - index
-    return jobs, 0
 
 
 def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob]:

@@ -1,12 +1,13 @@
-"""Add each rate-limit budget's recent admissions to the default database: solidq_rate_limits.admissions.
+"""Add each rate-limit budget's recent admissions to the default database (solidq_rate_limits).
 
 Revision ID: 8838138ac3d4
 Revises: 9b2d4e61f0a7
 Create Date: 2026-12-02 14:21:41+00:00
 
-Written by `flask solidq install` from flask-solidq's template 0005_add_solidq_rate_limits_admissions
-(schema version 5). It is a frozen snapshot of that change: it imports nothing from
-flask_solidq, so it means the same thing whatever version of the package is installed later.
+Written by `flask solidq install` from flask-solidq's template
+0005_add_solidq_rate_limits_admissions (schema version 5). It is a frozen snapshot of that
+change: it imports nothing from flask_solidq, so it means the same thing whatever version of
+the package is installed later.
 Keep the three solidq_* lines below: `flask solidq install` reads them to tell which schema
 versions this history already has.
 
