@@ -36,6 +36,10 @@ class JobRecord(Base):
     finished_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
     concurrency_key: Mapped[str | None] = mapped_column(Key)
     rate_limit_key: Mapped[str | None] = mapped_column(Key)
+    #: Every budget the job is charged against and its units, as JSON ``[[key, units], ...]``
+    #: (schema version 6), for a job under stacked limits or whose limit costs more than one
+    #: unit; None for one limit of one unit, charged by ``rate_limit_key`` alone.
+    rate_limit_charges: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     #: The ``solidq_batches`` row of the batch the job belongs to (schema version 3). No
     #: foreign key: a job outlives its batch's row once that is cleared, and on MySQL a key
     #: would lock the batch's row for every job inserted into it.

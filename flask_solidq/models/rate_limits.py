@@ -29,5 +29,8 @@ class RateLimitBudget(Base):
     tat: Mapped[dt.datetime] = timestamp()
     last_slot_at: Mapped[dt.datetime | None] = timestamp(nullable=True)
     admissions: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    #: Until when the budget admits nothing (schema version 6): an API answered 429 and a job
+    #: raised ``RateLimited``, or ``rate_limiter.back_off`` was called.
+    backed_off_until: Mapped[dt.datetime | None] = timestamp(nullable=True)
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()

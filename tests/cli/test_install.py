@@ -287,16 +287,19 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
 
 
 #: What the models have that schema version 3's tables don't, as Alembic names it: version
-#: 4's attempt history and start times, version 5's budgets' admissions.
+#: 4's attempt history and start times, version 5's budgets' admissions, version 6's charges
+#: and back-offs.
 LATER_THAN_VERSION_3 = [
     ("add_table", "solidq_job_failures"),
     ("add_index", "ix_solidq_job_failures_job_id_id"),
     ("add_column", "solidq_jobs.started_at"),
     ("add_column", "solidq_rate_limits.admissions"),
+    ("add_column", "solidq_jobs.rate_limit_charges"),
+    ("add_column", "solidq_rate_limits.backed_off_until"),
 ]
 
 #: What the models have that schema version 1's tables don't, as Alembic names it: version 2's
-#: index, version 3's batches, and what versions 4 and 5 add.
+#: index, version 3's batches, and what versions 4 to 6 add.
 LATER_THAN_VERSION_1 = sorted(
     [
         ("add_index", "ix_solidq_coalesced_calls_for_monitoring"),
