@@ -16,6 +16,8 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq.values import ClaimedJob
+
 #: The channels ``LISTEN``/``NOTIFY`` wake-ups travel on (see
 #: :mod:`flask_solidq.processes.job_notices`): jobs became ready (workers listen), a job was
 #: scheduled for the time in the payload (dispatchers listen).
@@ -49,7 +51,8 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     queue_filter = "AND queue_name = :queue_name" if by_queue else ""
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
     columns = """jobs.id, jobs.active_job_id, jobs.class_name, jobs.queue_name, jobs.priority,
-               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key, jobs.batch_id"""
+               jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key, jobs.batch_id,
+               jobs.rate_limit_charges"""
     guard = guard_condition = guard_rows = ""
     if guarded:
         guard = """, checked AS (
@@ -58,9 +61,10 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
             LIMIT 1
         )"""
         guard_condition = "AND NOT EXISTS (SELECT 1 FROM checked)"
-        guard_rows = """
+        nulls = ", ".join(["NULL"] * len(ClaimedJob._fields))
+        guard_rows = f"""
         UNION ALL
-        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, TRUE FROM checked"""
+        SELECT {nulls}, TRUE FROM checked"""
         columns += ", FALSE AS checked"
     return sa.text(
         f"""
@@ -133,15 +137,16 @@ BULK_ENQUEUE = sa.text(
             CAST(:arguments AS text[]), CAST(:priority AS integer[]),
             CAST(:active_job_id AS varchar[]), CAST(:scheduled_at AS timestamp[]),
             CAST(:concurrency_key AS varchar[]), CAST(:rate_limit_key AS varchar[]),
-            CAST(:holds AS boolean[])
+            CAST(:rate_limit_charges AS text[]), CAST(:holds AS boolean[])
         ) AS input (queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-                    concurrency_key, rate_limit_key, holds)
+                    concurrency_key, rate_limit_key, rate_limit_charges, holds)
     ), new_jobs AS (
         INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
-                                 scheduled_at, concurrency_key, rate_limit_key, batch_id,
-                                 created_at, updated_at)
+                                 scheduled_at, concurrency_key, rate_limit_key,
+                                 rate_limit_charges, batch_id, created_at, updated_at)
         SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-               concurrency_key, rate_limit_key, CAST(:batch_id AS bigint), :now, :now
+               concurrency_key, rate_limit_key, rate_limit_charges, CAST(:batch_id AS bigint),
+               :now, :now
         FROM input
         RETURNING id, active_job_id, queue_name, priority, scheduled_at
     ), ready AS (
@@ -170,6 +175,7 @@ BULK_ENQUEUE_COLUMNS = (
     "scheduled_at",
     "concurrency_key",
     "rate_limit_key",
+    "rate_limit_charges",
 )
 
 #: The parameters of :data:`BULK_ENQUEUE` that are arrays: sent in binary format.

@@ -53,6 +53,9 @@ class ClaimedJob(t.NamedTuple):
     rate_limit_key: str | None
     #: The batch the job belongs to, if any: its outcome is counted there.
     batch_id: int | None = None
+    #: Every budget it is charged and its units, under stacked or weighted rate limits
+    #: (:mod:`flask_solidq.controls.rate_charges`); None under one limit of one unit.
+    rate_limit_charges: str | None = None
 
 
 #: The payload field that records how a coalesced job was opened; always written first, so

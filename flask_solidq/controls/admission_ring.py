@@ -58,10 +58,14 @@ def record(ring: str | None, at: dt.datetime, count: int = 1) -> str | None:
     return record_seconds(ring, {second_of(at): count})
 
 
-def record_all(ring: str | None, times: t.Iterable[dt.datetime]) -> str | None:
-    """``ring`` with an admission at each of ``times``: the ring is read and written once,
-    however many (a claim admits up to its batch at one time)."""
-    return record_seconds(ring, collections.Counter(second_of(at) for at in times))
+def record_all(ring: str | None, admitted: t.Iterable[tuple[dt.datetime, int]]) -> str | None:
+    """``ring`` with each ``(time, units)`` of ``admitted`` added (one unit per claim unless
+    the limit counts units): the ring is read and written once, however many (a claim admits
+    up to its batch at one time)."""
+    added: collections.Counter[int] = collections.Counter()
+    for at, units in admitted:
+        added[second_of(at)] += units
+    return record_seconds(ring, added)
 
 
 def record_seconds(ring: str | None, added: t.Mapping[int, int]) -> str | None:

@@ -96,6 +96,11 @@ class Rate:
         """``tau``: how early before ``tat`` a claim is still admitted."""
         return self.interval * (self.burst - 1)
 
+    def tolerance_for(self, units: int) -> dt.timedelta:
+        """How early before ``tat`` a claim of ``units`` is still admitted: ``(burst - units)
+        * T`` (``tau`` for one unit; never admitted when ``units`` exceeds the burst)."""
+        return self.interval * (self.burst - units)
+
 
 @dataclasses.dataclass
 class Budget:
@@ -106,52 +111,76 @@ class Budget:
     #: Its recent admissions, second by second, as stored (:mod:`.admission_ring`): a
     #: picture of the budget for people, never read by the arithmetic.
     admissions: str | None = None
-    #: The times it admitted at since it was read, which :meth:`ring` adds to the stored ones.
-    admitted_at: list[dt.datetime] = dataclasses.field(default_factory=list)
+    #: The times it admitted at since it was read, and the units of each, which :meth:`ring`
+    #: adds to the stored ones.
+    admitted_at: list[tuple[dt.datetime, int]] = dataclasses.field(default_factory=list)
 
-    def admit(self, rate: Rate, now: dt.datetime) -> bool:
-        """Charge one claim at ``now`` if the budget admits it; say whether it did."""
+    def admit(self, rate: Rate, now: dt.datetime, units: int = 1) -> bool:
+        """Charge ``units`` at ``now`` if the budget admits them; say whether it did."""
         tat = self._capped_tat(rate, now)
         self.tat = tat
-        if tat is not None and now < tat - rate.tolerance:
+        if tat is not None and now < tat - rate.tolerance_for(units):
             return False
-        self.tat = max(tat or now, now) + rate.interval
-        self.admitted_at.append(now)
+        self.charge(rate, now, units)
         return True
 
+    def charge(self, rate: Rate, at: dt.datetime, units: int = 1) -> None:
+        """Charge ``units`` at ``at``, which the caller found admitted (:meth:`available_at`
+        at or before ``at``): ``tat = max(tat, at) + units * T``."""
+        tat = self._capped_tat(rate, at)
+        self.tat = max(tat or at, at) + rate.interval * units
+        self.admitted_at.append((at, units))
+
     def admit_ahead(
-        self, rate: Rate, now: dt.datetime, ahead: dt.timedelta | None = None
+        self, rate: Rate, now: dt.datetime, ahead: dt.timedelta | None = None, units: int = 1
     ) -> dt.datetime | None:
-        """Charge one claim at the budget's next admission when that is at most ``ahead``
-        (at most, and by default, ``rate.charge_ahead``) from ``now`` (``now`` itself when
-        the budget admits now); return the time charged, or None when the budget refused
-        (then nothing was charged)."""
+        """Charge ``units`` at the budget's next admission of them when that is at most
+        ``ahead`` (at most, and by default, ``rate.charge_ahead``) from ``now`` (``now``
+        itself when the budget admits now); return the time charged, or None when the budget
+        refused (then nothing was charged)."""
         ahead = rate.charge_ahead if ahead is None else min(ahead, rate.charge_ahead)
         self.tat = self._capped_tat(rate, now)
-        at = self.available_at(rate, now)
-        if at - now > ahead or not self.admit(rate, at):
+        at = self.available_at(rate, now, units)
+        if at - now > ahead or not self.admit(rate, at, units):
             return None
         return at
 
+    def correct(self, rate: Rate, now: dt.datetime, units: int) -> None:
+        """Charge ``units`` more (fewer, when negative) than a claim charged: a call that
+        used more or less than its estimate. A debt is raised to at most ``burst`` intervals
+        past ``now`` (what the cap would cut anyway, so a correction never makes the next
+        claim cut a debt) and a refund lowers ``tat`` to ``now`` at most: units given back
+        are admitted from the correction on, never in the past."""
+        if not units:
+            return
+        tat = self._capped_tat(rate, now) or now
+        moved = tat + rate.interval * units
+        self.tat = min(moved, now + rate.interval * rate.burst) if units > 0 else max(moved, now)
+
     def ring(self) -> str | None:
-        """Its admissions' ring as it is to be saved: the stored one and those since."""
+        """Its admissions' ring as it is to be saved: the stored one and those since, in
+        units."""
         return admission_ring.record_all(self.admissions, self.admitted_at)
 
-    def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:
-        """The earliest time a claim would be admitted (``now`` when it would be now)."""
+    def available_at(self, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime:
+        """The earliest time ``units`` would be admitted (``now`` when they would be now)."""
         tat = self._capped_tat(rate, now)
-        return now if tat is None else max(now, tat - rate.tolerance)
+        return now if tat is None else max(now, tat - rate.tolerance_for(units))
 
-    def next_slot(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
+    def next_slot(self, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime | None:
         """Hand out the next free slot to a job the budget refused; None when it would be
         more than :data:`MAX_AHEAD` away (the job then looks again that long from now)."""
-        slot = self.available_at(rate, now)
-        if self.last_slot_at is not None:
-            slot = max(slot, self.last_slot_at + rate.interval)
-        if slot > now + MAX_AHEAD:
-            return None
-        self.last_slot_at = slot
+        slot = self.peek_slot(rate, now, units)
+        if slot is not None:
+            self.last_slot_at = slot
         return slot
+
+    def peek_slot(self, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime | None:
+        """The slot :meth:`next_slot` would hand out, without taking it."""
+        slot = self.available_at(rate, now, units)
+        if self.last_slot_at is not None:
+            slot = max(slot, self.last_slot_at + rate.interval * units)
+        return None if slot > now + MAX_AHEAD else slot
 
     def is_idle(self, now: dt.datetime) -> bool:
         """Whether the budget admits exactly as a missing one would: full, and no slot handed
@@ -169,6 +198,6 @@ class Budget:
         return cap if self.tat > cap + rate.charge_ahead else self.tat
 
 
-def retry_time(budget: Budget, rate: Rate, now: dt.datetime) -> dt.datetime:
+def retry_time(budget: Budget, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime:
     """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now."""
-    return budget.next_slot(rate, now) or now + MAX_AHEAD
+    return budget.next_slot(rate, now, units) or now + MAX_AHEAD

@@ -22,6 +22,7 @@ from flask_solidq import signals
 from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_charges
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
@@ -57,6 +58,16 @@ class RateLimit(keys.Keyed):
     burst: int
     key: keys.KeyDeclaration
     group: keys.KeyDeclaration
+    #: Which of a job's stacked limits this is (None for the one without a name): its budgets
+    #: are ``"<group or job name>/<name>/<key>"``.
+    name: str | None = None
+    #: The units one call charges: an int, or a callable of the job's arguments giving one.
+    cost: int | t.Callable[..., int] = 1
+
+    @property
+    def counts_units(self) -> bool:
+        """Whether a call may charge more than one unit (``cost=`` was declared)."""
+        return callable(self.cost) or self.cost != 1
 
     @property
     def interval(self) -> float:
@@ -71,13 +82,50 @@ class RateLimit(keys.Keyed):
     def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
         """The ``solidq_jobs.rate_limit_key`` of a call: a blank key is stored as ``""`` (the
         job is not limited), apart from None, which a job stored before its definition
-        declared the limit holds (it uses the bare budget: see ``_limit_of``).
+        declared the limit holds (it uses the bare budget: see ``rate_charges.of``).
 
         :raises ValueError: the key is longer than its column takes.
         """
         key = self.key_for(job_name, args, kwargs)
         keys.check_length(key, job_name, "rate-limit key")
         return t.cast(str, key)  # the control is on: key_for gives a str
+
+    def key_for(
+        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    ) -> str | None:
+        """As :meth:`keys.Keyed.key_for`, with a named limit's name after the group or job
+        name (so a group's named budgets are shared by name too)."""
+        if not self.enabled:
+            return None
+        scope = keys.scope(self.group, job_name, args, kwargs)
+        if self.name is not None:
+            scope = self.name if scope is None else f"{scope}/{self.name}"
+        return keys.build(scope, self.key, args, kwargs)
+
+    def units_for(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> int:
+        """The units a call with these arguments charges (:attr:`cost`).
+
+        :raises ValueError: the cost is below 1, or above the burst (no budget could ever
+            admit it: the enqueue fails instead of the job waiting forever).
+        :raises TypeError: a cost callable returned something other than an int.
+        """
+        units = self.cost(*args, **kwargs) if callable(self.cost) else self.cost
+        if isinstance(units, bool) or not isinstance(units, int):
+            raise TypeError(
+                f"{job_name}'s limits_rate(cost=) must give an int, not {type(units).__name__}."
+            )
+        if not 1 <= units <= self.burst:
+            raise ValueError(
+                f"{job_name}'s call costs {units} units under limits_rate({self.describe()}),"
+                f" which admits 1 to burst={self.burst} units at once: raise burst= (up to"
+                f" to=) or split the call."
+            )
+        return units
+
+    def describe(self) -> str:
+        """The declaration's options, as written."""
+        name = f", name={self.name!r}" if self.name is not None else ""
+        return f"to={self.to}, per={self.per:g}, burst={self.burst}{name}"
 
 
 def limits_rate(
@@ -87,10 +135,15 @@ def limits_rate(
     key: keys.KeyDeclaration,
     burst: int = 1,
     group: keys.KeyDeclaration = None,
+    name: str | None = None,
+    cost: int | t.Callable[..., int] = 1,
 ) -> t.Callable[[Target], Target]:
-    """Admit at most ``to`` claims of the jobs sharing a budget in any window of ``per``.
+    """Admit at most ``to`` claims (or units) of the jobs sharing a budget in any window of
+    ``per``.
 
     A quiet budget admits ``burst`` jobs at once, then one every ``per / (to - burst + 1)``.
+    Limits stack: a job may declare several with distinct ``name=`` (one may have none), each
+    with its own budgets; a claim is admitted only when every one admits it, and charges each.
 
     :param to: the most claims any ``per`` admits.
     :param per: the window, a timedelta or seconds.
@@ -98,16 +151,27 @@ def limits_rate(
         job's arguments, or ``None``/``False`` to turn the limit off.
     :param burst: how many a quiet budget admits at once, 1 to ``to``.
     :param group: share budgets with other job definitions naming the same group.
+    :param name: tells a job's stacked limits apart (their budgets' keys carry it).
+    :param cost: the units a call charges (tokens, an API's points): an int from 1 to
+        ``burst``, or a callable of the job's arguments returning one, evaluated at enqueue.
+        ``current_job.rate_limit_used(units)`` corrects it once the call knows what it took.
     :raises ValueError, TypeError: an option is invalid.
     """
-    name = "limits_rate"
+    decorator = "limits_rate"
     declaration = RateLimit(
-        to=options.positive_int(to, option="to", decorator=name),
-        per=options.positive_seconds(per, option="per", decorator=name),
-        burst=options.positive_int(burst, option="burst", decorator=name),
+        to=options.positive_int(to, option="to", decorator=decorator),
+        per=options.positive_seconds(per, option="per", decorator=decorator),
+        burst=options.positive_int(burst, option="burst", decorator=decorator),
         key=key,
         group=group,
+        name=_checked_name(name),
+        cost=_checked_cost(cost),
     )
+    if isinstance(declaration.cost, int) and declaration.cost > declaration.burst:
+        raise ValueError(
+            f"limits_rate(cost={cost}) can't exceed burst={burst}: no budget would ever admit"
+            " a call; raise burst= (up to to=)."
+        )
     if declaration.burst > declaration.to:
         raise ValueError(f"limits_rate(burst=) must be at most to={to}, not {burst}.")
     if declaration.interval < MIN_INTERVAL:
@@ -116,15 +180,66 @@ def limits_rate(
             f" which must be at least {MIN_INTERVAL}s; lower to= or raise per=."
         )
 
+    if declaration.counts_units and declaration.burst == declaration.to > 1:
+        # The seed's rule, met in units: a quota spent at once refills one unit a window.
+        logger.warning(
+            "SolidQ: limits_rate(to=%s, burst=%s, cost=...) admits %s units at once, then one"
+            " unit every %gs, as burst=to does. For a quota of units, set burst to the largest"
+            " call's cost: the budget then refills at to - burst + 1 units per per.",
+            declaration.to,
+            declaration.burst,
+            declaration.burst,
+            declaration.interval,
+        )
+
     def apply(job_class: type[DeclaredAttributes]) -> None:
-        if declared.declares_own(job_class, "rate_limit"):
-            raise ValueError(
-                f"{job_class.__qualname__} declares limits_rate twice; a job has one rate limit."
-            )
-        declared.declare_on(job_class, "rate_limit", rate_limit=declaration)
+        declared.declare_on(job_class, "rate_limit", **stacked(job_class, declaration))
         concurrency.check_combinations(job_class)
 
-    return lambda target: declarations.declare(target, apply, decorator=name)
+    return lambda target: declarations.declare(target, apply, decorator=decorator)
+
+
+def stacked(job_class: type[DeclaredAttributes], declaration: RateLimit) -> dict[str, t.Any]:
+    """The rate-limit fields of ``job_class``'s declarations once ``declaration`` is added:
+    ``rate_limits`` in the order written (decorators apply innermost first, so it goes first),
+    a subclass's limit replacing the inherited one of the same name; ``rate_limit`` the main
+    one (the one without a name, else the first), whose budget key is ``rate_limit_key``.
+
+    :raises ValueError: the class itself already declares a limit of that name.
+    """
+    own = job_class.__dict__.get("_declared")
+    inherited = getattr(super(job_class, job_class), "_declared", None)
+    inherited_limits = inherited.rate_limits if inherited is not None else ()
+    current = job_class._declared.rate_limits
+    if own is not None and any(
+        limit.name == declaration.name and not any(limit is old for old in inherited_limits)
+        for limit in current
+    ):
+        what = (
+            "limits_rate twice"
+            if declaration.name is None
+            else f"two limits named {declaration.name!r}"
+        )
+        raise ValueError(
+            f"{job_class.__qualname__} declares {what}; stacked limits need distinct name=."
+        )
+    limits = (declaration, *(limit for limit in current if limit.name != declaration.name))
+    main = next((limit for limit in limits if limit.name is None), limits[0])
+    return {"rate_limits": limits, "rate_limit": main}
+
+
+def _checked_name(name: object) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"limits_rate(name=) must be a non-empty str without '/', not {name!r}.")
+    return name
+
+
+def _checked_cost(cost: object) -> int | t.Callable[..., int]:
+    if callable(cost):
+        return t.cast("t.Callable[..., int]", cost)
+    return options.positive_int(cost, option="cost", decorator="limits_rate")
 
 
 class RateLimitControl(Control):
@@ -136,11 +251,7 @@ class RateLimitControl(Control):
         self._table_present: set[str] = set()
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
-        declaration = type(job)._declared.active_rate_limit
-        if declaration is not None:
-            row["rate_limit_key"] = declaration.stored_key(
-                type(job).job_name, job.arguments, job.kwargs
-            )
+        rate_charges.stamp(job, row)
 
     def checked_at_claim(self) -> frozenset[str]:
         return frozenset(
@@ -160,21 +271,21 @@ class RateLimitControl(Control):
         admits within :attr:`~flask_solidq.controls.gcra.Rate.charge_ahead` is admitted for that
         moment (see "Charging ahead" in :mod:`~flask_solidq.controls.gcra`).
         """
-        limited = [(job, *limit) for job in jobs if (limit := _limit_of(job)) is not None]
+        limited = [(job, charges) for job in jobs if (charges := rate_charges.of(job))]
         if not limited:
             return []
         if self._budgets_missing(connection):
             until = clock() + TABLE_MISSING_WAIT
-            return [Deferral(job, key, until) for job, _rate, key in limited]
-        states = budgets.lock(connection, (key for _job, _rate, key in limited), utcnow())
+            return [Deferral(job, charges[0].key, until) for job, charges in limited]
+        wanted = (charge.key for _job, charges in limited for charge in charges)
+        states = budgets.lock(connection, wanted, utcnow())
         now = clock()
         deferrals = []
-        ahead = None if clock.charges_ahead else dt.timedelta(0)  # None: the rate's own
-        for job, rate, key in limited:
-            budget = states[key]
-            charged = budget.admit_ahead(rate, now, ahead)
+        ahead = None if clock.charges_ahead else dt.timedelta(0)  # None: the rates' own
+        for job, charges in limited:
+            charged = rate_charges.admit(states, charges, now, ahead)
             if charged is None:
-                deferrals.append(Deferral(job, key, gcra.retry_time(budget, rate, now)))
+                deferrals.append(Deferral(job, *rate_charges.defer(states, charges, now)))
             else:
                 clock.charge_ahead(job.id, charged)
         budgets.save(connection, states, now)
@@ -221,39 +332,24 @@ class RateLimitControl(Control):
 
 def declaration_for(key: str) -> RateLimit | None:
     """The ``limits_rate`` declaration whose budgets include ``key``: that of the registered
-    definition whose literal group, or whose name when it has no group, starts the key (the
-    longest such start wins); None when no registered definition's does (a group computed
-    by a callable can't be matched from its key)."""
+    definition whose literal group, or whose name when it has no group (followed by the
+    limit's name for a named one), starts the key (the longest such start wins); None when no
+    registered definition's does (a group computed by a callable can't be matched from its
+    key)."""
     best: tuple[int, RateLimit] | None = None
     for definition in registry.definitions():
-        declaration = definition._rate_limit
-        if declaration is None:
-            continue
-        group = declaration.group
-        scope = definition.job_name if keys.is_disabled(group) else group
-        if not isinstance(scope, str) or not (key == scope or key.startswith(f"{scope}/")):
-            continue
-        if best is None or len(scope) > best[0]:
-            best = (len(scope), declaration)
+        for declaration in definition._declared.active_rate_limits:
+            group = declaration.group
+            scope = definition.job_name if keys.is_disabled(group) else group
+            if not isinstance(scope, str):
+                continue
+            if declaration.name is not None:
+                scope = f"{scope}/{declaration.name}"
+            if not (key == scope or key.startswith(f"{scope}/")):
+                continue
+            if best is None or len(scope) > best[0]:
+                best = (len(scope), declaration)
     return best[1] if best else None
-
-
-def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
-    """The rate and budget key a claimed job is checked against, from its definition's
-    declaration now; no key when the job isn't limited.
-
-    A job stored without a key (enqueued before its definition declared the limit) uses the
-    bare budget of its definition; a blank stored key (``""``) leaves it unlimited; a
-    definition that doesn't load, or declares no limit now, isn't limited (None).
-    """
-    definition = registry.find(job.class_name, job.arguments)
-    declaration = definition._declared.active_rate_limit if definition is not None else None
-    if declaration is None:
-        return None
-    key = job.rate_limit_key
-    if key is None:
-        key = t.cast("type[Job]", definition).job_name
-    return (declaration.rate, key) if key else None
 
 
 CONTROL = RateLimitControl()

@@ -47,7 +47,11 @@ class Declared:
     ``active_*`` properties give it only while it is on, as the package reads it.
     """
 
+    #: The main rate limit: the one without a name, else the first written (see
+    #: ``rate_limit.stacked``); its budget key is the job's ``rate_limit_key``.
     rate_limit: RateLimit | None = None
+    #: Every rate limit, in the order written (stacked ``limits_rate`` with distinct names).
+    rate_limits: tuple[RateLimit, ...] = ()
     concurrency_limit: ConcurrencyLimit | None = None
     coalesce: Coalesce | None = None
     #: ``retry_on`` and ``discard_on`` rules in the order applied: inherited ones first, and
@@ -64,7 +68,16 @@ class Declared:
 
     @functools.cached_property
     def active_rate_limit(self) -> RateLimit | None:
-        return _active(self.rate_limit)
+        """The main rate limit while it is on, else the first stacked one that is."""
+        limits = self.active_rate_limits
+        return limits[0] if limits else None
+
+    @functools.cached_property
+    def active_rate_limits(self) -> tuple[RateLimit, ...]:
+        """The rate limits switched on, the main one first."""
+        main = _active(self.rate_limit)
+        rest = tuple(limit for limit in self.rate_limits if limit.enabled and limit is not main)
+        return rest if main is None else (main, *rest)
 
     @functools.cached_property
     def active_concurrency_limit(self) -> ConcurrencyLimit | None:

@@ -38,6 +38,7 @@ from flask_solidq.definitions.calls import job_data_of
 from flask_solidq.definitions.job_methods import JobT
 from flask_solidq.definitions.job_methods import P
 from flask_solidq.definitions.job_methods import R
+from flask_solidq.definitions.rate_usage import RateLimitUsage
 from flask_solidq.definitions.steps import Resumable
 from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
@@ -50,7 +51,7 @@ if t.TYPE_CHECKING:
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
 
 
-class Job(Resumable):
+class Job(Resumable, RateLimitUsage):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;

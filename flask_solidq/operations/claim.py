@@ -266,7 +266,9 @@ def _read_jobs(connection: sa.Connection, job_ids: list[int]) -> list[ClaimedJob
     """The jobs of ``job_ids``, in that order."""
     if not job_ids:
         return []
-    by_id = {row.id: ClaimedJob(*row) for row in connection.execute(_SELECT_JOBS, {"ids": job_ids})}
+    by_id = {
+        row.id: ClaimedJob._make(row) for row in connection.execute(_SELECT_JOBS, {"ids": job_ids})
+    }
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
 
 
@@ -361,6 +363,7 @@ CLAIMED_JOB_COLUMNS = (
     JOBS.c.concurrency_key,
     JOBS.c.rate_limit_key,
     JOBS.c.batch_id,
+    JOBS.c.rate_limit_charges,
 )
 
 _SELECT_JOBS = sa.select(*CLAIMED_JOB_COLUMNS).where(

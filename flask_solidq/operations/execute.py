@@ -16,6 +16,7 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
+from flask_solidq.controls import rate_usage
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
@@ -155,6 +156,8 @@ def load(claimed: ClaimedJob) -> Job:
     except RecursionError:
         raise _too_deep() from None
     job.provider_job_id = claimed.id
+    if claimed.rate_limit_key or claimed.rate_limit_charges:
+        job._rate_limit_usage = rate_usage.Usage(claimed)
     job.batch_id = claimed.batch_id
     job.queue_name = claimed.queue_name
     job.priority = claimed.priority

@@ -40,6 +40,7 @@ def build_row(
         "scheduled_at": scheduled_at or now,
         "concurrency_key": None,
         "rate_limit_key": None,
+        "rate_limit_charges": None,
         "batch_id": batch.id if (batch := current.open_batch()) is not None else None,
         "created_at": now,
         "updated_at": now,

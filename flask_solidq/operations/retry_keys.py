@@ -42,7 +42,7 @@ def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetim
     again when it runs, as it would have."""
     updates = []
     for row in connection.execute(_KEYLESS.where(JOBS.c.id.in_(ids))):
-        found = _current_keys(ClaimedJob(*row))
+        found = _current_keys(ClaimedJob._make(row))
         values = {
             column: found[column]
             for column in ("concurrency_key", "rate_limit_key")

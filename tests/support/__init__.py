@@ -220,7 +220,11 @@ def redeclare(monkeypatch: t.Any, definition: t.Any, **changes: t.Any) -> None:
     """A deploy that changes what ``definition`` declares, for this test: ``changes`` replace
     fields of its declarations object (``coalesce=``, ``concurrency_limit=None``...; see
     flask_solidq.definitions.declared.Declared), as a decorator would have; the stored jobs
-    keep what they were enqueued with."""
+    keep what they were enqueued with. A ``rate_limit=`` change replaces the whole stack of
+    rate limits (``rate_limits``) with it, unless that is given too."""
+    if "rate_limit" in changes and "rate_limits" not in changes:
+        limit = changes["rate_limit"]
+        changes["rate_limits"] = () if limit is None else (limit,)
     changed = dataclasses.replace(definition._declared, **changes)
     monkeypatch.setattr(definition, "_declared", changed)
 
