@@ -15,6 +15,18 @@ with ``burst``:
   ``n`` admissions comes at least ``(n - burst) * T`` after the first, and
   ``(to - burst + 1) * T = per``.
 
+**Units.** A limit counted in units (``limits_rate(cost=)``) charges ``n`` units at once: a
+claim of ``n`` is admitted when ``now >= tat - (burst - n) * T`` and sets
+``tat = max(tat, now) + n * T`` (one unit is the rule above). The bound holds counted in
+units: if admissions of ``n_1 ... n_k`` units (``S`` in all) fall in one window, the first at
+``t_1``, then before the last ``tat >= t_1 + (S - n_k) * T``, so the last comes at
+``t_k >= t_1 + (S - burst) * T``, and ``t_k - t_1 < per = (to - burst + 1) * T`` gives
+``S <= to``. A job under several limits is charged on each budget at the same moment
+(:mod:`~flask_solidq.controls.rate_charges`), so each budget's bound holds on its own.
+A correction (:meth:`Budget.correct`, ``rate_limit_used``) moves ``tat`` as a charge of the
+difference would: more units owed, up to the cap below, or units given back no further than
+the moment of the correction, so nothing is admitted in the past on their account.
+
 The bound assumes each budget is charged with clock readings that never go back: a claim
 reads its clock only once it holds its budgets' locks
 (:class:`~flask_solidq.controls.base.ClaimClock`), and the cap below would otherwise let a

@@ -168,6 +168,8 @@ class DeclaredAttributes:
     rate_limit_key: View[t.Any] = _option("rate_limit", "key", while_off=True)
     rate_limit_group: View[t.Any] = _option("rate_limit", "group", while_off=True)
     rate_limited: View[bool] = View(lambda declared: declared.active_rate_limit is not None)
+    #: Every rate limit switched on, the main one first (stacked ``limits_rate``).
+    rate_limits: View[tuple[RateLimit, ...]] = View(lambda declared: declared.active_rate_limits)
     coalesce_key: View[t.Any] = _option("coalesce", "key", while_off=True)
     coalesce_on_conflict: View[str | None] = _option("coalesce", "on_conflict")
     coalesce_max_calls: View[int | None] = _option("coalesce", "max_calls")

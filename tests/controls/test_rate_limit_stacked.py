@@ -79,6 +79,7 @@ def test_declared_limits_read_back_in_the_order_written_the_main_one_first():
     limits = jobs.minutely_hourly._declared.rate_limits
 
     assert [limit.name for limit in limits] == [None, "hourly"]
+    assert jobs.minutely_hourly.rate_limits == limits
     assert jobs.minutely_hourly.rate_limit_to == 1  # the main one's
     assert jobs.minutely_hourly.rate_limit_key_for() == MAIN
 
