@@ -76,7 +76,7 @@ def of(job: ClaimedJob) -> list[Charge]:
     if not limits:
         return []
     if job.rate_limit_charges is not None:
-        stored = _parsed(job.rate_limit_charges)
+        stored = parse(job.rate_limit_charges)
         if stored is not None:
             by_name = {limit.name or "": limit for limit in limits}
             return [
@@ -90,7 +90,7 @@ def of(job: ClaimedJob) -> list[Charge]:
     return [Charge(limits[0], key)] if key else []
 
 
-def _parsed(text: str) -> list[tuple[str, str, int]] | None:
+def parse(text: str) -> list[tuple[str, str, int]] | None:
     """The stored charges, or None for text that isn't a list of ``[name, key, units]``
     (the job is then charged by its main key, as one stored without them)."""
     try:

@@ -126,6 +126,9 @@ class JobDetail:
     #: Its failed attempts, newest first (the newest ``attempts.KEPT_PER_JOB``): kept across
     #: a retry by hand, until the job itself goes.
     attempts: list[attempt_reads.Attempt] = dataclasses.field(default_factory=list)
+    #: Every budget it is charged and its units, as stored, under stacked or weighted limits
+    #: (:mod:`flask_solidq.controls.rate_charges`).
+    rate_limit_charges: str | None = None
 
     @property
     def attempts_kept(self) -> int:
@@ -214,6 +217,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
                 JOBS.c.arguments,
                 JOBS.c.concurrency_key,
                 JOBS.c.rate_limit_key,
+                JOBS.c.rate_limit_charges,
                 JOBS.c.batch_id,
             )
             .where(_reference(reference))
@@ -245,6 +249,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         executions=executions if isinstance(executions, int) else 0,
         concurrency_key=row["concurrency_key"],
         rate_limit_key=row["rate_limit_key"],
+        rate_limit_charges=row["rate_limit_charges"],
         coalesce_key=connection.scalar(
             sa.select(COALESCE_KEYS.c.key).where(COALESCE_KEYS.c.job_id == row["id"])
         ),

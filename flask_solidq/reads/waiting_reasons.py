@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_charges
 from flask_solidq.controls import rate_limit
 from flask_solidq.definitions import registry
 from flask_solidq.errors import JobNotFound
@@ -59,19 +60,42 @@ def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) ->
     waiting = budgets.waiting(connection, key) if key and job.state is State.DEFERRED else []
     if not key or not waiting:
         return f"It is scheduled: due at {when}."
-    declaration = rate_limit.declaration_for(key)
-    if declaration is None:
+    charges = rate_charges.parse(detail.rate_limit_charges or "") or [("", key, 1)]
+    latest = _latest_admission(connection, charges, now)
+    if latest is None:
         return (
             f"It waits for the rate limit {key} (its job isn't imported here, so its next"
             f" admission can't be worked out); it is looked at again at {when}."
         )
-    budget = budgets.read(connection, key) or gcra.Budget()
-    admits = budget.available_at(declaration.rate, now)
+    admits, budget_key, units = latest
     admission = "now" if admits <= now else f"at {admits:%Y-%m-%d %H:%M:%S} UTC"
-    return (
-        f"It waits for the rate limit {key} ({_jobs_waiting(waiting[0].size)}): the budget"
-        f" admits its next claim {admission}; this job is looked at again at {when}."
+    claim = "claim" if units == 1 else f"{units} units"
+    which = (
+        f", the last of its {len(charges)} limits to admit it"
+        if len(charges) > 1
+        else f" ({_jobs_waiting(waiting[0].size)})"
     )
+    return (
+        f"It waits for the rate limit {budget_key}{which}: the budget admits its next {claim}"
+        f" {admission}; this job is looked at again at {when}."
+    )
+
+
+def _latest_admission(
+    connection: sa.Connection, charges: list[tuple[str, str, int]], now: dt.datetime
+) -> tuple[dt.datetime, str, int] | None:
+    """When the last of a job's budgets admits its units, which budget and how many units;
+    None when a budget's limit isn't declared by a job this app imports."""
+    latest: tuple[dt.datetime, str, int] | None = None
+    for _name, key, units in charges:
+        declaration = rate_limit.declaration_for(key)
+        if declaration is None:
+            return None
+        budget = budgets.read(connection, key) or gcra.Budget()
+        admits = budget.available_at(declaration.rate, now, units)
+        if latest is None or admits > latest[0]:
+            latest = (admits, key, units)
+    return latest
 
 
 def _blocked(connection: sa.Connection, key: str) -> str:

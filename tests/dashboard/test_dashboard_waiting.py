@@ -102,3 +102,36 @@ def test_a_debounced_job_still_taking_calls_says_its_max_wait_deadline(app, engi
         " moves it to 30 s after the call, no later than "
     )
     assert reasons[1].endswith("UTC (max_wait).")
+
+
+def test_a_job_under_stacked_limits_says_which_budget_admits_it_last(app, engine):
+    from tests.jobs import rate_limit_stacked as stacked_jobs
+
+    enqueue(app, stacked_jobs.hourly_tight, "first")
+    deferred = enqueue(app, stacked_jobs.hourly_tight, "second")
+    support.register_claimers(engine, [PROCESS_ID])
+    batch = claim.claim_batch(engine, claim.QueueSelector(("*",)), 10, PROCESS_ID)
+    assert [entry.job.id for entry in batch.deferrals] == [deferred]
+
+    (reason,) = why(app, deferred)
+
+    assert reason.startswith(
+        "It waits for the rate limit stacked_test.hourly_tight/hourly/global, the last of its 2"
+        " limits to admit it: the budget admits its next claim at "
+    )
+
+
+def test_a_job_counted_in_units_says_how_many_units_it_waits_for(app, engine):
+    from tests.jobs import rate_limit_stacked as stacked_jobs
+
+    enqueue(app, stacked_jobs.tokens, 90)
+    deferred = enqueue(app, stacked_jobs.tokens, 20)
+    support.register_claimers(engine, [PROCESS_ID])
+    claim.claim_batch(engine, claim.QueueSelector(("*",)), 10, PROCESS_ID)
+
+    (reason,) = why(app, deferred)
+
+    assert reason.startswith(
+        "It waits for the rate limit stacked_test.tokens/openai (1 job waits on it): the budget"
+        " admits its next 20 units at "
+    )
