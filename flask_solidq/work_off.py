@@ -76,6 +76,7 @@ def work_off(
         debounce window's end, a deferred job's slot, a retry's wait), working off at each,
         and is left at ``until``.
     :raises RuntimeError: no app context, another adapter, or ``until`` without a frozen clock.
+    :raises ValueError: ``until`` is before the clock's now.
     """
     state = get_state()
     if state.adapter is not Adapter.SOLIDQ:
@@ -109,9 +110,16 @@ def _until(
             "work_off(until=...) moves the frozen clock: call it inside"
             " `with frozen_clock() as clock:` (without one, work_off() runs what is due now)."
         )
-    if isinstance(until, dt.datetime):
-        return clock, as_utc(until)
-    return clock, clock.now() + dt.timedelta(seconds=to_seconds(until, name="until"))
+    if not isinstance(until, dt.datetime):
+        seconds = to_seconds(until, name="until", allow_zero=True)
+        return clock, clock.now() + dt.timedelta(seconds=seconds)
+    end = as_utc(until)
+    if end < clock.now():
+        raise ValueError(
+            f"until={end.isoformat()} is before the frozen clock's now"
+            f" ({clock.now().isoformat()}): the clock only moves forward."
+        )
+    return clock, end
 
 
 def _register(state: SolidQState, selector: claim_operation.QueueSelector) -> int:

@@ -27,6 +27,8 @@ PERFORMED: list[tuple[str, tuple[t.Any, ...], dt.datetime]] = []
 WINDOW = 30.0
 #: :func:`flaky`'s wait between attempts, in seconds.
 RETRY_WAIT = 5.0
+#: :func:`serial`'s concurrency lease, in seconds.
+DURATION = 120.0
 #: How many times :func:`flaky` raises before it succeeds.
 FAILURES = {"left": 0}
 
@@ -69,7 +71,7 @@ def flaky(note: object = None) -> None:
 
 
 @solidq.job(name="clock_test.serial")
-@limits_concurrency(to=1, key="global", duration=120)
+@limits_concurrency(to=1, key="global", duration=DURATION)
 def serial(note: object = None) -> None:
     """One at a time: the next waits, blocked, until this one finished."""
     _note("clock_test.serial", note)

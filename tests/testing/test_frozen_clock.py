@@ -7,13 +7,16 @@ milliseconds, and the jobs go through the real dispatch and claim. The jobs are 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import typing as t
 
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import database_clock
 from flask_solidq import timing
 from flask_solidq.config import Adapter
+from flask_solidq.operations import claim
 from flask_solidq.testing import frozen_clock
 from flask_solidq.testing import work_off
 from tests import support
@@ -26,6 +29,8 @@ from tests.support.concurrency import SCHEDULED
 if t.TYPE_CHECKING:
     from flask import Flask
 
+#: The process that claims a job and never finishes it.
+HUNG = 4545
 START = dt.datetime(2026, 3, 1, 12, 0, 0, 250_000, tzinfo=dt.timezone.utc)
 
 
@@ -128,6 +133,24 @@ def test_concurrency_limit_respected(app: Flask) -> None:
     assert jobs.BLOCKED_WHILE_SERIAL_RAN == [2, 1, 0]
 
 
+def test_a_hung_holders_slot_frees_when_its_lease_runs_out_and_not_before(app: Flask) -> None:
+    """A holder that never finishes (claimed by another process, never performed) keeps its
+    slot for the limit's ``duration``; the dispatcher's maintenance, which work_off runs,
+    frees it once the lease has run out by the frozen clock, and the blocked job runs."""
+    engine = app.extensions["solidq"].engine
+    support.register_claimers(engine, [HUNG])
+    with app.app_context(), frozen_clock(START) as clock:
+        jobs.serial.perform_later("held")
+        (held,) = claim.claim(engine, claim.QueueSelector(("*",)), 1, HUNG)
+        jobs.serial.perform_later("next")
+        clock.advance(jobs.DURATION)
+        assert work_off() == []  # the lease ends at START + duration, exclusive
+        clock.advance(dt.timedelta(microseconds=1))
+        assert [job.arguments for job in work_off()] == [("next",)]
+    assert held.class_name == "clock_test.serial"
+    assert [name for name, _args, _at in jobs.PERFORMED] == ["clock_test.serial"]
+
+
 def test_frozen_time_in_the_rows(app: Flask) -> None:
     with app.app_context(), frozen_clock(START) as clock:
         job = jobs.plain.perform_later("stamped")
@@ -153,6 +176,22 @@ def test_queues_select_what_runs(app: Flask) -> None:
         assert [job.arguments for job in work_off()] == [("default",)]
 
 
+def test_every_reader_takes_the_frozen_time(app: Flask) -> None:
+    """The host's clock, the database's (on PostgreSQL and MariaDB a query otherwise), and
+    another thread's reading: process-wide."""
+    engine = app.extensions["solidq"].engine
+    seen: list[dt.datetime] = []
+    with frozen_clock(START):
+        reader = threading.Thread(target=lambda: seen.append(timing.utcnow()))
+        reader.start()
+        reader.join()
+        assert database_clock.read_now(engine) == START
+        with engine.connect() as connection:
+            assert database_clock.now(connection) == START
+    assert seen == [START]
+    assert database_clock.read_now(engine) > START
+
+
 def test_the_clock_comes_back(app: Flask) -> None:
     with frozen_clock(START) as clock:
         assert timing.utcnow() == START
@@ -175,6 +214,16 @@ def test_nesting_is_refused() -> None:
 def test_until_needs_a_frozen_clock(app: Flask) -> None:
     with app.app_context(), pytest.raises(RuntimeError, match="frozen_clock"):
         work_off(until=10)
+
+
+def test_until_never_moves_the_clock_back(app: Flask) -> None:
+    with app.app_context(), frozen_clock(START) as clock:
+        with pytest.raises(ValueError, match="only moves forward"):
+            work_off(until=START - dt.timedelta(seconds=1))
+        with pytest.raises(ValueError, match="zero or more"):
+            work_off(until=-1)
+        assert work_off(until=0) == []
+        assert clock.now() == START
 
 
 def test_work_off_needs_the_database_queue(app: Flask) -> None:
