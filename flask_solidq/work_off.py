@@ -57,6 +57,9 @@ if t.TYPE_CHECKING:
 #: after another, each finalized before the next starts (so a finished job's concurrency slot
 #: goes to the next blocked job at once).
 CLAIM_SIZE = 10
+#: The most jobs one call performs: past it, a job that enqueues itself again and again (a
+#: worker would run it for ever) fails the test instead of hanging it.
+MAX_JOBS = 10_000
 #: The least ``until`` moves the clock by when the earliest due time has come already (a
 #: job deferred to the very moment it was looked at): it can't step in place for ever.
 MIN_STEP = dt.timedelta(microseconds=1)
@@ -186,6 +189,11 @@ def _work_off_due(
             job = _perform(app, state, process_id, claimed)
             if job is not None:
                 performed.append(job)
+        if len(performed) > MAX_JOBS:
+            raise RuntimeError(
+                f"work_off() performed {len(performed)} jobs and more keep coming due: does a"
+                " job enqueue itself each time it runs?"
+            )
 
 
 def _maintain(state: SolidQState) -> None:

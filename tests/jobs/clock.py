@@ -46,6 +46,13 @@ def plain(note: object = None) -> None:
     _note("clock_test.plain", note)
 
 
+@solidq.job(name="clock_test.forever")
+def forever(n: int) -> None:
+    """Enqueues itself again each time it runs."""
+    _note("clock_test.forever", n)
+    forever.perform_later(n + 1)
+
+
 @solidq.job(name="clock_test.call_api")
 @limits_rate(to=2, per=dt.timedelta(minutes=1), burst=2, key="global")
 def call_api(note: object = None) -> None:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from flask_solidq import database_clock
 from flask_solidq import timing
+from flask_solidq import work_off as work_off_module
 from flask_solidq.config import Adapter
 from flask_solidq.operations import claim
 from flask_solidq.testing import frozen_clock
@@ -209,6 +210,17 @@ def test_nesting_is_refused() -> None:
         with frozen_clock():
             pass
     assert timing.frozen_at() is None
+
+
+def test_a_job_that_enqueues_itself_for_ever_fails_the_call(
+    app: Flask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(work_off_module, "MAX_JOBS", 5)
+    with app.app_context():
+        jobs.forever.perform_later(0)
+        with pytest.raises(RuntimeError, match="enqueue itself"):
+            work_off()
+        assert support.count(app.extensions["solidq"].engine, PROCESSES) == 0
 
 
 def test_until_needs_a_frozen_clock(app: Flask) -> None:
