@@ -12,6 +12,10 @@ so those reads ask the database, inside the transaction that decides:
 * SQLite: this host's clock. A SQLite database is a file on one host, and every process that
   opens it reads that host's clock.
 
+Under :func:`flask_solidq.testing.frozen_clock`, this process reads the frozen time instead,
+on every backend, without a round trip: a test then steps the server's clock too, as far as
+this process's claims, dispatches and budgets are concerned.
+
 A host's own clock still serves what only that host compares: how long it sleeps between
 polls, the times in its log lines, and the delays its callers compute (``wait=``,
 ``wait_until=``), which mean that host's "in five minutes".
@@ -25,6 +29,7 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq.timing import as_utc
+from flask_solidq.timing import frozen_at
 from flask_solidq.timing import utcnow
 
 _QUERIES = {
@@ -36,9 +41,9 @@ _QUERIES = {
 
 def now(connection: sa.Connection) -> dt.datetime:
     """The database server's current time, aware UTC, read on ``connection`` (one round
-    trip on a server database; none on SQLite)."""
+    trip on a server database; none on SQLite, nor under a frozen clock)."""
     query = _QUERIES.get(connection.dialect.name)
-    if query is None:
+    if query is None or frozen_at() is not None:
         return utcnow()
     return as_utc(connection.scalar(query))
 
@@ -46,7 +51,7 @@ def now(connection: sa.Connection) -> dt.datetime:
 def read_now(engine: sa.Engine) -> dt.datetime:
     """:func:`now` on the open :func:`flask_solidq.db.transaction` of ``engine``, or on a
     connection of its own."""
-    if engine.dialect.name not in _QUERIES:
+    if engine.dialect.name not in _QUERIES or frozen_at() is not None:
         return utcnow()
     opened = db.write(engine) if db.in_transaction(engine) else engine.connect()
     with opened as connection:

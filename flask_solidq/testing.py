@@ -12,6 +12,19 @@ needs an application context (pytest-flask pushes one for tests that use ``app``
 
 The pytest plugin (:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that
 switches the app to the test adapter for one test.
+
+On the database queue instead (``SOLIDQ_ADAPTER = "solidq"``), where the controls act,
+:func:`frozen_clock` holds the time still and :func:`work_off` runs the due jobs in process
+through the real dispatch and claim, so a test steps through a rate limit, a debounce window or
+a retry's wait in milliseconds (:mod:`flask_solidq.frozen_clock`, :mod:`flask_solidq.work_off`)::
+
+    def test_two_calls_a_minute(app):
+        with app.app_context(), frozen_clock() as clock:
+            for n in range(10):
+                call_api.perform_later(n)        # limits_rate(to=2, per=60, burst=2)
+            assert len(work_off()) == 2
+            clock.advance(60)
+            assert len(work_off()) == 1          # then one a minute
 """
 
 from __future__ import annotations
@@ -21,8 +34,11 @@ import datetime as dt
 import typing as t
 
 from flask_solidq.config import Adapter
+from flask_solidq.frozen_clock import FrozenClock as FrozenClock
+from flask_solidq.frozen_clock import frozen_clock as frozen_clock
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.work_off import work_off as work_off
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job

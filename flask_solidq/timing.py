@@ -2,6 +2,12 @@
 
 Times inside flask-solidq are aware UTC datetimes (names end in ``_at``); durations are float
 seconds once parsed (names end in ``_interval``, ``_timeout``, ``_duration`` or ``_per``).
+
+Every time the queue reads, in this process, comes through :func:`utcnow` or
+:func:`flask_solidq.database_clock.now`, and both honour one override, :func:`frozen_at`: the
+seam :func:`flask_solidq.testing.frozen_clock` sets, so a test steps through a rate limit or a
+debounce window without patching the modules that read the time. Monotonic timers (sleeps,
+polls, timeouts) stay real: they measure waiting, not the queue's time.
 """
 
 from __future__ import annotations
@@ -10,10 +16,28 @@ import datetime as dt
 
 UTC = dt.timezone.utc
 
+#: The time every reader of this process takes while a frozen clock is on (None: the real
+#: one). Process-wide on purpose, not per thread: a job's own threads and the finisher's
+#: read the same frozen time as the test that froze it.
+_frozen_at: dt.datetime | None = None
+
 
 def utcnow() -> dt.datetime:
-    """The current time, aware, in UTC."""
-    return dt.datetime.now(UTC)
+    """The current time, aware, in UTC (the frozen time while a frozen clock is on)."""
+    frozen = _frozen_at
+    return frozen if frozen is not None else dt.datetime.now(UTC)
+
+
+def frozen_at() -> dt.datetime | None:
+    """The frozen time every reader of this process takes, or None when the clocks are real."""
+    return _frozen_at
+
+
+def set_frozen_at(value: dt.datetime | None) -> None:
+    """Freeze this process's time at ``value`` (aware; None: back to the real clocks). Only
+    :class:`flask_solidq.frozen_clock.FrozenClock` calls it."""
+    global _frozen_at
+    _frozen_at = None if value is None else as_utc(value)
 
 
 def as_utc(value: dt.datetime) -> dt.datetime:

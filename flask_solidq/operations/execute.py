@@ -27,6 +27,8 @@ from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
+    from flask import Flask
+
     from flask_solidq.definitions.job import Job
     from flask_solidq.operations.claim import ClaimedJob
 
@@ -119,6 +121,28 @@ def perform(
     finally:
         steps.unwatch(job)
     return Outcome(claimed, OutcomeKind.FINISHED, job=job)
+
+
+def perform_in_app(
+    app: Flask,
+    claimed: ClaimedJob,
+    stopping: t.Callable[[], bool] | None = None,
+    process_id: int | None = None,
+) -> Outcome:
+    """:func:`perform` ``claimed`` as a worker's thread does: in a fresh context of ``app`` (the
+    job's own session and ``g``, torn down after it), with whatever escapes the run
+    (``SystemExit`` or the like from a job) kept as its failure, never lost. The worker and
+    :func:`flask_solidq.testing.work_off` both perform through it."""
+    try:
+        with app.app_context():
+            return perform(claimed, stopping, process_id)
+    except BaseException as error:  # noqa: BLE001 - a job's SystemExit: keep it as failed
+        return escaped(claimed, error)
+
+
+def escaped(claimed: ClaimedJob, error: BaseException) -> Outcome:
+    """The outcome of a run that ``error`` escaped from: failed, with that error."""
+    return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), exception=error)
 
 
 def load(claimed: ClaimedJob) -> Job:

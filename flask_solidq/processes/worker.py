@@ -313,12 +313,9 @@ class Worker(Poller):
             if at is not None:
                 _wait_until(at)
                 started = time.monotonic()
-            with self.app.app_context():
-                outcome = execute.perform(job, self._is_stopping, self.process_id)
-        except BaseException as error:  # SystemExit or the like from a job: keep it as failed
-            outcome = execute.Outcome(
-                job, execute.OutcomeKind.FAILED, error=execute.error_json(error), exception=error
-            )
+            outcome = execute.perform_in_app(self.app, job, self._is_stopping, self.process_id)
+        except BaseException as error:  # the wait's: keep the job as failed, never lost
+            outcome = execute.escaped(job, error)
         t.cast(Finisher, self.finisher).add(outcome)
         seconds = time.monotonic() - started
         self._runs.append(seconds)  # a deque's append is atomic: any thread
