@@ -108,12 +108,14 @@ class Budget:
     admissions: str | None = None
     #: The times it admitted at since it was read, which :meth:`ring` adds to the stored ones.
     admitted_at: list[dt.datetime] = dataclasses.field(default_factory=list)
+    #: Until when it admits nothing (see "Backing off"); None when it was never paused.
+    backed_off_until: dt.datetime | None = None
 
     def admit(self, rate: Rate, now: dt.datetime) -> bool:
         """Charge one claim at ``now`` if the budget admits it; say whether it did."""
         tat = self._capped_tat(rate, now)
         self.tat = tat
-        if tat is not None and now < tat - rate.tolerance:
+        if (tat is not None and now < tat - rate.tolerance) or self._pauses(now):
             return False
         self.tat = max(tat or now, now) + rate.interval
         self.admitted_at.append(now)
@@ -140,7 +142,9 @@ class Budget:
     def available_at(self, rate: Rate, now: dt.datetime) -> dt.datetime:
         """The earliest time a claim would be admitted (``now`` when it would be now)."""
         tat = self._capped_tat(rate, now)
-        return now if tat is None else max(now, tat - rate.tolerance)
+        at = now if tat is None else max(now, tat - rate.tolerance)
+        paused = self.backed_off_until
+        return paused if paused is not None and at < paused else at
 
     def next_slot(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
         """Hand out the next free slot to a job the budget refused; None when it would be
@@ -156,9 +160,15 @@ class Budget:
     def is_idle(self, now: dt.datetime) -> bool:
         """Whether the budget admits exactly as a missing one would: full, and no slot handed
         out ahead of ``now``. Such a row can be deleted without changing any admission."""
-        return (self.tat is None or self.tat <= now) and (
-            self.last_slot_at is None or self.last_slot_at <= now
+        return (
+            (self.tat is None or self.tat <= now)
+            and (self.last_slot_at is None or self.last_slot_at <= now)
+            and not self._pauses(now)
         )
+
+    def _pauses(self, now: dt.datetime) -> bool:
+        """Whether a back-off still holds the budget at ``now``."""
+        return self.backed_off_until is not None and now < self.backed_off_until
 
     def _capped_tat(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
         """``tat``, its debt cut to ``burst`` intervals when it is more than
@@ -170,5 +180,9 @@ class Budget:
 
 
 def retry_time(budget: Budget, rate: Rate, now: dt.datetime) -> dt.datetime:
-    """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now."""
-    return budget.next_slot(rate, now) or now + MAX_AHEAD
+    """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now (the end of
+    a longer back-off: nothing is admitted before it)."""
+    later = now + MAX_AHEAD
+    if budget.backed_off_until is not None:
+        later = max(later, budget.backed_off_until)
+    return budget.next_slot(rate, now) or later
