@@ -238,6 +238,19 @@ def declaration_for(key: str) -> RateLimit | None:
     return best[1] if best else None
 
 
+def limits_of(job: ClaimedJob) -> list[tuple[gcra.Rate, str]]:
+    """The rate and budget key of each budget a claimed job is checked against (and so was
+    admitted by, once claimed), in key order; none when the job isn't limited. The one place
+    that says which budgets a job has: a back-off (``RateLimited``) pauses each of them."""
+    limit = _limit_of(job)
+    return [] if limit is None else [limit]
+
+
+def budget_keys_of(job: ClaimedJob) -> list[str]:
+    """The keys of the budgets a claimed job was admitted by (see :func:`limits_of`)."""
+    return [key for _rate, key in limits_of(job)]
+
+
 def _limit_of(job: ClaimedJob) -> tuple[gcra.Rate, str] | None:
     """The rate and budget key a claimed job is checked against, from its definition's
     declaration now; no key when the job isn't limited.

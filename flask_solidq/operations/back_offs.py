@@ -1,0 +1,114 @@
+"""Store the jobs that raised ``RateLimited``: pause their budgets and defer them.
+
+Part of storing a batch of outcomes (:mod:`flask_solidq.operations.finalize`), in its
+transaction, after the jobs' claims were deleted. Each job's budgets (the ones it was admitted
+by: :func:`flask_solidq.controls.rate_limit.limits_of`) are paused from the database's clock
+(:mod:`flask_solidq.controls.back_off`), and the job goes back to wait exactly as a job its
+rate limit deferred at claim does:
+
+* a scheduled execution at the latest of its budgets' next slots, which come after the pause
+  (a job without a budget: the pause's end);
+* the job row's own ``scheduled_at`` untouched, so the execution due later than it reads as
+  deferred (:data:`flask_solidq.controls.budgets.IS_DEFERRED`: the dashboard, ``status`` and
+  the metrics count it there);
+* no attempt recorded, and ``executions`` as before the run (the payload is saved, with any
+  step progress);
+* its concurrency slot given back once the outcome committed (the FINISH hooks, as a claim's
+  deferral gives it back in its ``after_claim``); it takes one again, or blocks, when it comes
+  back due.
+
+The ``rate_limit_back_off`` signal is sent per job once the transaction committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import postgres
+from flask_solidq.controls import back_off
+from flask_solidq.controls import budgets
+from flask_solidq.controls import gcra
+from flask_solidq.controls import rate_limit
+from flask_solidq.models.tables import JOBS
+from flask_solidq.operations import dispatch
+from flask_solidq.values import JobRef
+
+if t.TYPE_CHECKING:
+    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.execute import Retry
+
+
+def defer(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> dict[int, Retry]:
+    """Pause the budgets of ``outcomes`` (``DEFERRED`` ones, claims deleted) and schedule
+    each job at its slot after the pause; return each job's retry with the time it was
+    scheduled at, by job id. ``now`` is this host's time, for ``updated_at`` stamps."""
+    limits = {o.claimed.id: rate_limit.limits_of(o.claimed) for o in outcomes}
+    pauses: dict[str, dt.timedelta] = {}
+    for outcome in outcomes:
+        for _rate, key in limits[outcome.claimed.id]:
+            pauses[key] = max(pauses.get(key, dt.timedelta(0)), _pause(outcome))
+    backed_off = back_off.pause(connection, pauses)
+    retries: dict[int, Retry] = {}
+    for outcome in outcomes:
+        retries[outcome.claimed.id] = t.cast("Retry", outcome.retry)._replace(
+            scheduled_at=_due_at(outcome, limits[outcome.claimed.id], backed_off)
+        )
+    if pauses:
+        budgets.save(connection, backed_off.locked, backed_off.now)
+    connection.execute(
+        _UPDATE_PAYLOAD,
+        [
+            {"job_id": job_id, "new_arguments": retry.arguments, "now": now}
+            for job_id, retry in retries.items()
+        ],
+    )
+    refs = [
+        JobRef.of(outcome.claimed, scheduled_at=retries[outcome.claimed.id].scheduled_at)
+        for outcome in outcomes
+    ]
+    dispatch.schedule(connection, refs, now)
+    earliest = min(retry.scheduled_at for retry in retries.values())
+    db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
+    for outcome in outcomes:
+        keys = [key for _rate, key in limits[outcome.claimed.id]]
+        until = [backed_off.until[key] for key in keys] or [backed_off.now + _pause(outcome)]
+        job = outcome.job
+        announce = functools.partial(
+            back_off.announce,
+            type(job) if job is not None else None,
+            keys,
+            max(until),
+            job_id=outcome.claimed.id,
+            class_name=outcome.claimed.class_name,
+        )
+        db.after_commit_on(connection, announce)
+    return retries
+
+
+def _pause(outcome: Outcome) -> dt.timedelta:
+    return outcome.pause or dt.timedelta(0)
+
+
+def _due_at(
+    outcome: Outcome, limits: list[tuple[gcra.Rate, str]], backed_off: back_off.BackedOff
+) -> dt.datetime:
+    """When the job is looked at again: the latest of its budgets' next slots, each after the
+    pause (a slot is taken from each, as a claim's deferral takes one); with no budget, the
+    pause's end."""
+    now = backed_off.now
+    slots = [gcra.retry_time(backed_off.locked[key], rate, now) for rate, key in limits]
+    return max(slots) if slots else now + _pause(outcome)
+
+
+#: A deferred job's payload (its step progress; ``executions`` as before the run). Its
+#: ``scheduled_at`` stays: the execution due later than it is what reads as deferred.
+_UPDATE_PAYLOAD = (
+    JOBS.update()
+    .where(JOBS.c.id == sa.bindparam("job_id"))
+    .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
+)
