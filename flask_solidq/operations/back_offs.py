@@ -1,7 +1,8 @@
 """Store the jobs that raised ``RateLimited``: pause their budgets and defer them.
 
 Part of storing a batch of outcomes (:mod:`flask_solidq.operations.finalize`), in its
-transaction, after the jobs' claims were deleted. Each job's budgets (the ones it was admitted
+transaction: :func:`pause` before the jobs' claims are deleted (budgets first, as a claim
+locks them), :func:`defer` after. Each job's budgets (the ones it was admitted
 by: :func:`flask_solidq.controls.rate_limit.limits_of`) are paused from the database's clock
 (:mod:`flask_solidq.controls.back_off`), and the job goes back to wait exactly as a job its
 rate limit deferred at claim does:
@@ -43,23 +44,43 @@ if t.TYPE_CHECKING:
     from flask_solidq.operations.execute import Retry
 
 
-def defer(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> dict[int, Retry]:
-    """Pause the budgets of ``outcomes`` (``DEFERRED`` ones, claims deleted) and schedule
-    each job at its slot after the pause; return each job's retry with the time it was
-    scheduled at, by job id. ``now`` is this host's time, for ``updated_at`` stamps."""
+class Paused(t.NamedTuple):
+    """The back-off of a batch's deferred jobs, written: each job's budgets, by job id, and
+    what the pause locked and wrote."""
+
+    limits: dict[int, list[tuple[gcra.Rate, str]]]
+    backed_off: back_off.BackedOff
+
+
+def pause(connection: sa.Connection, outcomes: list[Outcome]) -> Paused:
+    """Pause the budgets of ``outcomes`` (``DEFERRED`` ones), each key for the longest pause
+    asked of it, and keep them locked for :func:`defer`. Runs before the claims are deleted
+    (see the finisher's transaction), so a job whose claim turns out lost still paused its
+    budgets: the API did say 429."""
     limits = {o.claimed.id: rate_limit.limits_of(o.claimed) for o in outcomes}
     pauses: dict[str, dt.timedelta] = {}
     for outcome in outcomes:
         for _rate, key in limits[outcome.claimed.id]:
             pauses[key] = max(pauses.get(key, dt.timedelta(0)), _pause(outcome))
-    backed_off = back_off.pause(connection, pauses)
+    return Paused(limits, back_off.pause(connection, pauses))
+
+
+def defer(
+    connection: sa.Connection, paused: Paused, outcomes: list[Outcome], now: dt.datetime
+) -> dict[int, Retry]:
+    """Schedule each job of ``outcomes`` (the ``DEFERRED`` ones whose claims were deleted) at
+    its slot after the pause, and save the budgets; return each job's retry with the time it
+    was scheduled at, by job id. ``now`` is this host's time, for ``updated_at`` stamps."""
+    backed_off = paused.backed_off
     retries: dict[int, Retry] = {}
     for outcome in outcomes:
         retries[outcome.claimed.id] = t.cast("Retry", outcome.retry)._replace(
-            scheduled_at=_due_at(outcome, limits[outcome.claimed.id], backed_off)
+            scheduled_at=_due_at(outcome, paused.limits[outcome.claimed.id], backed_off)
         )
-    if pauses:
+    if backed_off.locked.rows:
         budgets.save(connection, backed_off.locked, backed_off.now)
+    if not outcomes:
+        return retries
     connection.execute(
         _UPDATE_PAYLOAD,
         [
@@ -75,7 +96,7 @@ def defer(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) 
     earliest = min(retry.scheduled_at for retry in retries.values())
     db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
     for outcome in outcomes:
-        keys = [key for _rate, key in limits[outcome.claimed.id]]
+        keys = [key for _rate, key in paused.limits[outcome.claimed.id]]
         until = [backed_off.until[key] for key in keys] or [backed_off.now + _pause(outcome)]
         job = outcome.job
         announce = functools.partial(

@@ -137,10 +137,18 @@ def _store_held(
     ones (``RateLimited``) with the times they were scheduled at. The counts of their batches
     change in it too (a batch that finishes stores its callbacks there: see
     :mod:`flask_solidq.operations.batches`)."""
+    deferring = [o for o in outcomes if o.kind is OutcomeKind.DEFERRED]
     with db.write(engine) as connection:
+        # The budgets of jobs told 429 are locked before the claims, the order a claim locks
+        # them in, so a claim and a finisher never wait on each other crosswise (InnoDB).
+        paused = back_offs.pause(connection, deferring) if deferring else None
         kept = delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes])
         held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
-        deferred = _store(connection, held, kept, now, preserve_finished=preserve_finished)
+        _store(connection, held, kept, now, preserve_finished=preserve_finished)
+        deferred = {}
+        if paused is not None:
+            deferring = [o for o in held if o.kind is OutcomeKind.DEFERRED]
+            deferred = back_offs.defer(connection, paused, deferring, now)
         tallies = batches.tally_by_batch(
             (o.claimed.batch_id, _BATCH_COUNTS[o.kind]) for o in held if o.kind in _BATCH_COUNTS
         )
@@ -177,7 +185,7 @@ def _store(
     now: dt.datetime,
     *,
     preserve_finished: bool,
-) -> dict[int, Retry]:
+) -> None:
     done = [o.claimed.id for o in outcomes if o.kind in _DONE]
     if done:
         if preserve_finished:
@@ -193,9 +201,6 @@ def _store(
     if retried:
         attempts.record(connection, [(o.claimed.id, o.error) for o in retried if o.error], now)
         _schedule_retries(connection, retried, now)
-    # A job that raised RateLimited waits as one its rate limit deferred.
-    deferred = [o for o in outcomes if o.kind is OutcomeKind.DEFERRED]
-    return back_offs.defer(connection, deferred, now) if deferred else {}
 
 
 def _mark_finished(started: dict[int, dt.datetime], done: list[int]) -> sa.Update:
