@@ -180,6 +180,16 @@ def test_a_job_told_429_twice_is_deferred_twice_never_failed_then_runs(app, engi
     assert support.rows(engine, JOB_FAILURES) == []
 
 
+def test_a_retry_on_rule_never_sees_rate_limited(app, engine):
+    job_id = later(app, jobs.throttled_retrying, "rule", 1)
+
+    (outcome,) = perform_all(app, engine, claim_batch(engine))
+
+    assert outcome.kind is OutcomeKind.DEFERRED
+    assert "exception_executions" not in json.loads(job_row(engine, job_id).arguments)
+    assert spent_nothing(engine, job_id)
+
+
 def test_a_claim_during_the_pause_defers_the_job_again_past_it_and_spends_nothing(app, engine):
     job_id = later(app, jobs.throttled, "once", 1)
     perform_all(app, engine, claim_batch(engine))
@@ -320,6 +330,10 @@ def test_back_off_pauses_a_budget_from_anywhere_and_the_limiter_reports_it(app, 
         assert not limiter.is_limited(THROTTLED)
         with back_off_signals() as sent:
             until = limiter.back_off(THROTTLED, seconds=1)
+        row = budget(engine, THROTTLED)
+        assert row.backed_off_until == until == row.updated_at + dt.timedelta(seconds=1)
+        assert row.tat < row.updated_at and row.last_slot_at is None  # full, no slot ahead...
+        assert limiter.clear_idle_in_batches() == 0  # ...but paused: not idle, kept
         assert limiter.is_limited(THROTTLED)
         assert 0 < limiter.time_until_available(THROTTLED) <= 1.0
         assert limiter.state(THROTTLED).next_admission_at == until
@@ -334,9 +348,6 @@ def test_back_off_pauses_a_budget_from_anywhere_and_the_limiter_reports_it(app, 
     batch = claim_batch(engine)
     assert [d.until for d in batch.deferrals] == [until]
     assert spent_nothing(engine, job_id)
-    # A paused budget isn't idle: clearing leaves it.
-    with app.app_context():
-        assert RateLimiter().clear_idle_in_batches() == 0
 
 
 def test_jobs_deferred_before_a_back_off_get_new_slots_after_it(app, engine):

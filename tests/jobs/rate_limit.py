@@ -186,3 +186,11 @@ def throttled_unlimited(note: str, fail_times: int = 0) -> None:
     """No rate limit (no budget to pause); the API says 429 to its first ``fail_times``."""
     _answer(note, fail_times)
     PERFORMED.append(("rate_test.throttled_unlimited", (note,)))
+
+
+@solidq.job(name="rate_test.throttled_retrying")
+@retry_on(Exception, wait=0, attempts=3)
+@limits_rate(to=10, per=1, key="global")
+def throttled_retrying(note: str, fail_times: int = 0) -> None:
+    """Retries on any error, yet a 429 is no error it counts."""
+    _answer(note, fail_times)
