@@ -36,7 +36,8 @@ def pause(connection: sa.Connection, pauses: t.Mapping[str, dt.timedelta]) -> Ba
     """Pause each budget key of ``pauses`` for its length from the database's clock, in the
     caller's transaction, which keeps the budgets locked; the caller hands out any slots it
     needs from them, then saves them (:func:`flask_solidq.controls.budgets.save`)."""
-    locked = budgets.lock(connection, pauses, utcnow())
+    # No budget (a job without a rate limit told 429): nothing to lock, only the clock.
+    locked = budgets.lock(connection, pauses, utcnow()) if pauses else budgets.Locked()
     now = database_clock.now(connection)
     until = {}
     for key, length in pauses.items():
