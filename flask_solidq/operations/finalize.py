@@ -63,9 +63,8 @@ def finalize_all(
 ) -> list[Outcome]:
     """Store ``outcomes`` of jobs ``process_id`` claimed, in one transaction; return the ones
     stored (the others had lost their claim; a ``DEFERRED`` one's ``retry`` now says when it
-    was scheduled). Then run the controls' FINISH hooks and send
-    the stored outcomes' signals (after the commit of the caller's :func:`db.transaction`,
-    when one is open)."""
+    was scheduled). Then run the controls' FINISH hooks and send the stored outcomes' signals
+    (after the commit of the caller's :func:`db.transaction`, when one is open)."""
     now = utcnow()
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
