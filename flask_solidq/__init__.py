@@ -18,6 +18,7 @@ from flask_solidq.errors import CollectedJobMismatch as CollectedJobMismatch
 from flask_solidq.errors import DeserializationError as DeserializationError
 from flask_solidq.errors import EnqueueError as EnqueueError
 from flask_solidq.errors import PendingMigrations as PendingMigrations
+from flask_solidq.errors import RateLimited as RateLimited
 from flask_solidq.errors import ResumptionLimitReached as ResumptionLimitReached
 from flask_solidq.errors import SerializationError as SerializationError
 from flask_solidq.errors import SolidQError as SolidQError

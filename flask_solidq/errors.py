@@ -10,6 +10,9 @@ Bad declarations (a control decorator given an invalid option) raise the built-i
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
+import math
 import typing as t
 
 
@@ -70,3 +73,80 @@ class JobNotFound(SolidQError):
 class ResumptionLimitReached(SolidQError):
     """A job with steps was interrupted more times than its ``max_resumptions=`` (or
     ``SOLIDQ_MAX_RESUMPTIONS``) allows; it failed, its progress kept for a retry."""
+
+
+class RateLimited(SolidQError):
+    """The API a job calls said "too many requests" (HTTP 429): raise it from the job's
+    ``perform`` with how long to wait, and every rate-limit budget the job was admitted by
+    admits nothing for that long. The job waits (deferred, as over its rate limit), is not
+    failed, and spends no attempt; ``retry_on`` and ``discard_on`` never see it.
+
+    ``retry_after`` is seconds (an int or float above 0), a positive ``timedelta``, or an
+    aware ``datetime`` (an HTTP ``Retry-After`` may be a date; one already past pauses
+    nothing, and the job waits for its next slot). A date is read against this host's clock
+    when raised; the pause is then counted on the database's clock, as every claim is.
+
+    :raises TypeError, ValueError: ``retry_after`` is none of those.
+    """
+
+    def __init__(self, retry_after: float | dt.timedelta | dt.datetime) -> None:
+        #: How long to wait (a ``timedelta``) or until when (an aware ``datetime``, UTC).
+        self.retry_after = pause_of(retry_after, name="RateLimited(retry_after=)", until=True)
+        when = self.retry_after
+        shown = when.isoformat() if isinstance(when, dt.datetime) else f"{when.total_seconds():g}s"
+        super().__init__(f"Rate limited by the API: retry after {shown}.")
+
+    @classmethod
+    def from_retry_after(
+        cls, value: str | None, *, default: float | dt.timedelta = 60.0
+    ) -> RateLimited:
+        """The back-off an HTTP ``Retry-After`` header asks for: seconds (``"120"``) or an
+        HTTP date (``"Wed, 21 Oct 2026 07:28:00 GMT"``); ``default`` when the header is
+        missing (None) or says neither (or no positive number of seconds)."""
+        text = (value or "").strip()
+        if text.isdigit() and int(text) > 0:
+            return cls(int(text))
+        try:
+            date = email.utils.parsedate_to_datetime(text) if text else None
+        except (TypeError, ValueError):
+            date = None
+        if date is not None and date.tzinfo is not None:
+            return cls(date)
+        return cls(default)
+
+    def pause(self, now: dt.datetime | None = None) -> dt.timedelta:
+        """How long the back-off lasts from ``now`` (this host's clock by default): the
+        ``retry_after`` given, or the time left until its date (none once it is past)."""
+        if isinstance(self.retry_after, dt.timedelta):
+            return self.retry_after
+        now = now or dt.datetime.now(dt.timezone.utc)
+        return max(dt.timedelta(0), self.retry_after - now)
+
+
+def pause_of(value: object, *, name: str, until: bool = False) -> dt.timedelta | dt.datetime:
+    """A back-off's length as given to ``name``: seconds above 0 or a positive ``timedelta``
+    (a ``timedelta``); with ``until``, an aware ``datetime`` too (kept, in UTC).
+
+    :raises TypeError: ``value`` is of none of those types (a bool counts as none).
+    :raises ValueError: the seconds or the ``timedelta`` aren't above 0 (or aren't finite),
+        or the ``datetime`` is naive.
+    """
+    if isinstance(value, dt.datetime) and until:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"{name} takes an aware datetime (with a timezone), not the naive {value!r}."
+            )
+        return value.astimezone(dt.timezone.utc)
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        kinds = "seconds, a timedelta or an aware datetime" if until else "seconds or a timedelta"
+        raise TypeError(f"{name} takes {kinds}, not {type(value).__name__}.")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{name} must be more than 0 seconds, not {value!r}.")
+    try:
+        return dt.timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"{name} is too long a pause: {value!r} seconds.") from None

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import database_clock
 from flask_solidq import db
+from flask_solidq import errors
+from flask_solidq.controls import back_off
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
@@ -83,6 +86,28 @@ class RateLimiter:
             next_check_at=waiting[0].next_check_at if waiting else None,
             last_slot_at=budget.last_slot_at,
         )
+
+    def back_off(self, key: str, seconds: float | dt.timedelta) -> dt.datetime:
+        """Pause the budget ``key`` (as stored, ``"sync_shop/acme"``): it admits nothing for
+        ``seconds`` (a number above 0 or a ``timedelta``), counted from the database's clock,
+        then admits at its rate again (at most its burst at once). A longer pause already
+        there is kept. The jobs already waiting on it are refused when their slots come and
+        get new ones after the pause, spending no attempt. Sends ``rate_limit_back_off``.
+        Return until when the budget is paused (by the database's clock).
+
+        :raises ValueError: no registered job declares a limit whose budgets include
+            ``key``, or ``seconds`` isn't above 0.
+        :raises TypeError: ``seconds`` is neither a number nor a ``timedelta``.
+        """
+        pause = t.cast(dt.timedelta, errors.pause_of(seconds, name="back_off(seconds=)"))
+        _rate(key)
+        engine = self._engine()
+        with db.write(engine) as connection:
+            backed_off = back_off.pause(connection, {key: pause})
+            budgets.save(connection, backed_off.locked, backed_off.now)
+            until = backed_off.until[key]
+            db.after_commit_on(connection, lambda: back_off.announce(None, [key], until))
+        return until
 
     def clear_idle_in_batches(self, batch_size: int = 500, sleep_between_batches: float = 0) -> int:
         """Delete the budgets that admit exactly as a missing one would (full, no slot

@@ -67,6 +67,15 @@ defer_rate_limited = _signals.signal("defer-rate-limited")
 """A claim deferred jobs of one definition over its rate limit. Payload: ``class_name``,
 ``keys``, ``job_ids``, ``size``."""
 
+rate_limit_back_off = _signals.signal("rate-limit-back-off")
+"""Rate-limit budgets were paused: a job raised ``RateLimited`` (the API it calls said 429),
+or the app called ``rate_limiter.back_off``. Payload: ``keys`` (the budgets paused),
+``until`` (an aware datetime, by the database's clock: they admit nothing before it; a
+longer pause already there is kept), ``job_id`` and ``class_name`` (the job's row and name;
+None from ``back_off``). The sender is the job's definition (None from ``back_off``). Sent
+once the pause committed, once per job (a job without a budget pauses none: ``keys`` is
+empty, and ``until`` is when it runs again at the earliest)."""
+
 release_blocked = _signals.signal("release-blocked")
 """A blocked job's turn came: ``released`` says whether it became ready. Payload: ``job_id``,
 ``concurrency_key``, ``released``."""

@@ -23,7 +23,13 @@ from flask_solidq.models.tables import SCHEDULED
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
 _LOCK = db.for_update(
-    sa.select(BUDGETS.c.key, BUDGETS.c.tat, BUDGETS.c.last_slot_at, BUDGETS.c.admissions)
+    sa.select(
+        BUDGETS.c.key,
+        BUDGETS.c.tat,
+        BUDGETS.c.last_slot_at,
+        BUDGETS.c.admissions,
+        BUDGETS.c.backed_off_until,
+    )
     .where(BUDGETS.c.key.in_(_KEYS))
     .order_by(BUDGETS.c.key),
     skip_locked=False,
@@ -35,6 +41,7 @@ _SAVE = (
         tat=sa.bindparam("new_tat"),
         last_slot_at=sa.bindparam("new_last_slot_at"),
         admissions=sa.bindparam("new_admissions"),
+        backed_off_until=sa.bindparam("new_backed_off_until"),
         updated_at=sa.bindparam("now"),
     )
 )
@@ -54,7 +61,12 @@ class Locked:
         return self.rows[self._stored.get(key, key)]
 
     def add(self, row: sa.Row[t.Any], asked: str | None = None) -> None:
-        self.rows.setdefault(row.key, Budget(row.tat, row.last_slot_at, row.admissions))
+        self.rows.setdefault(
+            row.key,
+            Budget(
+                row.tat, row.last_slot_at, row.admissions, backed_off_until=row.backed_off_until
+            ),
+        )
         if asked is not None and asked != row.key:
             self._stored[asked] = row.key
 
@@ -105,6 +117,7 @@ def save(connection: sa.Connection, locked: Locked, now: dt.datetime) -> None:
                     "new_last_slot_at": budget.last_slot_at,
                     # The admissions' ring rides on the same UPDATE (no statement of its own).
                     "new_admissions": budget.ring(),
+                    "new_backed_off_until": budget.backed_off_until,
                     "now": now,
                 }
                 for key, budget in sorted(locked.rows.items())
@@ -115,16 +128,20 @@ def save(connection: sa.Connection, locked: Locked, now: dt.datetime) -> None:
 def read(connection: sa.Connection, key: str) -> Budget | None:
     """The budget of ``key`` without locking it; None when it has no row."""
     row = connection.execute(
-        sa.select(BUDGETS.c.tat, BUDGETS.c.last_slot_at).where(BUDGETS.c.key == key)
+        sa.select(BUDGETS.c.tat, BUDGETS.c.last_slot_at, BUDGETS.c.backed_off_until).where(
+            BUDGETS.c.key == key
+        )
     ).first()
-    return None if row is None else Budget(row.tat, row.last_slot_at)
+    if row is None:
+        return None
+    return Budget(row.tat, row.last_slot_at, backed_off_until=row.backed_off_until)
 
 
 def clear_idle_in_batches(
     engine: sa.Engine, *, batch_size: int = 500, sleep_between_batches: float = 0.0
 ) -> int:
-    """Delete the budgets that admit exactly as a missing row would (full, and no slot handed
-    out ahead), ``batch_size`` at a time; return how many.
+    """Delete the budgets that admit exactly as a missing row would (full, no slot handed out
+    ahead, no back-off holding it), ``batch_size`` at a time; return how many.
 
     Clearing never changes what is admitted: the delete re-checks each row's times under its
     lock, so a budget a claim charges meanwhile stays, and a claim after the delete inserts
@@ -139,6 +156,8 @@ def clear_idle_in_batches(
             idle = sa.and_(
                 BUDGETS.c.tat <= now,
                 sa.or_(BUDGETS.c.last_slot_at.is_(None), BUDGETS.c.last_slot_at <= now),
+                # A paused budget isn't idle: a missing row would admit at once.
+                sa.or_(BUDGETS.c.backed_off_until.is_(None), BUDGETS.c.backed_off_until <= now),
             )
             ids = list(
                 connection.scalars(

@@ -126,12 +126,14 @@ class Budget:
     #: The times it admitted at since it was read, and the units of each, which :meth:`ring`
     #: adds to the stored ones.
     admitted_at: list[tuple[dt.datetime, int]] = dataclasses.field(default_factory=list)
+    #: Until when it admits nothing (see "Backing off"); None when it was never paused.
+    backed_off_until: dt.datetime | None = None
 
     def admit(self, rate: Rate, now: dt.datetime, units: int = 1) -> bool:
         """Charge ``units`` at ``now`` if the budget admits them; say whether it did."""
         tat = self._capped_tat(rate, now)
         self.tat = tat
-        if tat is not None and now < tat - rate.tolerance_for(units):
+        if (tat is not None and now < tat - rate.tolerance_for(units)) or self._pauses(now):
             return False
         self.charge(rate, now, units)
         return True
@@ -177,7 +179,9 @@ class Budget:
     def available_at(self, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime:
         """The earliest time ``units`` would be admitted (``now`` when they would be now)."""
         tat = self._capped_tat(rate, now)
-        return now if tat is None else max(now, tat - rate.tolerance_for(units))
+        at = now if tat is None else max(now, tat - rate.tolerance_for(units))
+        paused = self.backed_off_until
+        return paused if paused is not None and at < paused else at
 
     def next_slot(self, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime | None:
         """Hand out the next free slot to a job the budget refused; None when it would be
@@ -194,12 +198,25 @@ class Budget:
             slot = max(slot, self.last_slot_at + rate.interval * units)
         return None if slot > now + MAX_AHEAD else slot
 
+    def looks_again(self, now: dt.datetime) -> dt.datetime:
+        """When a job with no slot looks again: :data:`MAX_AHEAD` from now, or the end of a
+        longer back-off (nothing is admitted before it)."""
+        later = now + MAX_AHEAD
+        paused = self.backed_off_until
+        return paused if paused is not None and paused > later else later
+
     def is_idle(self, now: dt.datetime) -> bool:
         """Whether the budget admits exactly as a missing one would: full, and no slot handed
         out ahead of ``now``. Such a row can be deleted without changing any admission."""
-        return (self.tat is None or self.tat <= now) and (
-            self.last_slot_at is None or self.last_slot_at <= now
+        return (
+            (self.tat is None or self.tat <= now)
+            and (self.last_slot_at is None or self.last_slot_at <= now)
+            and not self._pauses(now)
         )
+
+    def _pauses(self, now: dt.datetime) -> bool:
+        """Whether a back-off still holds the budget at ``now``."""
+        return self.backed_off_until is not None and now < self.backed_off_until
 
     def _capped_tat(self, rate: Rate, now: dt.datetime) -> dt.datetime | None:
         """``tat``, its debt cut to ``burst`` intervals when it is more than
@@ -211,5 +228,6 @@ class Budget:
 
 
 def retry_time(budget: Budget, rate: Rate, now: dt.datetime, units: int = 1) -> dt.datetime:
-    """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now."""
-    return budget.next_slot(rate, now, units) or now + MAX_AHEAD
+    """When a refused job looks again: its slot, or :data:`MAX_AHEAD` from now (the end of
+    a longer back-off: nothing is admitted before it)."""
+    return budget.next_slot(rate, now, units) or budget.looks_again(now)

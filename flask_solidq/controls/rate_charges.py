@@ -127,13 +127,14 @@ def admit(
 def defer(states: Locked, charges: list[Charge], now: dt.datetime) -> tuple[str, dt.datetime]:
     """When a job its budgets refused looks again, and which budget says so: the latest of
     their next free slots, taken on that budget alone (the others' slots stay free for jobs
-    that need only them); :data:`~flask_solidq.controls.gcra.MAX_AHEAD` from now when one of
-    them has none that soon."""
+    that need only them); :data:`~flask_solidq.controls.gcra.MAX_AHEAD` from now (or the end
+    of its back-off) when one of them has none that soon."""
     latest: tuple[dt.datetime, Charge] | None = None
     for charge in charges:
-        slot = states[charge.key].peek_slot(charge.rate, now, charge.units)
+        budget = states[charge.key]
+        slot = budget.peek_slot(charge.rate, now, charge.units)
         if slot is None:
-            return charge.key, now + gcra.MAX_AHEAD
+            return charge.key, budget.looks_again(now)
         if latest is None or slot > latest[0]:
             latest = (slot, charge)
     assert latest is not None  # a limited job has at least one charge

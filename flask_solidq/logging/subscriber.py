@@ -7,10 +7,11 @@ never its arguments or keys: those may hold personal data, and a log is the wron
 keep it. The same fields ride on each record as ``extra=`` with an ``event``
 (:class:`LogEvent`), so structured loggers get them without parsing the message.
 
-Levels: a job a worker starts, and the end of each run (:func:`log_performed`: finished,
-retried with when it runs again, or discarded, with its duration), log at INFO; a failed run at
-WARNING, with its error's class and message. The other signals (enqueue, the outcome signals,
-controls) log at DEBUG; a dropped collected call at WARNING, since someone should look at it.
+Levels: a job a worker starts, the end of each run (:func:`log_performed`: finished,
+retried with when it runs again, discarded or deferred, with its duration), and a rate-limit
+budget backing off, log at INFO; a failed run at WARNING, with its error's class and message.
+The other signals (enqueue, the outcome signals, controls) log at DEBUG; a dropped collected
+call at WARNING, since someone should look at it.
 
 Signals are sent in the thread doing the work, so each receiver first asks the logger whether
 the line would be written at all and, when not, returns before building anything.
@@ -59,6 +60,7 @@ class LogEvent(str, enum.Enum):
     JOB_DISCARDED = "job_discarded"
     JOB_FAILED = "job_failed"
     JOB_INTERRUPTED = "job_interrupted"
+    JOB_DEFERRED = "job_deferred"
     PERFORM = "perform"
     RETRY = "retry"
     DISCARD = "discard"
@@ -66,6 +68,7 @@ class LogEvent(str, enum.Enum):
     COALESCE = "coalesce"
     DROP_COALESCED_CALL = "drop_coalesced_call"
     DEFER_RATE_LIMITED = "defer_rate_limited"
+    RATE_LIMIT_BACK_OFF = "rate_limit_back_off"
     RELEASE_BLOCKED = "release_blocked"
     CLAIM = "claim"
     RELEASE = "release"
@@ -90,6 +93,7 @@ _OUTCOME_EVENTS = {
     OutcomeKind.DISCARDED: LogEvent.JOB_DISCARDED,
     OutcomeKind.FAILED: LogEvent.JOB_FAILED,
     OutcomeKind.INTERRUPTED: LogEvent.JOB_INTERRUPTED,
+    OutcomeKind.DEFERRED: LogEvent.JOB_DEFERRED,
 }
 
 
@@ -269,6 +273,19 @@ def _batch_finish_receiver(level: int) -> Receiver:
     return receive
 
 
+def _back_off_receiver(level: int) -> Receiver:
+    """The receiver of ``rate_limit_back_off``: the job, the budgets and the pause's end."""
+
+    def receive(sender: object, **payload: t.Any) -> None:
+        logger = _logger_for(level)
+        if logger is not None:
+            fields = {key: payload.get(key) for key in ("class_name", "job_id", "keys")}
+            fields["until"] = _utc_iso(payload["until"])
+            log(logger, level, LogEvent.RATE_LIMIT_BACK_OFF, "Back off rate limit", fields)
+
+    return receive
+
+
 def _thread_error_receiver(level: int) -> Receiver:
     """The receiver of ``thread_error``: the process, where, and the error's class (the code
     that sent it logs the traceback)."""
@@ -372,6 +389,8 @@ _RECEIVERS: tuple[tuple[NamedSignal, Receiver], ...] = (
             ("class_name", "keys", "job_ids", "size"),
         ),
     ),
+    # INFO: an API said 429, rarer than a deferral and worth seeing.
+    (signals.rate_limit_back_off, _back_off_receiver(logging.INFO)),
     (
         signals.release_blocked,
         _fields_receiver(

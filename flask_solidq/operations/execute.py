@@ -48,6 +48,9 @@ class OutcomeKind(str, enum.Enum):
     #: Stopped at a step's checkpoint by a stopping worker: back to its queue at once, with
     #: its progress, spending no attempt (see :mod:`flask_solidq.definitions.steps`).
     INTERRUPTED = "interrupted"
+    #: Raised :class:`~flask_solidq.errors.RateLimited` (the API said 429): its budgets pause,
+    #: and it waits as a job its rate limit deferred, spending no attempt.
+    DEFERRED = "deferred"
 
 
 class Retry(t.NamedTuple):
@@ -77,6 +80,9 @@ class Outcome(t.NamedTuple):
     #: A failed job's payload with its step progress, stored with the failure so that a
     #: retry by hand resumes from it; None for a job without steps.
     arguments: str | None = None
+    #: A ``DEFERRED`` job's back-off: how long its budgets admit nothing, counted from the
+    #: database's clock when the outcome is stored.
+    pause: dt.timedelta | None = None
 
 
 def perform(
@@ -115,6 +121,8 @@ def perform(
         job.perform_now()
     except steps.JobInterrupted:
         return _interrupted(claimed, job)
+    except errors.RateLimited as limited:
+        return _rate_limited(claimed, job, limited)
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
     except Exception as error:  # noqa: BLE001
         return handle_error(claimed, job, error)
@@ -276,6 +284,26 @@ def _interrupted(claimed: ClaimedJob, job: Job) -> Outcome:
         rate_limit_key=_rate_limit_key(claimed, job),
     )
     return Outcome(claimed, OutcomeKind.INTERRUPTED, retry=retry, job=job)
+
+
+def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) -> Outcome:
+    """Deferred: back to scheduled once its budgets' back-off is stored, with its progress;
+    the run isn't counted (``executions`` as before it), and no rule sees the error. The
+    time it runs again is the finisher's to decide (its budgets' next slot after the pause),
+    so ``retry`` holds this host's estimate until then."""
+    job.executions = max(0, job.executions - 1)
+    pause = limited.pause()
+    retry = Retry(
+        arguments=_dumps(job.payload()),
+        scheduled_at=utcnow() + pause,
+        queue_name=claimed.queue_name,
+        priority=claimed.priority,
+        rate_limit_key=claimed.rate_limit_key,
+        wait=pause.total_seconds(),
+    )
+    return Outcome(
+        claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited, pause=pause
+    )
 
 
 def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:

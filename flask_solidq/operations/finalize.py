@@ -29,10 +29,12 @@ from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
+from flask_solidq.operations import back_offs
 from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.execute import Retry
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
@@ -60,19 +62,27 @@ def finalize_all(
     engine: sa.Engine, process_id: int, outcomes: list[Outcome], *, preserve_finished: bool
 ) -> list[Outcome]:
     """Store ``outcomes`` of jobs ``process_id`` claimed, in one transaction; return the ones
-    stored (the others had lost their claim). Then run the controls' FINISH hooks and send
-    the stored outcomes' signals (after the commit of the caller's :func:`db.transaction`,
-    when one is open)."""
+    stored (the others had lost their claim; a ``DEFERRED`` one's ``retry`` now says when it
+    was scheduled). Then run the controls' FINISH hooks and send the stored outcomes' signals
+    (after the commit of the caller's :func:`db.transaction`, when one is open)."""
     now = utcnow()
     job_ids = [outcome.claimed.id for outcome in outcomes]
     if _fits_one_statement(engine, outcomes):
         params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
         rows = fast_path.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
         kept = {job_id for (job_id,) in rows}
+        deferred: dict[int, Retry] = {}
     else:
         store = functools.partial(_store_held, engine, process_id, outcomes, now, preserve_finished)
-        kept = db.retrying_deadlocks(store, attempts=DEADLOCK_ATTEMPTS)
-    stored = [outcome for outcome in outcomes if outcome.claimed.id in kept]
+        kept, deferred = db.retrying_deadlocks(store, attempts=DEADLOCK_ATTEMPTS)
+    # A deferred job's retry carries the time it was scheduled at, decided in the transaction.
+    stored = [
+        outcome._replace(retry=deferred[outcome.claimed.id])
+        if outcome.claimed.id in deferred
+        else outcome
+        for outcome in outcomes
+        if outcome.claimed.id in kept
+    ]
     try:
         controls.finish(
             engine, [job_ref(outcome) for outcome in stored if not keeps_its_slot(outcome, now)]
@@ -120,20 +130,29 @@ def _store_held(
     outcomes: list[Outcome],
     now: dt.datetime,
     preserve_finished: bool,
-) -> set[int]:
+) -> tuple[set[int], dict[int, Retry]]:
     """Release the claims ``process_id`` still holds among ``outcomes`` and store those
-    outcomes, in one transaction; return the job ids stored. The counts of their batches
+    outcomes, in one transaction; return the job ids stored, and the retries of the deferred
+    ones (``RateLimited``) with the times they were scheduled at. The counts of their batches
     change in it too (a batch that finishes stores its callbacks there: see
     :mod:`flask_solidq.operations.batches`)."""
+    deferring = [o for o in outcomes if o.kind is OutcomeKind.DEFERRED]
     with db.write(engine) as connection:
+        # The budgets of jobs told 429 are locked before the claims, the order a claim locks
+        # them in, so a claim and a finisher never wait on each other crosswise (InnoDB).
+        paused = back_offs.pause(connection, deferring) if deferring else None
         kept = delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes])
         held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
         _store(connection, held, kept, now, preserve_finished=preserve_finished)
+        deferred = {}
+        if paused is not None:
+            deferring = [o for o in held if o.kind is OutcomeKind.DEFERRED]
+            deferred = back_offs.defer(connection, paused, deferring, now)
         tallies = batches.tally_by_batch(
             (o.claimed.batch_id, _BATCH_COUNTS[o.kind]) for o in held if o.kind in _BATCH_COUNTS
         )
         batches.account(engine, connection, tallies, now)
-    return set(kept)
+    return set(kept), deferred
 
 
 def delete_held_claims(
@@ -255,8 +274,13 @@ def _save_progress(connection: sa.Connection, outcomes: list[Outcome], now: dt.d
 
 
 def keeps_its_slot(outcome: Outcome, now: dt.datetime) -> bool:
-    """Whether the outcome's job holds on to what it holds (a retry due at once)."""
-    return outcome.retry is not None and outcome.retry.scheduled_at <= now
+    """Whether the outcome's job holds on to what it holds (a retry due at once; never a
+    deferred job, which waits as scheduled, whenever it is due)."""
+    return (
+        outcome.kind is not OutcomeKind.DEFERRED
+        and outcome.retry is not None
+        and outcome.retry.scheduled_at <= now
+    )
 
 
 def job_ref(outcome: Outcome) -> JobRef:

@@ -21,7 +21,10 @@ import sqlalchemy as sa
 from flask import current_app
 from flask import has_app_context
 
+from flask_solidq import db
 from flask_solidq.operations import finalize
+from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.processes import job_notices
 from flask_solidq.processes.base import ThreadActivity
 
 if t.TYPE_CHECKING:
@@ -145,6 +148,7 @@ class Finisher:
             stored = finalize.finalize_all(
                 self.engine, process_id, batch, preserve_finished=self.preserve_finished
             )
+        _announce_deferred(self.engine, stored)
         if len(stored) < len(batch):
             kept = {outcome.claimed.id for outcome in stored}
             log_dropped(
@@ -158,6 +162,14 @@ class Finisher:
         """A fresh app context per batch, so a receiver using the app's session gets one
         that is torn down after it."""
         return self.app.app_context() if self.app is not None else contextlib.nullcontext()
+
+
+def _announce_deferred(engine: sa.Engine, stored: t.Sequence[Outcome]) -> None:
+    """Wake the dispatchers that would sleep past the first job deferred by ``RateLimited``
+    (on PostgreSQL the transaction notified them already)."""
+    due = [o.retry.scheduled_at for o in stored if o.kind is OutcomeKind.DEFERRED and o.retry]
+    if due:
+        job_notices.announce_scheduled(engine, min(due), notified=db.supports_listen_notify(engine))
 
 
 def log_dropped(outcomes: t.Sequence[Outcome], why: str) -> None:

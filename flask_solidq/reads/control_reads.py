@@ -42,10 +42,14 @@ class BudgetRow(t.NamedTuple):
     updated_at: dt.datetime
     #: Its recent admissions (:mod:`flask_solidq.controls.admission_ring`).
     admissions: str | None = None
+    #: Until when an API's 429 paused it (None: never paused).
+    backed_off_until: dt.datetime | None = None
 
     @property
     def budget(self) -> gcra.Budget:
-        return gcra.Budget(self.tat, self.last_slot_at, self.admissions)
+        return gcra.Budget(
+            self.tat, self.last_slot_at, self.admissions, backed_off_until=self.backed_off_until
+        )
 
 
 class OpenKey(t.NamedTuple):
@@ -80,6 +84,7 @@ def budget_page(
         BUDGETS.c.last_slot_at,
         BUDGETS.c.updated_at,
         BUDGETS.c.admissions,
+        BUDGETS.c.backed_off_until,
     ).order_by(BUDGETS.c.key)
     if after is not None:
         statement = statement.where(BUDGETS.c.key > after)

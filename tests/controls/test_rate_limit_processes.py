@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
+import json
 import pathlib
 import random
 import signal
@@ -58,6 +60,7 @@ READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
+JOB_FAILURES = t.cast(sa.Table, models.JobFailure.__table__)
 
 WORK_ARGS = ["--processes", "2", "--threads", "3", "--polling-interval", "0.05"]
 WORK_KINDS = ["Dispatcher", "Supervisor(fork)", "Worker", "Worker"]
@@ -340,6 +343,49 @@ def test_a_quiet_budget_admits_exactly_burst_at_once_and_the_next_one_interval_l
     assert sum(1 for run in found if run.admitted_at < first + interval) == limit.burst, offsets
     assert found[limit.burst].admitted_at >= first + interval, offsets
     check_guarantee(found, limit)
+
+
+# What the API says back.
+
+
+def test_a_job_told_429_waits_out_each_pause_and_the_budget_admits_nothing_meanwhile(app, workers):
+    """A job whose API answers 429 to its first two runs is deferred twice (never failed, no
+    attempt spent) and runs a third time; each run comes a pause after the one before, the
+    other jobs of its budget enqueued during the first pause are admitted only after it, and
+    every admission keeps the limit's bound (the burst, then one per interval)."""
+    limit, engine = jobs.THROTTLED, workers.engine
+    pause = dt.timedelta(seconds=jobs.THROTTLED_PAUSE)
+    work = workers.start()
+    (first,) = enqueue_all(app, jobs.throttled, [("first", 2)])
+    budget_key = "rate_process_test.throttled/global"
+    until = support.wait_until(lambda: paused_until(engine, budget_key), timeout=DRAIN_TIMEOUT)
+    others = enqueue_all(app, jobs.throttled, [(f"other-{n}", 0) for n in range(4)])
+    job_ids = [first, *others]
+    support.wait_until(lambda: all_finished(engine, job_ids), timeout=DRAIN_TIMEOUT, interval=0.1)
+    workers.stop(work)
+
+    assert support.rows(engine, FAILED) == []
+    assert support.rows(engine, JOB_FAILURES) == []
+    (first_row,) = support.rows(engine, JOBS, JOBS.c.id == first)
+    assert "executions" not in json.loads(first_row.arguments)  # no run counted before
+    found = runs(engine, "rate_process_test.throttled")
+    told = [run for run in found if run.job_id == first]
+    assert len(told) == 3
+    assert all(b.admitted_at - a.admitted_at >= pause for a, b in itertools.pairwise(told))
+    assert sorted(run.job_id for run in found if run.job_id != first) == sorted(others)
+    assert all(run.admitted_at >= until for run in found if run.job_id != first)
+    check_guarantee(found, limit)
+
+
+def paused_until(engine: sa.Engine, key: str) -> dt.datetime | None:
+    """The end of budget ``key``'s back-off, once one was written."""
+    with engine.connect() as connection:
+        return t.cast(
+            "dt.datetime | None",
+            connection.scalar(
+                sa.select(budgets.BUDGETS.c.backed_off_until).where(budgets.BUDGETS.c.key == key)
+            ),
+        )
 
 
 # Several keys.

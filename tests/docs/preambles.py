@@ -151,7 +151,7 @@ sys.modules["flask_login"] = SimpleNamespace(
     "docs/failures.md": (
         {},
         """
-class RateLimited(Exception):
+class ServiceBusy(Exception):
     pass
 
 @solidq.job

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import typing as t
 
+from flask_solidq import RateLimited
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 from flask_solidq import retry_on
@@ -147,3 +148,49 @@ def retried(account: str) -> None:
 @solidq.job(name="rate_test.unlimited")
 def unlimited(note: object = None) -> None:
     PERFORMED.append(("rate_test.unlimited", (note,)))
+
+
+#: How many times each call of the throttled jobs below ran, by its note.
+THROTTLED_CALLS: dict[str, int] = {}
+
+#: The ``retry_after`` the throttled jobs raise, in seconds.
+PAUSE = 0.5
+
+
+def _answer(note: str, fail_times: int) -> None:
+    """Fake an API that answers 429 to the first ``fail_times`` calls of ``note``."""
+    THROTTLED_CALLS[note] = THROTTLED_CALLS.get(note, 0) + 1
+    if THROTTLED_CALLS[note] <= fail_times:
+        raise RateLimited(retry_after=PAUSE)
+
+
+@solidq.job(name="rate_test.throttled")
+@limits_rate(to=4, per=1, burst=2, key="global")
+def throttled(note: str, fail_times: int = 0) -> None:
+    """Two at once, then one every 1/3 s; the API says 429 to its first ``fail_times`` calls."""
+    _answer(note, fail_times)
+    PERFORMED.append(("rate_test.throttled", (note, fail_times)))
+
+
+@solidq.job(name="rate_test.throttled_serial")
+@limits_concurrency(key=lambda account, *_: account, to=1, duration=DURATION)
+@limits_rate(to=10, per=1, key="global")
+def throttled_serial(account: str, note: str, fail_times: int = 0) -> None:
+    """One at a time per account; the API says 429 to its first ``fail_times`` calls."""
+    _answer(note, fail_times)
+    PERFORMED.append(("rate_test.throttled_serial", (account, note)))
+
+
+@solidq.job(name="rate_test.throttled_unlimited")
+def throttled_unlimited(note: str, fail_times: int = 0) -> None:
+    """No rate limit (no budget to pause); the API says 429 to its first ``fail_times``."""
+    _answer(note, fail_times)
+    PERFORMED.append(("rate_test.throttled_unlimited", (note,)))
+
+
+@solidq.job(name="rate_test.throttled_retrying")
+@retry_on(Exception, wait=0, attempts=3)
+@limits_rate(to=10, per=1, key="global")
+def throttled_retrying(note: str, fail_times: int = 0) -> None:
+    """Retries on any error, yet a 429 is no error it counts."""
+    _answer(note, fail_times)

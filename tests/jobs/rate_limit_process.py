@@ -22,6 +22,7 @@ import typing as t
 import sqlalchemy as sa
 from flask import current_app
 
+from flask_solidq import RateLimited
 from flask_solidq import current_job
 from flask_solidq import database_clock
 from flask_solidq import db as solidq_db
@@ -188,3 +189,26 @@ SKEWED = Limit(to=5, per=1.0, burst=1)
 def skewed(value: object) -> None:
     """Records its start by the database's clock: its worker's own clock may be skewed."""
     record_run("rate_process_test.skewed", value, clock=database_clock.now)
+
+
+#: The throttled test's limit: 2 at once, then one every 0.3 s.
+THROTTLED = Limit(to=3, per=0.6, burst=2)
+#: How long the throttled job's fake API asks to wait (``Retry-After``), in seconds.
+THROTTLED_PAUSE = 1.0
+
+
+@solidq.job(name="rate_process_test.throttled")
+@limits_rate(to=THROTTLED.to, per=THROTTLED.per, burst=THROTTLED.burst, key="global")
+def throttled(value: object, fail_times: int = 0) -> None:
+    """Records each run; a fake API answers 429 to the job's first ``fail_times`` runs (counted
+    in the runs' table, which every worker process shares)."""
+    record_run("rate_process_test.throttled", value)
+    engine = t.cast(sa.Engine, current_app.extensions["solidq"].engine)
+    with solidq_db.write(engine) as connection:
+        ran = connection.scalar(
+            sa.select(sa.func.count())
+            .select_from(RUNS)
+            .where(RUNS.c.job_id == current_job.provider_job_id)
+        )
+    if ran <= fail_times:
+        raise RateLimited(retry_after=THROTTLED_PAUSE)

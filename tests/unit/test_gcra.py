@@ -586,3 +586,62 @@ def test_an_idle_budget_decides_exactly_as_a_missing_one(limit, tat_offset, slot
 
     assert _decisions(idle, rate, now, ordered) == expected
     assert _decisions(inserted, rate, now, ordered) == expected
+
+
+# Backing off: an API said 429, and the budget admits nothing until backed_off_until.
+
+
+def test_a_backed_off_budget_admits_nothing_until_the_pause_ends_then_burst_then_one_by_one():
+    rate = Rate.of(4, 1, 2)  # two at once, then one every 1/3 s
+    until = T0 + seconds(30)
+    budget = Budget(backed_off_until=until)
+
+    assert budget.available_at(rate, T0) == until
+    assert not budget.admit(rate, T0)
+    assert not budget.admit(rate, until - MICROSECOND)
+    assert budget.admit_ahead(rate, T0 + seconds(10)) is None
+    # The pause left its times alone: at its end it admits as a quiet budget, the burst...
+    assert admit_all(budget, rate, until, 5) == 2
+    # ...then one per interval.
+    assert budget.available_at(rate, until) == until + rate.interval
+    assert admit_all(budget, rate, until + rate.interval, 5) == 1
+
+
+def test_a_back_off_shorter_than_the_debt_changes_nothing():
+    rate = Rate.of(1, 60, 1)
+    budget = Budget(tat=T0 + seconds(60), backed_off_until=T0 + seconds(10))
+    assert budget.available_at(rate, T0) == T0 + seconds(60)
+
+
+def test_a_long_back_off_is_not_cut_by_the_looser_limit_cap():
+    """A pause lives in its own field: the cap on ``tat``'s debt can't shorten it."""
+    rate = Rate.of(10, 1, 1)
+    until = T0 + seconds(3600)
+    budget = Budget(tat=T0, backed_off_until=until)
+    assert budget.available_at(rate, T0) == until
+    assert not budget.admit(rate, T0 + seconds(3599))
+    assert budget.admit(rate, until)
+
+
+def test_slots_handed_out_during_a_back_off_start_at_its_end_one_interval_apart():
+    rate = Rate.of(4, 1, 2)
+    until = T0 + seconds(2)
+    budget = Budget(backed_off_until=until)
+    slots = [budget.next_slot(rate, T0) for _ in range(3)]
+    assert slots == [until, until + rate.interval, until + rate.interval * 2]
+
+
+def test_a_back_off_past_the_horizon_sends_refused_jobs_to_its_end():
+    rate = Rate.of(1, 60, 1)
+    until = T0 + MAX_AHEAD * 3
+    budget = Budget(backed_off_until=until)
+    assert budget.next_slot(rate, T0) is None
+    assert retry_time(budget, rate, T0) == until
+    # A pause within the horizon hands out slots as usual.
+    assert retry_time(Budget(backed_off_until=T0 + seconds(5)), rate, T0) == T0 + seconds(5)
+
+
+def test_a_backed_off_budget_is_not_idle_until_the_pause_ends():
+    budget = Budget(tat=T0 - seconds(1), backed_off_until=T0 + seconds(1))
+    assert not budget.is_idle(T0)
+    assert budget.is_idle(T0 + seconds(1))

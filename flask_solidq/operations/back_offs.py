@@ -1,0 +1,135 @@
+"""Store the jobs that raised ``RateLimited``: pause their budgets and defer them.
+
+Part of storing a batch of outcomes (:mod:`flask_solidq.operations.finalize`), in its
+transaction: :func:`pause` before the jobs' claims are deleted (budgets first, as a claim
+locks them), :func:`defer` after. Each job's budgets (the ones it was admitted
+by: :func:`flask_solidq.controls.rate_charges.of`) are paused from the database's clock
+(:mod:`flask_solidq.controls.back_off`), and the job goes back to wait exactly as a job its
+rate limit deferred at claim does:
+
+* a scheduled execution at the latest of its budgets' next slots, which come after the pause
+  (a job without a budget: the pause's end);
+* the job row's own ``scheduled_at`` untouched, so the execution due later than it reads as
+  deferred (:data:`flask_solidq.controls.budgets.IS_DEFERRED`: the dashboard, ``status`` and
+  the metrics count it there);
+* no attempt recorded, and ``executions`` as before the run (the payload is saved, with any
+  step progress);
+* its concurrency slot given back once the outcome committed (the FINISH hooks, as a claim's
+  deferral gives it back in its ``after_claim``); it takes one again, or blocks, when it comes
+  back due.
+
+The ``rate_limit_back_off`` signal is sent per job once the transaction committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import typing as t
+
+import sqlalchemy as sa
+
+from flask_solidq import db
+from flask_solidq import postgres
+from flask_solidq.controls import back_off
+from flask_solidq.controls import budgets
+from flask_solidq.controls import rate_charges
+from flask_solidq.controls.rate_charges import Charge
+from flask_solidq.models.tables import JOBS
+from flask_solidq.operations import dispatch
+from flask_solidq.values import JobRef
+
+if t.TYPE_CHECKING:
+    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.execute import Retry
+
+
+class Paused(t.NamedTuple):
+    """The back-off of a batch's deferred jobs, written: each job's budgets, by job id, and
+    what the pause locked and wrote."""
+
+    limits: dict[int, list[Charge]]
+    backed_off: back_off.BackedOff
+
+
+def pause(connection: sa.Connection, outcomes: list[Outcome]) -> Paused:
+    """Pause the budgets of ``outcomes`` (``DEFERRED`` ones), each key for the longest pause
+    asked of it, and keep them locked for :func:`defer`. Runs before the claims are deleted
+    (see the finisher's transaction), so a job whose claim turns out lost still paused its
+    budgets: the API did say 429."""
+    limits = {o.claimed.id: rate_charges.of(o.claimed) for o in outcomes}
+    pauses: dict[str, dt.timedelta] = {}
+    for outcome in outcomes:
+        for charge in limits[outcome.claimed.id]:
+            key = charge.key
+            pauses[key] = max(pauses.get(key, dt.timedelta(0)), _pause(outcome))
+    return Paused(limits, back_off.pause(connection, pauses))
+
+
+def defer(
+    connection: sa.Connection, paused: Paused, outcomes: list[Outcome], now: dt.datetime
+) -> dict[int, Retry]:
+    """Schedule each job of ``outcomes`` (the ``DEFERRED`` ones whose claims were deleted) at
+    its slot after the pause, and save the budgets; return each job's retry with the time it
+    was scheduled at, by job id. ``now`` is this host's time, for ``updated_at`` stamps."""
+    backed_off = paused.backed_off
+    retries: dict[int, Retry] = {}
+    for outcome in outcomes:
+        retries[outcome.claimed.id] = t.cast("Retry", outcome.retry)._replace(
+            scheduled_at=_due_at(outcome, paused.limits[outcome.claimed.id], backed_off)
+        )
+    if backed_off.locked.rows:
+        budgets.save(connection, backed_off.locked, backed_off.now)
+    if not outcomes:
+        return retries
+    connection.execute(
+        _UPDATE_PAYLOAD,
+        [
+            {"job_id": job_id, "new_arguments": retry.arguments, "now": now}
+            for job_id, retry in retries.items()
+        ],
+    )
+    refs = [
+        JobRef.of(outcome.claimed, scheduled_at=retries[outcome.claimed.id].scheduled_at)
+        for outcome in outcomes
+    ]
+    dispatch.schedule(connection, refs, now)
+    earliest = min(retry.scheduled_at for retry in retries.values())
+    db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
+    for outcome in outcomes:
+        keys = [charge.key for charge in paused.limits[outcome.claimed.id]]
+        until = [backed_off.until[key] for key in keys] or [backed_off.now + _pause(outcome)]
+        job = outcome.job
+        announce = functools.partial(
+            back_off.announce,
+            type(job) if job is not None else None,
+            keys,
+            max(until),
+            job_id=outcome.claimed.id,
+            class_name=outcome.claimed.class_name,
+        )
+        db.after_commit_on(connection, announce)
+    return retries
+
+
+def _pause(outcome: Outcome) -> dt.timedelta:
+    return outcome.pause or dt.timedelta(0)
+
+
+def _due_at(outcome: Outcome, charges: list[Charge], backed_off: back_off.BackedOff) -> dt.datetime:
+    """When the job is looked at again: the latest of its budgets' next slots, each after the
+    pause (taken on that budget, as a claim's deferral takes one); with no budget, the
+    pause's end."""
+    now = backed_off.now
+    if not charges:
+        return now + _pause(outcome)
+    return rate_charges.defer(backed_off.locked, charges, now)[1]
+
+
+#: A deferred job's payload (its step progress; ``executions`` as before the run). Its
+#: ``scheduled_at`` stays: the execution due later than it is what reads as deferred.
+_UPDATE_PAYLOAD = (
+    JOBS.update()
+    .where(JOBS.c.id == sa.bindparam("job_id"))
+    .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
+)
