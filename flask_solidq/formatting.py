@@ -65,10 +65,25 @@ def format_expiry(moment: dt.datetime, now: dt.datetime) -> str:
 
 
 def describe_limit(declaration: RateLimit) -> str:
-    """A rate limit as a person says it: ``10 per 1m00s, burst 5``."""
+    """A rate limit as a person says it: ``10 per 1m00s, burst 5``; a limit counted in units
+    says so (``100 units per 1m00s, burst 100``: claims alone would read ten times too few),
+    and a stacked limit's name comes first (``daily: 3 per 1d00h``), so the rows of one job's
+    budgets tell their limits apart."""
     per = format_duration(declaration.per) if declaration.per >= 1 else f"{declaration.per:g}s"
     burst = f", burst {declaration.burst}" if declaration.burst > 1 else ""
-    return f"{declaration.to} per {per}{burst}"
+    to = count_of(declaration.to, declaration.counts_units)
+    named = f"{declaration.name}: " if declaration.name is not None else ""
+    return f"{named}{to} per {per}{burst}"
+
+
+def count_of(count: int, units: bool, noun: str = "") -> str:
+    """``count`` of a budget's admissions: ``90 units`` for a limit counted in units, else
+    ``count`` of ``noun`` (``3 claims``; the bare number without a noun)."""
+    if units:
+        noun = "unit"
+    elif not noun:
+        return str(count)
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 #: The longest metadata summary a list line shows (the batch's own page shows it whole).

@@ -23,6 +23,7 @@ from flask_solidq.controls import back_off
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.available import admits_available
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -40,6 +41,13 @@ class BudgetState:
     next_check_at: dt.datetime | None
     #: The last slot handed out to a waiting job; None if none was.
     last_slot_at: dt.datetime | None
+    #: How many claims it would admit at once now: units, when :attr:`counts_units`.
+    available: int = 0
+    #: Whether the limit counts units (``limits_rate(cost=)``) rather than claims.
+    counts_units: bool = False
+    #: The name of the stacked limit the budget belongs to (``limits_rate(name=)``); None for
+    #: a job's limit without a name.
+    limit_name: str | None = None
 
     @property
     def limited(self) -> bool:
@@ -51,30 +59,39 @@ class BudgetState:
 class RateLimiter:
     """The budgets of the current app's queue. Every method requires an app context."""
 
-    def is_limited(self, key: str) -> bool:
-        """True while a claim of a job with this budget key would be deferred now.
+    def is_limited(self, key: str, units: int = 1) -> bool:
+        """True while a claim of a job with this budget key (charging ``units``, under a
+        limit counted in units) would be deferred now.
 
-        :raises ValueError: no registered job declares a limit whose budgets include ``key``.
+        :raises ValueError: no registered job declares a limit whose budgets include ``key``,
+            or ``units`` is outside 1 to the limit's burst.
         """
-        return self.time_until_available(key) > 0
+        return self.time_until_available(key, units=units) > 0
 
-    def time_until_available(self, key: str) -> float:
-        """Seconds until a claim of a job with this budget key is admitted (0.0 if now).
+    def time_until_available(self, key: str, units: int = 1) -> float:
+        """Seconds until a claim of a job with this budget key is admitted (0.0 if now); with
+        ``units``, until a claim of that many units is (a limit counted in units admits a
+        large call later than a small one).
 
-        :raises ValueError: no registered job declares a limit whose budgets include ``key``.
+        :raises ValueError: no registered job declares a limit whose budgets include ``key``,
+            or ``units`` is outside 1 to the limit's burst (no claim of more is ever admitted).
         """
-        rate = _rate(key)
+        declaration = _declaration(key)
+        _check_units(units, declaration)
+        rate = declaration.rate
         with db.read(self._engine()) as connection:
             budget = budgets.read(connection, key) or gcra.Budget()
             now = database_clock.now(connection)
-        return max(0.0, (budget.available_at(rate, now) - now).total_seconds())
+        return max(0.0, (budget.available_at(rate, now, units) - now).total_seconds())
 
     def state(self, key: str) -> BudgetState:
-        """The budget of ``key``: next admission, jobs waiting, next check, last slot.
+        """The budget of ``key``: next admission, what it admits now, jobs waiting, next
+        check, last slot, and its limit's kind (units or claims) and name.
 
         :raises ValueError: no registered job declares a limit whose budgets include ``key``.
         """
-        rate = _rate(key)
+        declaration = _declaration(key)
+        rate = declaration.rate
         with db.read(self._engine()) as connection:
             budget = budgets.read(connection, key) or gcra.Budget()
             waiting = budgets.waiting(connection, key)
@@ -85,6 +102,9 @@ class RateLimiter:
             waiting=waiting[0].size if waiting else 0,
             next_check_at=waiting[0].next_check_at if waiting else None,
             last_slot_at=budget.last_slot_at,
+            available=admits_available(budget, rate, now),
+            counts_units=declaration.counts_units,
+            limit_name=declaration.name,
         )
 
     def back_off(self, key: str, seconds: float | dt.timedelta) -> dt.datetime:
@@ -150,7 +170,11 @@ def check_batches(batch_size: object, sleep_between_batches: object) -> None:
         )
 
 
-def _rate(key: str) -> gcra.Rate:
+def _declaration(key: str) -> rate_limit.RateLimit:
+    """The limit whose budgets include ``key`` (a stacked limit's own, for its named budget).
+
+    :raises ValueError: no registered job declares one.
+    """
     declaration = rate_limit.declaration_for(key)
     if declaration is None:
         raise ValueError(
@@ -158,4 +182,14 @@ def _rate(key: str) -> gcra.Rate:
             f" {key!r}. A budget key is '<group or job name>/<key>' (see"
             " Job.rate_limit_key_for(...)); import the module that defines the job first."
         )
-    return declaration.rate
+    return declaration
+
+
+def _check_units(units: object, declaration: rate_limit.RateLimit) -> None:
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise ValueError(f"units must be a whole number of 1 or more, not {units!r}.")
+    if not 1 <= units <= declaration.burst:
+        raise ValueError(
+            f"units must be 1 to the limit's burst ({declaration.burst}), not {units}: a"
+            f" claim of more is never admitted under limits_rate({declaration.describe()})."
+        )

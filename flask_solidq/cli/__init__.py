@@ -158,7 +158,9 @@ def _url_of_engine_being_built(error: BaseException) -> sa.URL | None:
 @click.option("--failed", "failed_limit", default=20, show_default=True, help="Failed jobs shown.")
 def status_command(failed_limit: int) -> None:
     """Show queues (jobs per state, latency, pauses), processes, the latest failed jobs,
-    and blocked jobs and semaphores."""
+    blocked jobs and semaphores, rate-limit budgets with waiting jobs (limit, available
+    claims or units, next admission; stacked budgets indented under their main one), and
+    coalescing."""
     with db.read(_queue_engine()) as connection:
         click.echo(status_module.render_status(connection, failed_limit=failed_limit))
 

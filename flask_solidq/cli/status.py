@@ -7,6 +7,8 @@ from __future__ import annotations
 import typing as t
 
 from flask_solidq.controls import budgets
+from flask_solidq.formatting import count_of
+from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_duration
 from flask_solidq.formatting import format_expiry
@@ -162,15 +164,37 @@ def render_semaphores(
 def render_budgets(
     connection: sa.Connection, waiting: t.Sequence[budgets.Waiting], now: dt.datetime
 ) -> str:
-    """Each rate-limit budget with jobs waiting on it: how many, when the next claim would be
-    admitted, when the first waiting job is looked at again."""
-    rows = [
-        [entry.key, str(entry.size), _next_admission(connection, entry.key, now)]
-        + [format_when(entry.next_check_at, now)]
-        for entry in waiting
+    """Each rate-limit budget with jobs waiting on it: its limit, what it admits now (in
+    units for a limit counted in units), how many wait, when the next claim would be
+    admitted, when the first waiting job is looked at again. Jobs under stacked limits are
+    counted on their main budget; their other budgets follow it, indented, each read by its
+    own limit (any of them may be the one that holds the jobs back)."""
+    rows = []
+    listed = {entry.key for entry in waiting}  # a budget with its own waiting jobs has its row
+    for entry in waiting:
+        rows.append(_budget_cells(connection, entry.key, now, entry))
+        for other in control_reads.stacked_budget_keys(connection, entry.key):
+            if other not in listed:
+                rows.append(_budget_cells(connection, other, now, None))
+    headers = ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
+    return "Rate-limited jobs\n" + format_table(headers, rows, right={2, 3})
+
+
+def _budget_cells(
+    connection: sa.Connection, key: str, now: dt.datetime, waiting: budgets.Waiting | None
+) -> list[str]:
+    """A budget's row; a stacked one (no ``waiting``: its jobs are counted on their main
+    budget) is indented under it."""
+    outlook = control_reads.budget_outlook(key, budgets.read(connection, key), now)
+    # "?": the job that declares it isn't imported by this app, so its limit is unknown.
+    return [
+        key if waiting else f"  {key}",
+        describe_limit(outlook.limit) if outlook else "?",
+        count_of(outlook.available, outlook.counts_units) if outlook else "?",
+        str(waiting.size) if waiting else "-",
+        format_when(outlook.next_admission_at, now) if outlook else "?",
+        format_when(waiting.next_check_at, now) if waiting else "-",
     ]
-    headers = ["BUDGET", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
-    return "Rate-limited jobs\n" + format_table(headers, rows, right={1})
 
 
 def render_coalescing(summary: t.Sequence[queue_figures.CoalesceSummary], now: dt.datetime) -> str:
@@ -187,10 +211,3 @@ def render_coalescing(summary: t.Sequence[queue_figures.CoalesceSummary], now: d
     ]
     headers = ["JOB", "OPEN KEYS", "WAITING CALLS", "OLDEST CALL"]
     return "Coalescing\n" + format_table(headers, rows, right={1, 2})
-
-
-def _next_admission(connection: sa.Connection, key: str, now: dt.datetime) -> str:
-    outlook = control_reads.budget_outlook(key, budgets.read(connection, key), now)
-    if outlook is None:
-        return "?"  # the job that declares it isn't imported by this app
-    return format_when(outlook.next_admission_at, now)

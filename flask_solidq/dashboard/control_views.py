@@ -18,6 +18,7 @@ from flask_solidq.controls import budgets
 from flask_solidq.dashboard import budget_charts
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
+from flask_solidq.formatting import count_of
 from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_expiry
@@ -97,26 +98,26 @@ def describe_budget(
 ) -> str:
     """What a budget is doing, in words. Its figures alone misled: beside 30 deferred jobs,
     "admits 1 now, next admission now" read as a stuck queue, when each deferred job waits for
-    the slot it was given and the free admission is for a new claim."""
+    the slot it was given and the free admission is for a new claim. A limit counted in units
+    says units where others say claims: "admits 90 units now" of a budget of 100 units a
+    minute, not "90 claims", which a call of 50 units would belie."""
     free = outlook.available
+    units = outlook.counts_units
     if waiting and waiting.next_check_at > now:
-        spare = f"; {free} free now for a new claim" if free else ""
+        spare = f"; {count_of(free, units)} free now for a new claim" if free else ""
         return (
-            f"Draining {_jobs(waiting.size, 'deferred job')} one slot at a time: the next"
-            f" is due {format_when(waiting.next_check_at, now)}{spare}."
+            f"Draining {count_of(waiting.size, False, 'deferred job')} one slot at a time: the"
+            f" next is due {format_when(waiting.next_check_at, now)}{spare}."
         )
     if waiting:
         return (
-            f"{_jobs(waiting.size, 'deferred job')} due: each is admitted, or deferred again,"
-            " when a worker claims it."
+            f"{count_of(waiting.size, False, 'deferred job')} due: each is admitted, or deferred"
+            " again, when a worker claims it."
         )
     if free:
-        return f"Open: admits {_jobs(free, 'claim')} now."
-    return f"Spent: admits the next claim {format_when(outlook.next_admission_at, now)}."
-
-
-def _jobs(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' if count != 1 else ''}"
+        return f"Open: admits {count_of(free, units, 'claim')} now."
+    when = format_when(outlook.next_admission_at, now)
+    return f"Spent: admits the next {'unit' if units else 'claim'} {when}."
 
 
 def coalescing_page() -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.available import admits_available as admits_available  # re-exported
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import CLAIMED
@@ -25,12 +27,15 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import RECURRING_EXECUTIONS
 from flask_solidq.models.tables import RECURRING_TASKS
+from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
 
 #: The most rows one page lists.
 MAX_PAGE = 500
 #: The most running holders named per concurrency key.
 MAX_HOLDERS = 10
+#: The most stacked budgets listed beside a main budget with waiting jobs.
+MAX_STACKED = 10
 
 
 class BudgetRow(t.NamedTuple):
@@ -227,16 +232,20 @@ class BudgetOutlook:
     """What a budget allows now, by the limit its job declares in this app."""
 
     limit: rate_limit.RateLimit
-    #: How many claims it would admit at once now.
+    #: How many claims it would admit at once now: units, for a limit counted in units.
     available: int
-    #: When its next claim would be admitted.
+    #: When its next claim (of one unit) would be admitted.
     next_admission_at: dt.datetime
+    #: Whether :attr:`available` counts units (``limits_rate(cost=)``) rather than claims.
+    counts_units: bool = False
 
 
 def budget_outlook(key: str, budget: gcra.Budget | None, now: dt.datetime) -> BudgetOutlook | None:
     """The outlook of budget ``key`` as stored (``budget``; None: no row, it is idle), for the
     CLI's status and the dashboard alike; None when the job that declares its limit isn't
-    imported by this app, so the limit is unknown. Pure: nothing is charged."""
+    imported by this app, so the limit is unknown. A stacked limit's budget
+    (``"<group or job>/<name>/<key>"``) is read by its own limit, never its job's main one.
+    Pure: nothing is charged."""
     declaration = rate_limit.declaration_for(key)
     if declaration is None:
         return None
@@ -245,22 +254,33 @@ def budget_outlook(key: str, budget: gcra.Budget | None, now: dt.datetime) -> Bu
         limit=declaration,
         available=admits_available(budget, declaration.rate, now),
         next_admission_at=budget.available_at(declaration.rate, now),
+        counts_units=declaration.counts_units,
     )
 
 
-def admits_available(budget: gcra.Budget, rate: gcra.Rate, now: dt.datetime) -> int:
-    """How many claims ``budget`` would admit at once at ``now``: ``burst`` when it is idle,
-    none while its next admission is ahead, and as many intervals as it has caught up on in
-    between. Pure: nothing is charged."""
-    available_at = budget.available_at(rate, now)
-    if available_at > now:
-        return 0
-    if budget.tat is None:
-        return rate.burst
-    # The capped tat, as admit() sees it: admissions start at tat - tolerance.
-    tat = min(budget.tat, now + rate.interval * rate.burst)
-    caught_up = (now - (tat - rate.tolerance)) // rate.interval
-    return min(rate.burst, caught_up + 1)
+def stacked_budget_keys(connection: sa.Connection, key: str) -> list[str]:
+    """The other budgets the jobs deferred on main budget ``key`` are charged by (their
+    stacked limits' budgets), read from their stored charges, at most :data:`MAX_STACKED`;
+    none when they have a single budget. Deferred jobs are counted on their main budget
+    (``rate_limit_key``) whichever budget refused them, so ``flask solidq status`` lists these
+    beside it: the one that holds them back may be any of them. Jobs of one main budget may
+    be charged by different others (a per-shop daily limit under one global limit): the
+    distinct charges of up to :data:`MAX_STACKED` of them are read, along the scheduled
+    executions, which are as many as the jobs waiting."""
+    stored = connection.scalars(
+        sa.select(JOBS.c.rate_limit_charges)
+        .select_from(SCHEDULED.join(JOBS, JOBS.c.id == SCHEDULED.c.job_id))
+        .where(JOBS.c.rate_limit_key == key, JOBS.c.rate_limit_charges.is_not(None))
+        .distinct()
+        .limit(MAX_STACKED)
+    )
+    others: dict[str, None] = {}
+    for charges in stored:
+        try:
+            others.update((str(charge[1]), None) for charge in json.loads(charges))
+        except (ValueError, TypeError, IndexError, KeyError):
+            continue  # unreadable: the claim charges such a job by its main key alone
+    return sorted(other for other in others if other and other != key)[:MAX_STACKED]
 
 
 def _cap(limit: int) -> int:

@@ -14,6 +14,7 @@ from flask import Flask
 
 from tests import support
 from tests.jobs import rate_limit_process  # noqa: F401 - the jobs the tests enqueue
+from tests.jobs import rate_limit_stacked_process  # noqa: F401 - and the stacked ones
 
 
 def create_app() -> Flask:

@@ -782,15 +782,17 @@ def test_status_lists_each_budget_with_jobs_deferred_on_it(app, engine):
 
     assert result.exit_code == 0, result.output
     section = result.output.split("Rate-limited jobs\n", 1)[1].split("\n\n", 1)[0]
-    lines = [line.split() for line in section.strip().splitlines()]
-    assert lines[0] == ["BUDGET", "WAITING", "NEXT", "ADMISSION", "NEXT", "CHECK"]
+    lines = [re.split(r"\s{2,}", line.strip()) for line in section.strip().splitlines()]
+    assert lines[0] == ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
     rows = {line[0]: line[1:] for line in lines[1:]}
     assert sorted(rows) == ["seams_rate.attempted/global", "seams_rate.counted/acct"]
-    assert rows["seams_rate.attempted/global"][0] == "2"
-    assert rows["seams_rate.counted/acct"][0] == "2"
+    assert rows["seams_rate.attempted/global"][2] == "2"
+    assert rows["seams_rate.counted/acct"][2] == "2"
     for cells in rows.values():
-        # Next admission and next check: both about a minute on (the first slot).
-        when = " ".join(cells[1:])
+        # Spent: none available; next admission and next check both about a minute on (the
+        # first slot).
+        assert cells[1] == "0"
+        when = " ".join(cells[3:])
         assert re.fullmatch(r"in (5\ds|1m00s) in (5\ds|1m00s)", when), when
     # The queues table counts the four deferred apart from the one scheduled with wait=.
     queues = result.output.split("Queues\n", 1)[1].split("\n\n", 1)[0].splitlines()
