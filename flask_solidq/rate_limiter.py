@@ -48,6 +48,9 @@ class BudgetState:
     #: The name of the stacked limit the budget belongs to (``limits_rate(name=)``); None for
     #: a job's limit without a name.
     limit_name: str | None = None
+    #: Until when it admits nothing, after an API's 429 (``RateLimited``, :meth:`back_off`);
+    #: None when it isn't paused, or the pause is over.
+    backed_off_until: dt.datetime | None = None
 
     @property
     def limited(self) -> bool:
@@ -105,6 +108,11 @@ class RateLimiter:
             available=admits_available(budget, rate, now),
             counts_units=declaration.counts_units,
             limit_name=declaration.name,
+            backed_off_until=(
+                budget.backed_off_until
+                if budget.backed_off_until is not None and budget.backed_off_until > now
+                else None
+            ),
         )
 
     def back_off(self, key: str, seconds: float | dt.timedelta) -> dt.datetime:
@@ -120,7 +128,7 @@ class RateLimiter:
         :raises TypeError: ``seconds`` is neither a number nor a ``timedelta``.
         """
         pause = t.cast(dt.timedelta, errors.pause_of(seconds, name="back_off(seconds=)"))
-        _rate(key)
+        _declaration(key)  # refuses a key no registered limit covers
         engine = self._engine()
         with db.write(engine) as connection:
             backed_off = back_off.pause(connection, {key: pause})

@@ -292,7 +292,7 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     time it runs again is the finisher's to decide (its budgets' next slot after the pause),
     so ``retry`` holds this host's estimate until then."""
     job.executions = max(0, job.executions - 1)
-    pause = limited.pause()
+    pause = limited.pause(utcnow())
     retry = Retry(
         arguments=_dumps(job.payload()),
         scheduled_at=utcnow() + pause,

@@ -337,6 +337,7 @@ def test_back_off_pauses_a_budget_from_anywhere_and_the_limiter_reports_it(app, 
         assert limiter.is_limited(THROTTLED)
         assert 0 < limiter.time_until_available(THROTTLED) <= 1.0
         assert limiter.state(THROTTLED).next_admission_at == until
+        assert limiter.state(THROTTLED).backed_off_until == until
         # A shorter pause keeps the longer one.
         assert limiter.back_off(THROTTLED, dt.timedelta(seconds=0.5)) == until
 
