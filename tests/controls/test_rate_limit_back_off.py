@@ -13,7 +13,6 @@ to the microsecond; the short waits are on conditions with a deadline.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -134,15 +133,8 @@ def spent_nothing(engine: sa.Engine, job_id: int) -> bool:
     )
 
 
-@contextlib.contextmanager
-def back_off_signals() -> t.Iterator[list[tuple[t.Any, dict[str, t.Any]]]]:
-    sent: list[tuple[t.Any, dict[str, t.Any]]] = []
-
-    def receiver(sender: t.Any, **payload: t.Any) -> None:
-        sent.append((sender, payload))
-
-    with signals.rate_limit_back_off.connected_to(receiver):
-        yield sent
+def back_off_signals() -> t.ContextManager[list[tuple[t.Any, dict[str, t.Any]]]]:
+    return support.signals_sent(signals.rate_limit_back_off)
 
 
 # -- a job that raises RateLimited -----------------------------------------------------------

@@ -9,7 +9,6 @@ it locked, so each slot is known to the microsecond. The jobs are in
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -132,16 +131,9 @@ def update_jobs(engine: sa.Engine, job_ids: t.Iterable[int], **values: t.Any) ->
         connection.execute(JOBS.update().where(JOBS.c.id.in_(list(job_ids))).values(**values))
 
 
-@contextlib.contextmanager
-def deferral_signals() -> t.Iterator[list[tuple[t.Any, dict[str, t.Any]]]]:
+def deferral_signals() -> t.ContextManager[list[tuple[t.Any, dict[str, t.Any]]]]:
     """Collect (sender, payload) of the ``defer_rate_limited`` signals sent in the block."""
-    sent: list[tuple[t.Any, dict[str, t.Any]]] = []
-
-    def receiver(sender: t.Any, **payload: t.Any) -> None:
-        sent.append((sender, payload))
-
-    with signals.defer_rate_limited.connected_to(receiver):
-        yield sent
+    return support.signals_sent(signals.defer_rate_limited)
 
 
 # -- admit or defer --------------------------------------------------------------------------

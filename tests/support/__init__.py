@@ -265,3 +265,15 @@ def late_definition(
         if found is not None:
             registry.unregister(found)
         sys.modules.pop(module_name, None)
+
+
+@contextlib.contextmanager
+def signals_sent(signal: t.Any) -> t.Iterator[list[tuple[t.Any, dict[str, t.Any]]]]:
+    """Collect ``(sender, payload)`` of each ``signal`` sent in the block."""
+    sent: list[tuple[t.Any, dict[str, t.Any]]] = []
+
+    def receiver(sender: t.Any, **payload: t.Any) -> None:
+        sent.append((sender, payload))
+
+    with signal.connected_to(receiver):
+        yield sent
