@@ -188,7 +188,8 @@ def _store(
     done = [o.claimed.id for o in outcomes if o.kind in _DONE]
     if done:
         if preserve_finished:
-            connection.execute(_mark_finished(started, done), {"ids": done, "now": now})
+            statement, params = _mark_finished(started, done)
+            connection.execute(statement, {**params, "now": now})
         else:
             connection.execute(_DELETE_JOBS, {"ids": done})
     failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED]
@@ -202,11 +203,41 @@ def _store(
         _schedule_retries(connection, retried, now)
 
 
-def _mark_finished(started: dict[int, dt.datetime], done: list[int]) -> sa.Update:
-    """The one UPDATE that finishes ``done``, each with its run's start: a CASE on the id
-    carries the starts, so the group still costs one statement, not one per job."""
-    starts = {job_id: sa.literal(started[job_id], _STARTED_AT_TYPE) for job_id in done}
-    return _MARK_FINISHED.values(started_at=sa.case(starts, value=JOBS.c.id))
+def _mark_finished(
+    started: dict[int, dt.datetime], done: list[int]
+) -> tuple[sa.Update, dict[str, t.Any]]:
+    """The one UPDATE that finishes ``done``, each with its run's start, and its parameters.
+
+    The jobs of one claim share its start, so a group holds a few distinct starts, however
+    many jobs: the start is one parameter, or a CASE with an arm (an ``IN`` list) per
+    distinct start. The group still costs one statement, its text is compiled once per
+    number of arms (bound parameters, not literals, so SQLAlchemy's cache serves it), and
+    the database compares each row with a few lists instead of one arm per job."""
+    by_start: dict[dt.datetime, list[int]] = {}
+    for job_id in done:
+        by_start.setdefault(started[job_id], []).append(job_id)
+    if len(by_start) == 1:
+        ((start, _ids),) = by_start.items()
+        return _MARK_FINISHED_AT, {"ids": done, "started": start}
+    params: dict[str, t.Any] = {"ids": done}
+    for arm, (start, ids) in enumerate(by_start.items()):
+        params[f"ids_{arm}"] = ids
+        params[f"started_{arm}"] = start
+    return _mark_finished_arms(len(by_start)), params
+
+
+@functools.lru_cache(maxsize=16)
+def _mark_finished_arms(arms: int) -> sa.Update:
+    """:data:`_MARK_FINISHED` with a CASE of ``arms`` arms: ``ids_<n>`` started at
+    ``started_<n>``."""
+    whens = [
+        (
+            JOBS.c.id.in_(sa.bindparam(f"ids_{arm}", expanding=True)),
+            sa.bindparam(f"started_{arm}", type_=_STARTED_AT_TYPE),
+        )
+        for arm in range(arms)
+    ]
+    return _MARK_FINISHED.values(started_at=sa.case(*whens))
 
 
 def store_failures(
@@ -318,4 +349,7 @@ _MARK_FINISHED = (
     .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
 )
 _STARTED_AT_TYPE = JOBS.c.started_at.type
+_MARK_FINISHED_AT = _MARK_FINISHED.values(
+    started_at=sa.bindparam("started", type_=_STARTED_AT_TYPE)
+)
 _DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))

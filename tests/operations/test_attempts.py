@@ -178,6 +178,25 @@ def test_a_finished_job_keeps_when_its_run_started(app, engine):
     assert "ran for" in render_job(detail(engine, job_id), utcnow())
 
 
+def test_jobs_finished_together_each_keep_their_own_claims_start(app, engine):
+    """One finisher group holds jobs of several claims: each keeps its own claim's time
+    (one statement, an arm per distinct start)."""
+    first_claim = [enqueue(app, jobs.task, f"first {n}") for n in range(2)]
+    claimed = claim(engine, limit=2)
+    second_claim = enqueue(app, jobs.task, "second")
+    claimed += claim(engine)
+    third_claim = enqueue(app, jobs.task, "third")
+    claimed += claim(engine)
+    claim_times = {row.job_id: row.created_at for row in support.rows(engine, CLAIMED)}
+    assert len(set(claim_times.values())) >= 3  # a claim's rows may each take their own
+
+    finish(engine, perform(app, claimed))
+
+    finished = {row.id: row.started_at for row in support.rows(engine, JOBS)}
+    assert finished == claim_times
+    assert set(finished) == {*first_claim, second_claim, third_claim}
+
+
 def test_a_job_finished_before_start_times_were_kept_shows_no_duration(app, engine):
     job_id = finished_job(app, engine, "old")
     with engine.begin() as connection:
