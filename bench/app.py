@@ -8,6 +8,8 @@ Environment:
 * ``SOLIDQ_BENCH_DATABASE_URL`` (required): the queue's database.
 * ``SOLIDQ_BENCH_CONFIG``: a JSON object of extra app config, e.g.
   ``{"SOLIDQ_SHUTDOWN_TIMEOUT": 5}``.
+* ``SOLIDQ_BENCH_START_LOG``: a file to which every worker process appends ``<job id> <time>``
+  as each job starts (``bench/latency.py --steady``).
 * ``SOLIDQ_BENCH_RUN_LOG``: a file to which every worker process appends the id of each job it
   starts, one line per run, so a benchmark can check that every job ran exactly once.
 
@@ -117,22 +119,33 @@ def batch_done(batch: t.Any) -> None:
         )
 
 
-_run_log: dict[int, int] = {}
+_run_log: dict[tuple[int, str], int] = {}
 _run_log_lock = threading.Lock()
 
 
 def _log_run(sender: t.Any, job: t.Any = None, **_: t.Any) -> None:
     """Append the id of a job about to run to ``SOLIDQ_BENCH_RUN_LOG`` (one ``write`` of one
     line to an ``O_APPEND`` descriptor: lines of concurrent processes never interleave)."""
-    pid = os.getpid()
+    os.write(_descriptor("SOLIDQ_BENCH_RUN_LOG"), f"{job.provider_job_id}\n".encode())
+
+
+def _log_start(sender: t.Any, job: t.Any = None, **_: t.Any) -> None:
+    """Append ``<job id> <time.time()>`` of a job about to run to ``SOLIDQ_BENCH_START_LOG``:
+    a start time with no write to the database (at a thousand jobs a second, a row per start
+    would be a load of its own on the server being measured)."""
+    line = f"{job.provider_job_id} {time.time():.6f}\n"
+    os.write(_descriptor("SOLIDQ_BENCH_START_LOG"), line.encode())
+
+
+def _descriptor(variable: str) -> int:
+    """This process's ``O_APPEND`` descriptor of the file named by ``variable``."""
+    key = (os.getpid(), variable)
     with _run_log_lock:
-        descriptor = _run_log.get(pid)
+        descriptor = _run_log.get(key)
         if descriptor is None:
-            descriptor = os.open(
-                os.environ["SOLIDQ_BENCH_RUN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-            )
-            _run_log[pid] = descriptor
-    os.write(descriptor, f"{job.provider_job_id}\n".encode())
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            descriptor = _run_log[key] = os.open(os.environ[variable], flags, 0o644)
+    return descriptor
 
 
 def create_app() -> Flask:
@@ -146,4 +159,6 @@ def create_app() -> Flask:
     app = common.create_app(url, **config)
     if os.environ.get("SOLIDQ_BENCH_RUN_LOG"):
         signals.perform_start.connect(_log_run)
+    if os.environ.get("SOLIDQ_BENCH_START_LOG"):
+        signals.perform_start.connect(_log_start)
     return app

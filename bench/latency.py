@@ -23,6 +23,15 @@ pause between them so that they land at random points of the polling cycles:
   the worker's own process, it wakes the worker at once (in either mode): this is the
   in-process wake-up, which a separate enqueuing process never gets.
 
+With ``--steady RATE`` it measures latency under load instead: ``--enqueuers`` threads of this
+script enqueue ``bench.noop`` jobs at a steady ``RATE`` jobs a second in all for ``--seconds``
+(open loop: each job has its moment, ``t0 + i / RATE``, and one that falls behind is enqueued at
+once rather than pushing the others back), to the default ``flask solidq work`` (fork mode).
+Each job's latency is its start (stamped by the worker into a file, no database write:
+``SOLIDQ_BENCH_START_LOG``) minus the moment its ``perform_later`` returned. It prints p50, p90,
+p99 and max, and the arrival rate reached (a rate the enqueuers could not keep is no test of
+the queue: that row says so).
+
 Reading the output: p50, p90 and max in milliseconds per backend, mode and case (p90 by
 nearest rank: with 20 samples the 18th smallest; max is one sample: read both as rough). Clocks are
 the same machine's wall clock. Runtime is about 40 s per backend. The machine has few
@@ -40,6 +49,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import typing as t
 
@@ -174,6 +184,110 @@ def measure_mode(
     return results, stop, problems
 
 
+def steady(
+    url: str, app: t.Any, rate: float, seconds: float, enqueuers: int, workdir: pathlib.Path
+) -> tuple[list[float], float, list[str]]:
+    """Enqueue at a steady ``rate`` for ``seconds`` into a running worker; return each job's
+    enqueue-to-start latency, the arrival rate reached, and the worker output's unusual
+    lines."""
+    start_log = workdir / "starts.log"
+    output = workdir / "work-steady.log"
+    env = {"SOLIDQ_BENCH_START_LOG": str(start_log)}
+    enqueued: dict[int, float] = {}
+    lock = threading.Lock()
+    total = int(rate * seconds)
+    with output.open("wb") as log:
+        process = common.start_work(url, ["--mode", "fork"], log, env=env)
+        try:
+            with app.app_context():
+                warm = t.cast(int, common.noop.perform_later(0).provider_job_id)
+            _wait_for_starts(start_log, {warm}, timeout=30.0)
+            first = time.monotonic() + 0.2
+
+            def enqueue(offset: int) -> None:
+                with app.app_context():
+                    for index in range(offset, total, enqueuers):
+                        delay = first + index / rate - time.monotonic()
+                        if delay > 0:
+                            time.sleep(delay)
+                        job = common.noop.perform_later(index)
+                        returned = time.time()
+                        with lock:
+                            enqueued[t.cast(int, job.provider_job_id)] = returned
+
+            threads = [threading.Thread(target=enqueue, args=(n,)) for n in range(enqueuers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            reached = total / (time.monotonic() - first)
+            starts = _wait_for_starts(start_log, set(enqueued), timeout=60.0)
+            common.stop_work(process)
+        finally:
+            common.kill_work(process)
+    latencies = [starts[job_id] - at for job_id, at in enqueued.items() if job_id in starts]
+    problems = common.log_problems(output.read_text(errors="replace"))
+    missing = len(enqueued) - len(latencies)
+    if missing:
+        problems.append(f"{missing} jobs didn't start within 60 s of the last enqueue")
+    return latencies, reached, problems
+
+
+def _wait_for_starts(path: pathlib.Path, ids: set[int], timeout: float) -> dict[int, float]:
+    """The start times the worker logged, once every one of ``ids`` is there (or at the
+    deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        starts: dict[int, float] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                job_id, _, at = line.partition(" ")
+                starts.setdefault(int(job_id), float(at))
+        if ids <= starts.keys() or time.monotonic() > deadline:
+            return starts
+        time.sleep(0.05)
+
+
+def percentiles(values: list[float]) -> list[str]:
+    """p50, p90, p99 (nearest rank) and max, in milliseconds."""
+    if not values:
+        return ["-"] * 4
+    ordered = sorted(values)
+    ranks = [ordered[max(0, math.ceil(q * len(ordered)) - 1)] for q in (0.5, 0.9, 0.99)]
+    return [f"{1000 * value:.1f}" for value in (*ranks, ordered[-1])]
+
+
+def main_steady(options: argparse.Namespace, chosen: list[tuple[str, str]]) -> None:
+    rows: list[list[object]] = []
+    notes: list[str] = []
+    for backend, server_url in chosen:
+        url, drop = common.scratch_database(backend, server_url)
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="solidq-latency-"))
+        try:
+            app = common.create_app(url)
+            latencies, reached, problems = steady(
+                url, app, options.steady, options.seconds, options.enqueuers, workdir
+            )
+            kept = "" if reached >= 0.95 * options.steady else " (the enqueuers fell behind)"
+            rows.append([backend, f"{reached:,.0f}{kept}", len(latencies), *percentiles(latencies)])
+            notes += [f"{backend}: {line}" for line in problems]
+            with app.app_context():
+                app.extensions["solidq"].engine.dispose()
+        finally:
+            drop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(f"# {backend} done", flush=True)
+    print()
+    print(
+        f"Enqueue-to-start latency at a steady {options.steady:,.0f} jobs/s for"
+        f" {options.seconds:g} s, ms (1 worker process x 3 threads, defaults; {options.enqueuers}"
+        " enqueuing threads in one process)"
+    )
+    print(common.table(["backend", "arrivals/s", "n", "p50", "p90", "p99", "max"], rows))
+    print("\n".join(notes))
+    print(f"# load at the end: {', '.join(f'{value:.2f}' for value in os.getloadavg())}")
+
+
 def check_runs(engine: sa.Engine) -> list[str]:
     """Every record_start ran once, and no job is left failed."""
     starts = bench_app.starts
@@ -208,10 +322,18 @@ def main() -> None:
     parser.add_argument(
         "--backends", default="sqlite,postgres,mysql", help="comma-separated backends to measure"
     )
+    parser.add_argument(
+        "--steady", type=float, default=None, help="jobs/s: measure under a steady arrival rate"
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="with --steady: how long")
+    parser.add_argument("--enqueuers", type=int, default=2, help="with --steady: enqueuing threads")
     options = parser.parse_args()
 
     chosen = common.chosen_backends(options.backends)
     print("\n".join(common.machine_lines(chosen)), flush=True)
+    if options.steady is not None:
+        main_steady(options, chosen)
+        return
 
     rows: list[list[object]] = []
     notes: list[str] = []
