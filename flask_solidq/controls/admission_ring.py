@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import math
 import typing as t
 
 #: How many seconds the ring remembers.
 SECONDS = 180
-_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def second_of(at: dt.datetime) -> int:
     """``at``'s whole second, in Unix time (a naive ``at`` is UTC, as stored)."""
-    naive = at.replace(tzinfo=None) - (at.utcoffset() or dt.timedelta(0))
-    return int((naive - _EPOCH) // dt.timedelta(seconds=1))
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.timezone.utc)
+    return math.floor(at.timestamp())  # C arithmetic: a claim asks once per admission time
 
 
 def parse(ring: str | None) -> tuple[int, list[int]]:
@@ -62,8 +63,11 @@ def record_all(ring: str | None, admitted: t.Iterable[tuple[dt.datetime, int]]) 
     """``ring`` with each ``(time, units)`` of ``admitted`` added (one unit per claim unless
     the limit counts units): the ring is read and written once, however many (a claim admits
     up to its batch at one time)."""
+    at_times: dict[dt.datetime, int] = {}
+    for at, units in admitted:  # a claim admits its batch at one time, or a few
+        at_times[at] = at_times.get(at, 0) + units
     added: collections.Counter[int] = collections.Counter()
-    for at, units in admitted:
+    for at, units in at_times.items():
         added[second_of(at)] += units
     return record_seconds(ring, added)
 
@@ -72,6 +76,11 @@ def record_seconds(ring: str | None, added: t.Mapping[int, int]) -> str | None:
     """``ring`` with ``added[second]`` more admissions in each second."""
     if not added:
         return ring
+    if len(added) == 1:
+        ((second, count),) = added.items()
+        fast = _record_newest(ring, second, count)
+        if fast is not None:
+            return fast
     newest, counts = parse(ring)
     latest = max(added)
     if latest > newest:
@@ -83,6 +92,32 @@ def record_seconds(ring: str | None, added: t.Mapping[int, int]) -> str | None:
         if 0 <= newest - second < SECONDS:
             counts[newest - second] += count
     return dump(newest, counts)
+
+
+def _record_newest(ring: str | None, second: int, count: int) -> str | None:
+    """``ring`` with ``count`` more admissions in ``second`` when that is its newest second or
+    later (every claim but one charged ahead out of order): edited as text, without parsing
+    the counts (a claim rewrote all 180 of them, about 50 µs, for one changed number). None
+    when the general path must do it (an older second, or text that isn't a ring)."""
+    if not ring:
+        return f"{second}:{count}" if count else None
+    newest_text, colon, counts = ring.partition(":")
+    if not colon or not newest_text.isdigit():
+        return None
+    gap = second - int(newest_text)
+    if gap < 0:
+        return None
+    if gap == 0:
+        head, comma, rest = counts.partition(",")
+        if head and not head.isdigit():
+            return None
+        return f"{second}:{int(head or 0) + count}{comma}{rest}"
+    if gap >= SECONDS:
+        return f"{second}:{count}"
+    shifted = f"{count}{',' * gap}{counts}"
+    if shifted.count(",") >= SECONDS:  # more than SECONDS counts: the oldest drop out
+        shifted = ",".join(shifted.split(",", SECONDS)[:SECONDS])
+    return f"{second}:{shifted.rstrip(',')}"
 
 
 def per_second(ring: str | None, until: dt.datetime, seconds: int = SECONDS) -> list[int]:

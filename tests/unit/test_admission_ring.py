@@ -4,6 +4,7 @@ records, what it forgets, and the text it is stored as."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 
 from flask_solidq.controls import admission_ring as ring
 from flask_solidq.controls import gcra
@@ -84,3 +85,32 @@ def test_a_claims_admissions_are_added_to_the_stored_ring_at_once():
 
     assert budget.ring() == f"{NOON_SECOND + 2}:3,,2"
     assert ring.record_all(stored, []) == stored
+
+
+def _reference(text: str | None, second: int, count: int) -> str | None:
+    """The ring arithmetic on parsed counts, as the general path does it."""
+    newest, counts = ring.parse(text)
+    if second > newest:
+        gap = second - newest
+        counts = [0] * ring.SECONDS if gap >= ring.SECONDS else [0] * gap + counts
+        newest = second
+    counts = (counts + [0] * ring.SECONDS)[: ring.SECONDS]
+    if 0 <= newest - second < ring.SECONDS:
+        counts[newest - second] += count
+    return ring.dump(newest, counts)
+
+
+def test_a_claim_of_one_second_edits_the_text_as_the_counts_would_change():
+    """The claim's fast path (one second, the ring's newest or later, edited as text) gives
+    the ring the general path would, over random steps: same second, the next ones, gaps that
+    push counts out of the 180 seconds, older seconds."""
+    rng = random.Random(20261202)
+    for _trial in range(300):
+        text: str | None = None
+        second = NOON_SECOND
+        for _step in range(rng.randint(1, 300)):
+            second += rng.choice([0, 0, 1, 1, 2, 7, 179, 180, 181, 500, -1, -200])
+            count = rng.randint(1, 9)
+            expected = _reference(text, second, count)
+            text = ring.record_seconds(text, {second: count})
+            assert text == expected
