@@ -1,6 +1,6 @@
 """Enqueue rates, single and bulk, on every backend that answers.
 
-    python bench/enqueue.py [--single N] [--bulk N] [--batch N]
+    python bench/enqueue.py [--single N] [--bulk N] [--batch N] [--backends sqlite,postgres,mysql]
 
 For each backend it prints jobs per second for
 * ``raw``: the ceiling, a hand-written DBAPI loop storing a job row and a ready row in one
@@ -94,10 +94,13 @@ def main() -> None:
     parser.add_argument("--single", type=int, default=3000, help="jobs enqueued one by one")
     parser.add_argument("--bulk", type=int, default=20000, help="jobs enqueued in bulk")
     parser.add_argument("--batch", type=int, default=1000, help="jobs per perform_all_later")
+    parser.add_argument(
+        "--backends", default="sqlite,postgres,mysql", help="comma-separated backends to measure"
+    )
     options = parser.parse_args()
 
     results = []
-    for backend, server_url in common.backends():
+    for backend, server_url in common.chosen_backends(options.backends):
         url, drop = common.scratch_database(backend, server_url)
         try:
             app = common.create_app(url)

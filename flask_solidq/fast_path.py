@@ -36,7 +36,7 @@ def fetch_autocommitted(
     unprocessed (no result type converts them).
 
     Other drivers, and an engine whose statements something listens to (tracing, query
-    recording: see :func:`_has_execution_listeners`), go through an ordinary autocommit
+    recording: see :func:`has_execution_listeners`), go through an ordinary autocommit
     connection, so the listeners hear every statement as SQLAlchemy tells them.
 
     Behind a pooler, the engine's ``SET LOCAL`` prelude (see :func:`pooler.configure`) goes
@@ -71,7 +71,7 @@ def fetch_autocommitted(
             if pooled.is_valid:  # an invalidated connection is closed, never used again
                 driver.autocommit = False  # type: ignore[union-attr]
     except dbapi_error as error:  # setting autocommit on a connection that broke
-        lost = _invalidate_if_lost(engine, pooled, error)
+        lost = invalidate_if_lost(engine, pooled, error)
         raise sa.exc.DBAPIError.instance(
             sql, params, error, dbapi_error, connection_invalidated=lost
         ) from error
@@ -110,7 +110,7 @@ def fetch_in_transaction(
 def _fast_path(engine: sa.Engine) -> bool:
     """Whether :func:`fetch_autocommitted` and :func:`fetch_in_transaction` may run their
     statement on the DBAPI connection: on psycopg, with no execution listener to tell."""
-    return engine.dialect.driver == "psycopg" and not _has_execution_listeners(engine)
+    return engine.dialect.driver == "psycopg" and not has_execution_listeners(engine)
 
 
 #: The engine events a statement run through SQLAlchemy's Connection dispatches (and
@@ -123,7 +123,7 @@ _EXECUTION_EVENTS = (
 )
 
 
-def _has_execution_listeners(engine: sa.Engine) -> bool:
+def has_execution_listeners(engine: sa.Engine) -> bool:
     """Whether anything listens to ``engine``'s statements (its own listeners, or ones on
     the Engine class): OpenTelemetry's and Sentry's SQLAlchemy instrumentation, Flask-
     SQLAlchemy's ``SQLALCHEMY_RECORD_QUERIES``, a test counting statements. Each pairs a
@@ -156,14 +156,14 @@ def _fetch(
             pass
         return list(cursor.fetchall()) if cursor.description else []
     except dbapi_error as error:
-        lost = _invalidate_if_lost(engine, pooled, error)
+        lost = invalidate_if_lost(engine, pooled, error)
         driver_error = pooler.with_fix(error) if pooler.is_pooler_error(error) else error
         raise sa.exc.DBAPIError.instance(
             sql, params, driver_error, dbapi_error, connection_invalidated=lost
         ) from error
 
 
-def _invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bool:
+def invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bool:
     """Whether ``error`` lost ``pooled``'s connection; if so, invalidate the pool's
     connections of its generation."""
     lost = bool(engine.dialect.is_disconnect(error, pooled.dbapi_connection, None))  # type: ignore[arg-type]

@@ -138,18 +138,23 @@ class SolidQState:
             inspector = sa.inspect(connection)
             existing = set(inspector.get_table_names())
             missing = {table.name for table in models.TABLES} - existing
-            if "solidq_jobs" in existing:
-                columns = {column["name"] for column in inspector.get_columns("solidq_jobs")}
-                missing |= {f"solidq_jobs.{name}" for name in _LATER_JOB_COLUMNS - columns}
+            for table, later in _LATER_COLUMNS.items():
+                if table in existing:
+                    columns = {column["name"] for column in inspector.get_columns(table)}
+                    missing |= {f"{table}.{name}" for name in later - columns}
         if missing:
             raise errors.PendingMigrations(missing)
         self._tables_exist = True
 
 
-#: Columns later schema versions added to ``solidq_jobs`` (version 3: batches), checked with
-#: the tables so an app that upgraded the package but not its tables is told to migrate
+#: Columns later schema versions added to the first version's tables, by table (version 3:
+#: batches; 4: start times; 5: the budgets' admissions; 6: charges and back-offs), checked
+#: with the tables so an app that upgraded the package but not its tables is told to migrate
 #: instead of meeting SQL errors.
-_LATER_JOB_COLUMNS = frozenset({"batch_id"})
+_LATER_COLUMNS = {
+    "solidq_jobs": frozenset({"batch_id", "started_at", "rate_limit_charges"}),
+    "solidq_rate_limits": frozenset({"admissions", "backed_off_until"}),
+}
 
 
 def _connect_args(bind: str | None) -> dict[str, t.Any]:

@@ -16,6 +16,7 @@ from flask_solidq import controls
 from flask_solidq import current
 from flask_solidq import database_clock
 from flask_solidq import db
+from flask_solidq import driver_writes
 from flask_solidq import errors
 from flask_solidq import fast_path
 from flask_solidq import postgres
@@ -89,6 +90,10 @@ def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[
     """Insert one job and its first execution; return its id and whether it got one."""
     if _fits_one_statement(engine, row):
         return _insert_with_execution_autocommitted(engine, row, now), True
+    if _fits_driver_transaction(engine, row):
+        job_id = _insert_on_driver(engine, row, now)
+        current.count_stored(1)
+        return job_id, True
     with db.write(engine) as connection:
         job_id = db.insert_returning_id(connection, INSERT_JOB, row)
         placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
@@ -181,6 +186,33 @@ def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
     )
 
 
+def _fits_driver_transaction(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
+    """Whether the enqueue can run its two inserts on the driver's connection
+    (:mod:`flask_solidq.driver_writes`, SQLite): no caller's transaction is open, and no
+    control will act when it becomes ready."""
+    return (
+        driver_writes.applies(engine)
+        and not db.in_transaction(engine)
+        and not controls.act_on_dispatch(row)
+    )
+
+
+def _insert_on_driver(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> int:
+    """Insert the job and its ready (or scheduled) execution in one transaction on the
+    driver's connection; return its id."""
+    ready = row["scheduled_at"] <= now
+    execution = {"queue_name": row["queue_name"], "priority": row["priority"], "created_at": now}
+    if not ready:
+        execution["scheduled_at"] = row["scheduled_at"]
+    return driver_writes.insert_with_execution(
+        engine,
+        _INSERT_JOB_ROW,
+        row,
+        _INSERT_READY_ROW if ready else _INSERT_SCHEDULED_ROW,
+        execution,
+    )
+
+
 def _insert_with_execution_autocommitted(
     engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime
 ) -> int:
@@ -217,6 +249,19 @@ def _one_statement(execution: sa.Table) -> sa.Insert:
 #: What an enqueue writes: not the id, nor what only finishing sets (``finished_at`` and
 #: ``started_at``, the run's start).
 _JOB_COLUMNS = [c.name for c in JOBS.c if c.name not in ("id", "finished_at", "started_at")]
+
+#: The statements of a single enqueue on the driver's connection, every column a parameter
+#: named after it (see :func:`_insert_on_driver`).
+_INSERT_JOB_ROW = JOBS.insert().values({column: sa.bindparam(column) for column in _JOB_COLUMNS})
+_INSERT_READY_ROW = READY.insert().values(
+    {name: sa.bindparam(name) for name in ("job_id", "queue_name", "priority", "created_at")}
+)
+_INSERT_SCHEDULED_ROW = SCHEDULED.insert().values(
+    {
+        name: sa.bindparam(name)
+        for name in ("job_id", "queue_name", "priority", "scheduled_at", "created_at")
+    }
+)
 _ONE_STATEMENT_READY = _one_statement(READY)
 _ONE_STATEMENT_SCHEDULED = _one_statement(SCHEDULED)
 

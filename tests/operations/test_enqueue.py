@@ -255,6 +255,32 @@ def test_enqueueing_before_the_tables_exist_raises_pending_migrations(database_u
         app.extensions["solidq"].engine.dispose()
 
 
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("solidq_jobs", "started_at"),
+        ("solidq_jobs", "rate_limit_charges"),
+        ("solidq_rate_limits", "admissions"),
+        ("solidq_rate_limits", "backed_off_until"),
+    ],
+)
+def test_a_column_of_a_later_schema_version_missing_raises_pending_migrations(
+    database_url, tmp_path, table, column
+):
+    """An app that upgraded the package but not its tables is told to migrate (each
+    version's columns), instead of meeting SQL errors at enqueue or claim."""
+    url = f"sqlite:///{tmp_path}/older.db"
+    app = support.create_app(url)
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        models.metadata.create_all(engine)
+        with engine.begin() as connection:
+            connection.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        with pytest.raises(PendingMigrations, match=f"{table}.{column}"):
+            jobs.store_result.perform_later(1)
+        engine.dispose()
+
+
 def test_enqueueing_outside_an_app_context_says_how_to_fix_it():
     with pytest.raises(RuntimeError, match="app_context"):
         jobs.store_result.perform_later(1)
