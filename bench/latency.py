@@ -253,8 +253,13 @@ def percentiles(values: list[float]) -> list[str]:
     if not values:
         return ["-"] * 4
     ordered = sorted(values)
-    ranks = [ordered[max(0, math.ceil(q * len(ordered)) - 1)] for q in (0.5, 0.9, 0.99)]
+    ranks = [nearest_rank(ordered, q) for q in (0.5, 0.9, 0.99)]
     return [f"{1000 * value:.1f}" for value in (*ranks, ordered[-1])]
+
+
+def nearest_rank(ordered: list[float], fraction: float) -> float:
+    """The value at ``fraction`` of ``ordered`` (sorted), by nearest rank."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
 def main_steady(options: argparse.Namespace, chosen: list[tuple[str, str]]) -> None:
@@ -310,7 +315,7 @@ def milliseconds(values: list[float]) -> list[str]:
     if not values:
         return ["-", "-", "-"]
     ordered = sorted(values)
-    p90 = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest rank
+    p90 = nearest_rank(ordered, 0.9)
     return [f"{1000 * value:.1f}" for value in (statistics.median(ordered), p90, ordered[-1])]
 
 

@@ -129,6 +129,9 @@ def defer(states: Locked, charges: list[Charge], now: dt.datetime) -> tuple[str,
     their next free slots, taken on that budget alone (the others' slots stay free for jobs
     that need only them); :data:`~flask_solidq.controls.gcra.MAX_AHEAD` from now (or the end
     of its back-off) when one of them has none that soon."""
+    if len(charges) == 1:  # the usual case: one budget's own slot
+        (charge,) = charges
+        return charge.key, gcra.retry_time(states[charge.key], charge.rate, now, charge.units)
     latest: tuple[dt.datetime, Charge] | None = None
     for charge in charges:
         budget = states[charge.key]

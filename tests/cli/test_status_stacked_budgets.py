@@ -26,8 +26,7 @@ def later(app, definition, *args) -> None:
 
 
 def claim_all(engine) -> claim.ClaimBatch:
-    support.register_claimers(engine, [PROCESS_ID])
-    return claim.claim_batch(engine, claim.QueueSelector(("*",)), 20, PROCESS_ID)
+    return support.claim_everything(engine, PROCESS_ID)
 
 
 def budget_table(app) -> list[list[str]]:

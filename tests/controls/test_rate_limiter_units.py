@@ -22,8 +22,7 @@ def later(app, definition, *args) -> None:
 
 
 def claim_all(engine) -> claim.ClaimBatch:
-    support.register_claimers(engine, [PROCESS_ID])
-    return claim.claim_batch(engine, claim.QueueSelector(("*",)), 20, PROCESS_ID)
+    return support.claim_everything(engine, PROCESS_ID)
 
 
 def test_time_until_available_takes_the_units_of_the_call(app, engine):

@@ -22,6 +22,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_solidq import SolidQ
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.operations import claim as claim_operation
 from flask_solidq.timing import utcnow
 
 db = SQLAlchemy()
@@ -160,6 +161,15 @@ def register_claimers(engine: sa.Engine, process_ids: t.Iterable[int]) -> None:
                 for process_id in process_ids
             ],
         )
+
+
+def claim_everything(engine: sa.Engine, process_id: int, limit: int = 20) -> t.Any:
+    """One claim of up to ``limit`` ready jobs of every queue, as ``process_id`` (registered
+    first): the controls admit or defer them as a worker's claim does."""
+    register_claimers(engine, [process_id])
+    return claim_operation.claim_batch(
+        engine, claim_operation.QueueSelector(("*",)), limit, process_id
+    )
 
 
 @contextlib.contextmanager
