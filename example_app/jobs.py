@@ -47,9 +47,12 @@ sync_contact = SyncContactJob
 
 @solidq.job(queue="partners")
 @limits_rate(to=5, per=dt.timedelta(seconds=10), burst=2, key="global")
+@limits_rate(to=1_000, per=dt.timedelta(days=1), burst=50, key="global", name="daily")
 def notify_partner_api(order_number: int) -> None:
     """Tell a partner's API about an order. The partner allows 5 calls in any 10 seconds, so
-    workers claim 2 at once from a quiet budget, then one every 10 / (5 - 2 + 1) = 2.5 s."""
+    workers claim 2 at once from a quiet budget, then one every 10 / (5 - 2 + 1) = 2.5 s; and
+    1,000 a day, a second budget (``notify_partner_api/daily/global``) each call is charged
+    too."""
     time.sleep(0.1)  # the partner's round trip
 
 
