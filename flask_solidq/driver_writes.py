@@ -123,6 +123,7 @@ def _in_transaction(
     job, execution = inserts
     dbapi_error = engine.dialect.loaded_dbapi.Error
     sql = "BEGIN IMMEDIATE"
+    committed = False
     pooled = engine.raw_connection()
     try:
         cursor = pooled.cursor()
@@ -139,6 +140,7 @@ def _in_transaction(
                 cursor.execute(sql)
             else:
                 pooled.commit()
+            committed = True
         except BaseException:
             _roll_back(pooled, cursor, sqlite=sqlite)
             raise
@@ -150,8 +152,25 @@ def _in_transaction(
             sql, None, error, dbapi_error, connection_invalidated=lost
         ) from error
     finally:
-        pooled.close()
+        _check_in(pooled, committed=committed)
     return job_id
+
+
+def _check_in(pooled: t.Any, *, committed: bool) -> None:
+    """Give the connection back to the pool; after a commit, without the pool's rollback.
+
+    The pool rolls back every connection it takes back (``reset_on_return``), which PyMySQL
+    sends to the server even with no transaction open: a fourth round trip on a single
+    enqueue's three (measured: ``Com_rollback`` one a job, a quarter of a ``perform_later``'s
+    wall time on MariaDB). SQLAlchemy's own Connection skips it when it has just ended the
+    transaction, through the fairy's ``_close_special``; so does this, the pool's ``reset``
+    event still told. Any other way out (an error, an interrupt) takes the rollback.
+    """
+    close_special = getattr(pooled, "_close_special", None)
+    if committed and close_special is not None:
+        close_special(transaction_reset=True)
+    else:
+        pooled.close()
 
 
 def _roll_back(pooled: t.Any, cursor: t.Any, *, sqlite: bool) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -73,17 +74,16 @@ class HostBell:
         """Send ``message`` to every socket of ``kind`` (of those with a tag, only to those
         whose tag ``only`` accepts); never raises, never blocks."""
         try:
-            entries = list(os.scandir(self.directory))
+            with os.scandir(self.directory) as entries:
+                targets = [entry.path for entry in entries if _hears(entry.name, f"{kind}-", only)]
         except OSError:
+            return
+        if not targets:  # a web process on a machine without workers: no socket to make
             return
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
-            for entry in entries:
-                if not entry.name.startswith(f"{kind}-"):
-                    continue
-                tag = _tag_of(entry.name)
-                if only is None or tag is None or only(tag):
-                    _send(sender, entry.path, message)
+            for path in targets:
+                _send(sender, path, message)
 
 
 class Listener:
@@ -118,6 +118,16 @@ def _encode_tag(tag: str) -> str:
     return base64.urlsafe_b64encode(tag.encode()).decode().rstrip("=")
 
 
+def _hears(filename: str, prefix: str, only: t.Callable[[str], bool] | None) -> bool:
+    """Whether the socket ``filename`` is of the kind ``prefix`` names and, if it has a tag,
+    one that ``only`` accepts."""
+    if not filename.startswith(prefix):
+        return False
+    tag = _tag_of(filename)
+    return only is None or tag is None or only(tag)
+
+
+@functools.lru_cache(maxsize=1024)
 def _tag_of(filename: str) -> str | None:
     """The tag in a socket's file name; None for a socket without one (or an unreadable
     one: such a listener hears everything)."""

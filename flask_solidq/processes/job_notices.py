@@ -90,7 +90,7 @@ def announce_ready(engine: sa.Engine, *, notified: bool, queues: t.Collection[st
     if notified:
         return
     payload = encode_queues(queues)
-    only = functools.partial(_claims_from_any, decode_queues(payload)) if payload else None
+    only = functools.partial(_claims_from_any, payload) if payload else None
     _bell(engine).ring(WORKER, payload, only=only)
 
 
@@ -99,14 +99,16 @@ def worker_tag(selector: QueueSelector) -> str:
     return json.dumps(list(selector.queues))
 
 
-def _claims_from_any(queues: list[str], tag: str) -> bool:
-    """Whether the worker whose socket says ``tag`` claims from one of ``queues`` (a tag that
-    isn't a list of queues: yes, it may)."""
+@functools.lru_cache(maxsize=1024)
+def _claims_from_any(payload: bytes, tag: str) -> bool:
+    """Whether the worker whose socket says ``tag`` claims from one of the queues a ready
+    wake-up's ``payload`` names (a tag that isn't a list of queues: yes, it may). Both come
+    from a small set (a machine's workers, an app's queues), so each answer is kept."""
     try:
         selector = QueueSelector(tuple(json.loads(tag)))
     except (ValueError, TypeError):
         return True
-    return any(selector.matches(queue) for queue in queues)
+    return any(selector.matches(queue) for queue in decode_queues(payload))
 
 
 def encode_queues(queues: t.Collection[str]) -> bytes:
@@ -114,7 +116,14 @@ def encode_queues(queues: t.Collection[str]) -> bytes:
     none or too many to carry."""
     if not queues:
         return b""
-    payload = json.dumps(sorted(set(queues))).encode()
+    return _encoded(frozenset(queues))
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(queues: frozenset[str]) -> bytes:
+    """:func:`encode_queues` of a set of queues, kept: an app enqueues to a few queues, and
+    every single enqueue asked for this again."""
+    payload = json.dumps(sorted(queues)).encode()
     return payload if len(payload) <= MAX_QUEUES_PAYLOAD else b""
 
 
@@ -158,7 +167,15 @@ def decode_time(payload: bytes | str) -> dt.datetime | None:
 
 @functools.lru_cache(maxsize=32)
 def _bell(engine: sa.Engine) -> HostBell:
-    return HostBell(engine.url)
+    return _bell_of(engine.url)
+
+
+@functools.lru_cache(maxsize=64)
+def _bell_of(url: sa.URL) -> HostBell:
+    """One :class:`HostBell` a database URL: its directory's name is a hash of the URL, which
+    every enqueue used to compute again (a relative SQLite path is made absolute once, as the
+    engine's first connection opened it)."""
+    return HostBell(url)
 
 
 class Subscription:

@@ -108,3 +108,33 @@ def test_a_failed_insert_stores_nothing_and_raises_enqueue_error(app, engine):
     assert support.count(engine, JOBS) == 0  # the job's row was rolled back with it
     job = jobs.store_result.perform_later(2)  # the connection went back to the pool clean
     assert support.count(engine, JOBS) == 1 and job.successfully_enqueued
+
+
+@on_driver_backends
+def test_a_committed_enqueue_gives_its_connection_back_without_the_pools_rollback(app, engine):
+    jobs.store_result.perform_later(0)  # the tables checked (once a process)
+    resets: list[bool] = []
+
+    def heard(_dbapi: t.Any, _record: t.Any, state: t.Any) -> None:
+        resets.append(state.transaction_was_reset)
+
+    sa.event.listen(engine.pool, "reset", heard)
+    try:
+        assert driver_writes.applies(engine)
+        jobs.store_result.perform_later(1)
+        assert resets == [True]  # committed: the pool is told, and sends no ROLLBACK
+
+        with engine.begin() as connection:
+            connection.execute(sa.text("ALTER TABLE solidq_ready_executions RENAME TO moved_away"))
+        resets.clear()
+        try:
+            with pytest.raises(EnqueueError):
+                jobs.store_result.perform_later(2)
+        finally:
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.text("ALTER TABLE moved_away RENAME TO solidq_ready_executions")
+                )
+        assert resets[0] is False  # a failure takes the pool's rollback
+    finally:
+        sa.event.remove(engine.pool, "reset", heard)
