@@ -125,58 +125,76 @@ def _finish(preserve_finished: bool) -> sa.TextClause:
 #: Finishing a batch of jobs in one statement, by whether finished jobs are kept.
 FINISH = {preserve: _finish(preserve) for preserve in (True, False)}
 
-#: Insert up to 10,000 jobs and their executions; the rows travel as one array per column
-#: (``unnest``), so the statement stays a few lines long whatever the batch size; the jobs of
-#: one bulk enqueue share ``:batch_id`` (the batch being enqueued into, or none). Jobs whose
-#: ``holds`` is true (a control may hold them back when they become ready) get no ready row.
-BULK_ENQUEUE = sa.text(
-    """
-    WITH input AS (
-        SELECT * FROM unnest(
-            CAST(:queue_name AS varchar[]), CAST(:class_name AS varchar[]),
-            CAST(:arguments AS text[]), CAST(:priority AS integer[]),
-            CAST(:active_job_id AS varchar[]), CAST(:scheduled_at AS timestamp[]),
-            CAST(:concurrency_key AS varchar[]), CAST(:rate_limit_key AS varchar[]),
-            CAST(:rate_limit_charges AS text[]), CAST(:holds AS boolean[])
-        ) AS input (queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-                    concurrency_key, rate_limit_key, rate_limit_charges, holds)
-    ), new_jobs AS (
-        INSERT INTO solidq_jobs (queue_name, class_name, arguments, priority, active_job_id,
-                                 scheduled_at, concurrency_key, rate_limit_key,
-                                 rate_limit_charges, batch_id, created_at, updated_at)
-        SELECT queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-               concurrency_key, rate_limit_key, rate_limit_charges, CAST(:batch_id AS bigint),
-               :now, :now
-        FROM input
-        RETURNING id, active_job_id, queue_name, priority, scheduled_at
-    ), ready AS (
-        INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-        SELECT new_jobs.id, new_jobs.queue_name, new_jobs.priority, :now
-        FROM new_jobs JOIN input USING (active_job_id)
-        WHERE new_jobs.scheduled_at <= :now AND NOT input.holds
-    ), scheduled AS (
-        INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
-                                                 created_at)
-        SELECT id, queue_name, priority, scheduled_at, :now
-        FROM new_jobs
-        WHERE scheduled_at > :now
-    )
-    SELECT active_job_id, id FROM new_jobs
-    """
+#: The ``solidq_jobs`` columns a bulk enqueue sends as arrays (``unnest``), with their types:
+#: every job's, and the controls' keys (sent only when a job of the chunk has one).
+_BULK_PLAIN_COLUMNS = (
+    ("queue_name", "varchar"),
+    ("class_name", "varchar"),
+    ("arguments", "text"),
+    ("priority", "integer"),
+    ("active_job_id", "varchar"),
+    ("scheduled_at", "timestamp"),
+)
+_BULK_CONTROL_COLUMNS = (
+    ("concurrency_key", "varchar"),
+    ("rate_limit_key", "varchar"),
+    ("rate_limit_charges", "text"),
 )
 
-#: The columns :data:`BULK_ENQUEUE` takes as arrays, besides ``holds`` and ``now``.
-BULK_ENQUEUE_COLUMNS = (
-    "queue_name",
-    "class_name",
-    "arguments",
-    "priority",
-    "active_job_id",
-    "scheduled_at",
-    "concurrency_key",
-    "rate_limit_key",
-    "rate_limit_charges",
-)
+
+def _bulk_enqueue(columns: tuple[tuple[str, str], ...], *, holds: bool) -> sa.TextClause:
+    """Insert up to 10,000 jobs and their executions in one statement; return their ids in
+    the order given.
+
+    The rows travel as one array per column (``unnest``), so the statement stays a few lines
+    long whatever the batch size; the jobs of one bulk enqueue share ``:batch_id`` (the batch
+    being enqueued into, or none). Each job's id is drawn from the table's sequence in
+    ``input`` (``MATERIALIZED``: once per row, as ``nextval`` is volatile), so the executions
+    take it from there: no join of the new jobs back to their input, and the ids come back in
+    input order without a key to match them by. With ``holds``, jobs whose ``holds`` is true
+    (a control may hold them back when they become ready) get no ready row.
+    """
+    names = [name for name, _type in columns]
+    arrays = ", ".join(f"CAST(:{name} AS {type_}[])" for name, type_ in columns)
+    if holds:
+        arrays += ", CAST(:holds AS boolean[])"
+        names.append("holds")
+    listed = ", ".join(names[: len(columns)])
+    held = " AND NOT holds" if holds else ""
+    return sa.text(
+        f"""
+        WITH input AS MATERIALIZED (
+            SELECT nextval((SELECT pg_get_serial_sequence('solidq_jobs', 'id'))) AS id, *
+            FROM unnest({arrays}) WITH ORDINALITY AS input ({", ".join(names)}, position)
+        ), new_jobs AS (
+            INSERT INTO solidq_jobs (id, {listed}, batch_id, created_at, updated_at)
+            SELECT id, {listed}, CAST(:batch_id AS bigint), :now, :now FROM input
+        ), ready AS (
+            INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+            SELECT id, queue_name, priority, :now FROM input
+            WHERE scheduled_at <= :now{held}
+        ), scheduled AS (
+            INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
+                                                     created_at)
+            SELECT id, queue_name, priority, scheduled_at, :now FROM input
+            WHERE scheduled_at > :now
+        )
+        SELECT id FROM input ORDER BY position
+        """
+    )
+
+
+#: A bulk enqueue's statement: :data:`BULK_ENQUEUE` for a chunk with a job a control keys,
+#: :data:`BULK_ENQUEUE_PLAIN` (fewer arrays to send and unpack) for one without.
+BULK_ENQUEUE = _bulk_enqueue(_BULK_PLAIN_COLUMNS + _BULK_CONTROL_COLUMNS, holds=True)
+BULK_ENQUEUE_PLAIN = _bulk_enqueue(_BULK_PLAIN_COLUMNS, holds=False)
+
+#: The columns :data:`BULK_ENQUEUE` takes as arrays, besides ``holds``.
+BULK_ENQUEUE_COLUMNS = tuple(name for name, _type in _BULK_PLAIN_COLUMNS + _BULK_CONTROL_COLUMNS)
+#: The columns :data:`BULK_ENQUEUE_PLAIN` takes as arrays; a chunk fits it when the others
+#: (:data:`BULK_ENQUEUE_CONTROL_COLUMNS`) are None in every row and no job is held.
+BULK_ENQUEUE_PLAIN_COLUMNS = tuple(name for name, _type in _BULK_PLAIN_COLUMNS)
+BULK_ENQUEUE_CONTROL_COLUMNS = tuple(name for name, _type in _BULK_CONTROL_COLUMNS)
 
 #: The parameters of :data:`BULK_ENQUEUE` that are arrays: sent in binary format.
 BULK_ENQUEUE_ARRAYS = (*BULK_ENQUEUE_COLUMNS, "holds")

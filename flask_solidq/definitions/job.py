@@ -311,7 +311,7 @@ class Job(Resumable, RateLimitUsage):
             data["executions"] = self.executions
         if self.exception_executions:
             data["exception_executions"] = self.exception_executions
-        return data | self._steps.payload_keys()
+        return data | self._steps_payload_keys()
 
     def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
         """Restore the arguments and counters of a stored payload into this job.

@@ -222,6 +222,13 @@ class Resumable(DeclaredAttributes):
             _apply_watch(self, progress)
         return t.cast(Progress, progress)
 
+    def _steps_payload_keys(self) -> dict[str, t.Any]:
+        """The keys of its progress in its payload: none, without making the progress, for a
+        job that has none yet (every job being enqueued for the first time; a bulk enqueue of
+        thousands otherwise made a progress object for each, only to find it empty)."""
+        progress = self.__dict__.get("_progress")
+        return {} if progress is None else t.cast(Progress, progress).payload_keys()
+
     def _load_steps(self, data: t.Mapping[str, t.Any]) -> None:
         """Take the progress a stored payload holds (``Job.load_payload``); a payload with
         none leaves it to be made at first use.

@@ -114,7 +114,7 @@ def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """
     now = _enqueue_time(engine, jobs)
     split = controls.prepare_enqueue(jobs, now, bulk=True)
-    rows = [build_row(job, now) for job in split.plain]
+    rows = job_rows.build_rows(split.plain, now)
     if rows:
         ids, placed = db.retrying_deadlocks(lambda: _store_all(engine, rows, now))
         for job, job_id in zip(split.plain, ids, strict=True):
@@ -146,28 +146,37 @@ def _insert_all_in_one_statement(
     """PostgreSQL: insert the jobs and their executions with one statement per 10,000 jobs.
 
     The rows travel as one array per column (``unnest``), so the statement stays a few lines
-    long whatever the number of jobs: nothing to render or parse per row. Due jobs a control may
+    long whatever the number of jobs: nothing to render or parse per row. A chunk whose jobs
+    no control keys takes the statement without the controls' columns. Due jobs a control may
     hold back are left out of the statement and dispatched afterwards, one by one.
     """
     ids: list[int] = []
     placed: set[int] = set()
     held: list[JobRef] = []
+    naive_now = naive_utc(now)
     for chunk in db.batched(rows, size=10_000):
-        columns = {name: [row[name] for row in chunk] for name in postgres.BULK_ENQUEUE_COLUMNS}
-        columns["scheduled_at"] = [naive_utc(value) for value in columns["scheduled_at"]]
-        columns["holds"] = [controls.act_on_dispatch(row) for row in chunk]
+        holds = [controls.act_on_dispatch(row) for row in chunk]
+        keyed = any(holds) or any(
+            row[name] is not None for row in chunk for name in postgres.BULK_ENQUEUE_CONTROL_COLUMNS
+        )
+        names = postgres.BULK_ENQUEUE_COLUMNS if keyed else postgres.BULK_ENQUEUE_PLAIN_COLUMNS
+        columns: dict[str, t.Any] = {name: [row[name] for row in chunk] for name in names}
+        # Most jobs are due at once: their scheduled_at is ``now`` itself, converted once.
+        columns["scheduled_at"] = [
+            naive_now if value is now else naive_utc(value) for value in columns["scheduled_at"]
+        ]
+        if keyed:
+            columns["holds"] = holds
         result = fast_path.fetch_in_transaction(
             connection,
-            postgres.BULK_ENQUEUE,
-            {**columns, "batch_id": chunk[0]["batch_id"], "now": naive_utc(now)},
-            binary=postgres.BULK_ENQUEUE_ARRAYS,
+            postgres.BULK_ENQUEUE if keyed else postgres.BULK_ENQUEUE_PLAIN,
+            {**columns, "batch_id": chunk[0]["batch_id"], "now": naive_now},
+            binary=postgres.BULK_ENQUEUE_ARRAYS if keyed else names,
         )
-        id_by_job_id = {job_id: id_ for job_id, id_ in result}
-        chunk_ids = [id_by_job_id[row["active_job_id"]] for row in chunk]
-        for job_id, row, holds in zip(chunk_ids, chunk, columns["holds"], strict=True):
-            ref = _ref(job_id, row, now)
-            if holds and ref.scheduled_at is None:
-                held.append(ref)
+        chunk_ids = [int(id_) for (id_,) in result]
+        for job_id, row, hold in zip(chunk_ids, chunk, holds, strict=True):
+            if hold and row["scheduled_at"] <= now:
+                held.append(_ref(job_id, row, now))
             else:
                 placed.add(job_id)
         ids.extend(chunk_ids)

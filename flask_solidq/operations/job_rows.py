@@ -29,19 +29,45 @@ def build_row(
     :raises flask_solidq.SerializationError: an argument can't be stored.
     :raises Exception: whatever a control's key callable raises.
     """
+    batch = current.open_batch()
+    return _row(job, now, arguments.dumps, payload, None if batch is None else batch.id)
+
+
+def build_rows(jobs: t.Sequence[Job], now: dt.datetime) -> list[dict[str, t.Any]]:
+    """The ``solidq_jobs`` rows for ``jobs``, enqueued at ``now`` together (a bulk enqueue):
+    :func:`build_row`'s for each, the open batch read once and the payloads encoded by one
+    encoder (:func:`flask_solidq.definitions.arguments.payload_encoder`).
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    :raises Exception: whatever a control's key callable raises.
+    """
+    batch = current.open_batch()
+    batch_id = None if batch is None else batch.id
+    encode = arguments.payload_encoder()
+    return [_row(job, now, encode, None, batch_id) for job in jobs]
+
+
+def _row(
+    job: Job,
+    now: dt.datetime,
+    encode: t.Callable[[t.Any], str],
+    payload: dict[str, t.Any] | None,
+    batch_id: int | None,
+) -> dict[str, t.Any]:
+    """The row of ``job`` (its payload ``payload``, by default its own, encoded by
+    ``encode``), its controls' keys stamped."""
     job.mark_enqueued(now)
-    scheduled_at = job.scheduled_at
     row = {
         "queue_name": job.queue_name,
         "class_name": type(job).job_name,
-        "arguments": arguments.dumps(job.payload() if payload is None else payload),
+        "arguments": encode(job.payload() if payload is None else payload),
         "priority": job.priority,
         "active_job_id": job.job_id,
-        "scheduled_at": scheduled_at or now,
+        "scheduled_at": job.scheduled_at or now,
         "concurrency_key": None,
         "rate_limit_key": None,
         "rate_limit_charges": None,
-        "batch_id": batch.id if (batch := current.open_batch()) is not None else None,
+        "batch_id": batch_id,
         "created_at": now,
         "updated_at": now,
     }

@@ -1,0 +1,157 @@
+"""``perform_all_later``'s own ways of storing: on PostgreSQL one statement per chunk, the lean
+one when no job of the chunk has a control's key; everywhere the rows built with one payload
+encoder. What they store is what enqueuing the same jobs one by one through SQLAlchemy's
+Connection stores, row for row, and a failure stores nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing as t
+
+import pytest
+import sqlalchemy as sa
+
+from flask_solidq import fast_path
+from flask_solidq import models
+from flask_solidq import postgres
+from flask_solidq.definitions import arguments
+from flask_solidq.definitions.job import Job
+from flask_solidq.testing import frozen_clock
+from tests import support
+from tests.jobs import basic as jobs
+from tests.support import solidq
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
+READY = t.cast(sa.Table, models.ReadyExecution.__table__)
+SCHEDULED = t.cast(sa.Table, models.ScheduledExecution.__table__)
+BLOCKED = t.cast(sa.Table, models.BlockedExecution.__table__)
+EXECUTIONS = (READY, SCHEDULED, BLOCKED)
+
+NOW = dt.datetime(2026, 12, 2, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def plain_jobs() -> list[Job]:
+    """Jobs no control keys: PostgreSQL's lean statement."""
+    return [
+        jobs.store_result.new(1),
+        jobs.store_result.new("héllo ☃ \U0001f600"),
+        jobs.store_result.new({"nested": [1.5, None, True], 3: "int key"}),
+        jobs.store_pair.new(1, second=[2, 3]),
+        jobs.store_result.new(2).set(queue="other", priority=-3),
+        jobs.store_result.new(3).set(wait=30),
+        jobs.StoreResultJob.new("later").set(wait_until=NOW + dt.timedelta(hours=1)),
+        jobs.store_result.new(4).set(wait_until=NOW - dt.timedelta(hours=1)),
+    ]
+
+
+def keyed_jobs() -> list[Job]:
+    """Plain jobs among ones under a concurrency limit (the second of account 7 is blocked)
+    and a rate limit: PostgreSQL's statement with the controls' columns."""
+    return [
+        jobs.store_result.new(1),
+        jobs.sync_account.new(7),
+        jobs.store_result.new(2).set(wait=30),
+        jobs.sync_account.new(7, note="é"),
+        jobs.sync_account.new(8).set(wait=60),
+        jobs.store_pair.new("a", second="b"),
+    ]
+
+
+def _listener(*_args: t.Any) -> None:
+    """An execution listener: an engine with one sends every statement through SQLAlchemy's
+    Connection (no driver-level path)."""
+
+
+def one_by_one_through_the_connection(engine: sa.Engine, batch: list[Job]) -> None:
+    """The reference: each job enqueued alone, every statement through the Connection."""
+    sa.event.listen(engine, "before_cursor_execute", _listener)
+    try:
+        for job in batch:
+            job.perform_later()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", _listener)
+
+
+def stored(engine: sa.Engine, batch: list[Job]) -> list[tuple[t.Any, ...]]:
+    """For each job, in order: its row and its executions' rows, ids and its own UUID left
+    out (they differ between two enqueues of the same call)."""
+    snapshot = []
+    with engine.connect() as connection:
+        for job in batch:
+            (row,) = connection.execute(sa.select(JOBS).where(JOBS.c.id == job.provider_job_id))
+            kept = {k: v for k, v in row._mapping.items() if k not in ("id", "active_job_id")}
+            executions = [
+                (
+                    table.name,
+                    {k: v for k, v in execution._mapping.items() if k not in ("id", "job_id")},
+                )
+                for table in EXECUTIONS
+                for execution in connection.execute(
+                    sa.select(table).where(table.c.job_id == job.provider_job_id)
+                )
+            ]
+            snapshot.append((kept, executions))
+    return snapshot
+
+
+@pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
+def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(app, engine, make_jobs, monkeypatch):
+    statements = []
+    fetch = fast_path.fetch_in_transaction
+
+    def spy(connection, statement, params, **options):
+        statements.append(statement)
+        return fetch(connection, statement, params, **options)
+
+    monkeypatch.setattr(fast_path, "fetch_in_transaction", spy)
+    with frozen_clock(start=NOW):
+        reference = make_jobs()
+        one_by_one_through_the_connection(engine, reference)
+        expected = stored(engine, reference)
+        support.delete_all_rows(engine)
+
+        batch = make_jobs()
+        solidq.perform_all_later(batch)
+
+    assert [job.successfully_enqueued for job in batch] == [True] * len(batch)
+    assert stored(engine, batch) == expected
+    ids = [job.provider_job_id for job in batch]
+    assert ids == sorted(ids)  # ids in the order given: a queue's first in is first out
+    assert [job.scheduled_at for job in batch] == [job.scheduled_at for job in reference]
+    assert [job.enqueued_at for job in batch] == [NOW] * len(batch)
+    if engine.dialect.name == "postgresql":
+        lean = make_jobs is plain_jobs
+        assert statements == [postgres.BULK_ENQUEUE_PLAIN if lean else postgres.BULK_ENQUEUE]
+
+
+@pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
+def test_a_failed_bulk_enqueue_stores_nothing(app, engine, make_jobs):
+    jobs.store_result.perform_later(0)  # the tables checked (once a process), then one goes
+    support.delete_all_rows(engine)
+    with engine.begin() as connection:
+        connection.execute(sa.text("ALTER TABLE solidq_ready_executions RENAME TO moved_away"))
+    try:
+        batch = make_jobs()
+        with pytest.raises(sa.exc.DBAPIError):
+            solidq.perform_all_later(batch)
+    finally:
+        with engine.begin() as connection:
+            connection.execute(sa.text("ALTER TABLE moved_away RENAME TO solidq_ready_executions"))
+
+    assert support.count(engine, JOBS) == 0
+    assert not any(job.successfully_enqueued for job in batch)
+    again = make_jobs()  # the connection went back to the pool clean
+    solidq.perform_all_later(again)
+    assert support.count(engine, JOBS) == len(again)
+
+
+def test_the_bulk_payload_encoder_writes_what_dumps_writes(app):
+    payloads = [
+        {"job": "tests.jobs.basic:store_result", "args": [1]},
+        {"args": ["héllo ☃ \U0001f600", "\u2028", '"quoted"\\'], "kwargs": {"é": [1.5, -0.0]}},
+        {"args": [10**40, 1e300, True, None, {"_sq": "tagged"}]},
+    ]
+    encode = arguments.payload_encoder()
+    assert [encode(payload) for payload in payloads] == [
+        arguments.dumps(payload) for payload in payloads
+    ]
