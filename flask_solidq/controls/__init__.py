@@ -118,14 +118,18 @@ def prepare_run(job: Job, started: list[tuple[Control, t.Any]]) -> bool:
 
 
 def stamp(job: Job, row: dict[str, t.Any]) -> None:
-    """Run every control's ENQUEUE hook over one job's row."""
-    for control in CONTROLS:
+    """Run every control's ENQUEUE hook over one job's row (those that have one: it runs for
+    every job of a bulk enqueue)."""
+    for control in _overriding("stamp"):
         control.stamp(job, row)
 
 
 def act_on_dispatch(row: dict[str, t.Any]) -> bool:
     """Whether any control's DISPATCH hook may hold back the job stored as ``row``."""
-    return any(control.acts_on_dispatch(row) for control in CONTROLS)
+    for control in _overriding("acts_on_dispatch"):  # a loop, not any(): it runs for every job
+        if control.acts_on_dispatch(row):
+            return True
+    return False
 
 
 def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
