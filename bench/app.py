@@ -12,6 +12,8 @@ Environment:
   as each job starts (``bench/latency.py --steady``).
 * ``SOLIDQ_BENCH_RUN_LOG``: a file to which every worker process appends the id of each job it
   starts, one line per run, so a benchmark can check that every job ran exactly once.
+* ``SOLIDQ_BENCH_PROFILE``: a path prefix: every forked worker process profiles its threads
+  into files named from it (see :mod:`bench.worker_profile`).
 
 Jobs (the benchmark scripts import this module, so the stored names and import paths match the
 worker's): ``bench.noop`` (from :mod:`bench.common`), ``bench.record_start`` (stores when it
@@ -161,4 +163,8 @@ def create_app() -> Flask:
         signals.perform_start.connect(_log_run)
     if os.environ.get("SOLIDQ_BENCH_START_LOG"):
         signals.perform_start.connect(_log_start)
+    if os.environ.get("SOLIDQ_BENCH_PROFILE"):
+        from bench import worker_profile
+
+        worker_profile.install(os.environ["SOLIDQ_BENCH_PROFILE"])
     return app
