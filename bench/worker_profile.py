@@ -9,7 +9,8 @@ process forked from then on profiles its main thread and every thread it starts,
 each thread's stats to ``<prefix>-<pid>-<thread>.prof`` every :data:`DUMP_EVERY` seconds (a
 forked worker ends with ``os._exit``: there is no exit to dump at). Run as a script, it sums
 the files of a prefix and prints the CPU per job of the stages of a job's life, by the
-cumulative time of the functions that hold them.
+cumulative time of the functions that hold them, and each thread's own total
+(``SOLIDQ_BENCH_PROFILE_TOP=30``: the 30 functions with the most time of their own, too).
 
 A deterministic profiler costs more than what it measures in small functions: read the
 stages' shares, not their absolute times (``bench/throughput.py`` gives the CPU per job
@@ -69,24 +70,27 @@ def _dump_forever(prefix: str) -> None:
             os.replace(path + ".tmp", path)
 
 
-#: The stages of a job's life and the functions whose cumulative time holds each.
+#: The stages of a job's life and the functions whose cumulative time holds each (a thread's
+#: own loop never returns, so its cumulative time is never counted: the threads' totals are
+#: printed apart, from the files).
 STAGES = {
-    "claim (worker's main thread)": ["worker.py:*(_claim)"],
-    "perform: execute.perform_in_app": ["execute.py:*(perform_in_app)"],
-    "  of which signals' receivers (all)": ["base.py:*(send)"],
-    "  of which the job_started line": ["subscriber.py:*(receive)"],
-    "the job_finished line (log_performed)": ["subscriber.py:*(log_performed)"],
-    "  of which formatting + handing to the writer": ["__init__.py:*(handle)"],
-    "finisher: store outcomes (finalize)": ["finisher.py:*(_store)"],
-    "log writer thread": ["line_writer.py:*(_run)"],
-    "pool hand-off (post)": ["pool.py:*(post)"],
-    "pool thread loop (_serve, all)": ["pool.py:*(_serve)"],
-    "worker._perform (all)": ["worker.py:*(_perform)"],
+    "claim (Worker._claim, the main thread)": ["worker.py:_claim"],
+    "hand-off to the pool (Pool.post)": ["pool.py:post"],
+    "perform (execute.perform_in_app)": ["execute.py:perform_in_app"],
+    "  app context push + pop (Flask, Flask-SQLAlchemy)": ["ctx.py:__enter__", "ctx.py:__exit__"],
+    "  load the job (execute.load)": ["execute.py:load"],
+    "  signals sent (blinker send, receivers included)": ["base.py:send"],
+    "    the job_started line (its receiver)": ["subscriber.py:receive"],
+    "the job_finished line (log_performed)": ["subscriber.py:log_performed"],
+    "  the two lines' records (Logger.makeRecord)": ["__init__.py:makeRecord"],
+    "  the two lines' formatting + hand-off (handler)": ["formats.py:handle"],
+    "hand the outcome to the finisher (Finisher.add)": ["finisher.py:add"],
+    "store outcomes (Finisher._store: finalize)": ["finisher.py:_store"],
 }
 
 
 def report(prefix: str) -> None:
-    """Print the stages' CPU per job from the files of ``prefix``."""
+    """Print the stages' CPU per job from the files of ``prefix``, then each thread's."""
     files = sorted(glob.glob(f"{prefix}-*.prof"))
     stats = pstats.Stats(*files)
     raw = stats.stats  # type: ignore[attr-defined]
@@ -95,19 +99,24 @@ def report(prefix: str) -> None:
         for (path, _, name), (_, calls, *_rest) in raw.items()
         if name == "perform_in_app" and path.endswith("execute.py")
     )
+    jobs = max(jobs, 1)
     total = sum(inline for (_, _, inline, _, _) in raw.values())
-    per_job = total / max(jobs, 1) * 1e6
-    print(f"{len(files)} thread profiles, {jobs:,} jobs, {per_job:.0f} µs CPU/job")
+    print(f"{len(files)} threads, {jobs:,} jobs, {total / jobs * 1e6:.0f} µs CPU/job profiled")
     for stage, patterns in STAGES.items():
         seconds = 0.0
         for pattern in patterns:
-            where, _, function = pattern.partition(":*(")
-            function = function.rstrip(")")
+            where, _, function = pattern.partition(":")
             for (path, _, name), (_, _, _, cumulative, _) in raw.items():
                 if name == function and path.endswith("/" + where):
                     seconds += cumulative
-        print(f"{stage:45} {seconds / max(jobs, 1) * 1e6:8.1f} µs/job")
-    stats.sort_stats("tottime").print_stats(40)
+        share = seconds / total * 100 if total else 0.0
+        print(f"{stage:52} {seconds / jobs * 1e6:7.1f} µs/job {share:5.1f} %")
+    for path in files:
+        own = sum(inline for (_, _, inline, _, _) in pstats.Stats(path).stats.values())  # type: ignore[attr-defined]
+        name = path[len(prefix) + 1 :].removesuffix(".prof")
+        print(f"thread {name:45} {own / jobs * 1e6:7.1f} µs/job {own / total * 100:5.1f} %")
+    if os.environ.get("SOLIDQ_BENCH_PROFILE_TOP"):
+        stats.sort_stats("tottime").print_stats(int(os.environ["SOLIDQ_BENCH_PROFILE_TOP"]))
 
 
 if __name__ == "__main__":
