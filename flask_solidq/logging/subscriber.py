@@ -145,6 +145,10 @@ def log(
         return
     extra = {"event": event.value}
     extra.update(fields)
+    if type(logger) is not logging.Logger and not isinstance(logger, logging.Logger):
+        # Something shaped like a logger (a LoggerAdapter, say): its own ``log``.
+        logger.log(level, "SolidQ %s %s", title, format_fields(fields), extra=extra)
+        return
     if logging._srcfile:  # None: the app turned the lookup of the caller off
         path, line, function = __file__, sys._getframe().f_lineno, "log"
     else:

@@ -260,6 +260,23 @@ def test_a_line_s_record_is_the_one_logger_log_would_make(caplog):
     assert (record.job_id, record.queue, record.wait, record.attempt) == (3, "a, b", 1.5, None)
 
 
+def test_a_logger_adapter_logs_through_its_own_log(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    adapter = logging.LoggerAdapter(logging.getLogger(LOGGER), {"tenant": "t1"})
+
+    log_subscriber.log(
+        adapter,  # type: ignore[arg-type]
+        logging.INFO,
+        log_subscriber.LogEvent.RETRY,
+        "Retry",
+        {"job_id": 3},
+    )
+
+    (record,) = caplog.records
+    assert record.getMessage() == "SolidQ Retry job_id: 3"
+    assert record.tenant == "t1"  # the adapter's extra (before Python 3.13, in place of ours)
+
+
 def test_a_line_is_not_made_below_the_logger_s_level(caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     logger = logging.getLogger(LOGGER)
