@@ -1,6 +1,7 @@
 """End-to-end throughput of no-op jobs: how fast ``flask solidq work`` drains a backlog.
 
     python bench/throughput.py [--jobs N] [--backends sqlite,postgres,mysql]
+        [--layouts 1x3,2x3] [--log-level INFO|WARNING]
 
 For each backend, in a scratch database:
 
@@ -9,6 +10,15 @@ For each backend, in a scratch database:
    --processes 1 --threads 3 --polling-interval 0.1`` subprocess (fork mode), then stop it with
    SIGTERM;
 3. enqueue ``--jobs`` again and drain them with ``--processes 2 --threads 3``.
+
+``--layouts`` chooses the drains (``1x3`` alone measures the single process); ``--log-level``
+is the workers' (INFO, their default, writes two lines per job; WARNING none).
+
+The CPU per job: the user + system CPU seconds of the subprocess and every process below it
+(``/proc/<pid>/stat``, threads included), read at the first poll that finds a job finished and
+again at the one that finds none left, over the jobs finished in between. Boot and stop are
+left out, and so is the database server's CPU. CPU time hardly moves with the machine's other
+load, where the rate does: it is the figure to compare between versions.
 
 How the rate is measured: from the jobs' own ``finished_at`` stamps, as
 ``(N - n0) / (last finished_at - first finished_at)``, where ``n0`` is the number of jobs
@@ -50,6 +60,7 @@ from flask import Flask  # noqa: E402
 
 from bench import app as bench_app  # noqa: E402
 from bench import common  # noqa: E402
+from bench import procfs  # noqa: E402
 from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
 
@@ -71,6 +82,7 @@ class Run:
 
     layout: str
     rate: float | None = None
+    cpu_per_job: float | None = None
     wall: float | None = None
     stop: float | None = None
     check: str = "not checked"
@@ -100,22 +112,33 @@ def unfinished(engine: sa.Engine, first_id: int) -> int:
 
 
 def drain(
-    app: Flask, url: str, count: int, processes: int, workdir: pathlib.Path, timeout: float
+    app: Flask,
+    url: str,
+    count: int,
+    layout: tuple[int, int],
+    workdir: pathlib.Path,
+    timeout: float,
+    log_level: str = "INFO",
 ) -> Run:
-    """Enqueue ``count`` jobs, drain them with ``processes`` x 3 workers, check the result."""
-    run = Run(f"{processes}x{THREADS}")
+    """Enqueue ``count`` jobs, drain them with ``processes`` x ``threads`` workers at
+    ``log_level``, check the result."""
+    processes, threads = layout
+    run = Run(f"{processes}x{threads}")
     engine = app.extensions["solidq"].engine
     first_id = enqueue(app, count)
-    run_log = workdir / f"runs-{processes}x{THREADS}.txt"
-    output = workdir / f"worker-{processes}x{THREADS}.log"
-    arguments = ["--only", "worker", "--processes", str(processes), "--threads", str(THREADS)]
-    arguments += ["--polling-interval", "0.1", "--mode", "fork"]
+    run_log = workdir / f"runs-{run.layout}.txt"
+    output = workdir / f"worker-{run.layout}.log"
+    arguments = ["--only", "worker", "--processes", str(processes), "--threads", str(threads)]
+    arguments += ["--polling-interval", "0.1", "--mode", "fork", "--log-level", log_level]
     with output.open("wb") as log:
         spawned = time.time()
         process = common.start_work(url, arguments, log, env={"SOLIDQ_BENCH_RUN_LOG": str(run_log)})
         try:
             deadline = time.monotonic() + timeout
-            while unfinished(engine, first_id):
+            first: tuple[int, float] | None = None  # (jobs left, CPU seconds) at the first finish
+            while left := unfinished(engine, first_id):
+                if first is None and left < count:
+                    first = (left, tree_cpu_seconds(process.pid))
                 if process.poll() is not None:
                     run.problems.append(f"the worker exited early with status {process.returncode}")
                     break
@@ -123,6 +146,8 @@ def drain(
                     run.problems.append(f"not drained after {timeout:.0f} s")
                     break
                 time.sleep(0.25)
+            if first is not None and not left and first[0] > 0:
+                run.cpu_per_job = (tree_cpu_seconds(process.pid) - first[1]) / first[0]
             run.stop = common.stop_work(process)
             if run.stop is None:
                 run.problems.append("the worker didn't stop within 30 s of SIGTERM; killed")
@@ -153,6 +178,20 @@ def drain(
         issues.append(f"{len(twice)} jobs ran more than once (e.g. ids {twice[:5]})")
     run.check = "; ".join(issues) if issues else f"all {count:,} exactly once"
     return run
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of ``pid`` and the processes below it."""
+    return sum(procfs.cpu_seconds(each) or 0.0 for each in [pid, *procfs.descendants(pid)])
+
+
+def parse_layouts(text: str) -> list[tuple[int, int]]:
+    """``1x3,2x3`` as ``[(1, 3), (2, 3)]``: processes x threads."""
+    layouts = []
+    for item in text.split(","):
+        processes, _, threads = item.strip().partition("x")
+        layouts.append((int(processes), int(threads or THREADS)))
+    return layouts
 
 
 def finish_stamps_and_leftovers(
@@ -186,7 +225,17 @@ def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds a drain may take before giving up"
     )
+    parser.add_argument(
+        "--layouts", default="1x3,2x3", help="comma-separated drains, processes x threads"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the workers' --log-level (INFO, their default, logs two lines per job)",
+    )
     options = parser.parse_args()
+    layouts = parse_layouts(options.layouts)
 
     chosen = common.chosen_backends(options.backends)
     print("\n".join(common.machine_lines(chosen)), flush=True)
@@ -201,22 +250,30 @@ def main() -> None:
             app = common.create_app(url)
             with app.app_context():
                 runs = [
-                    drain(app, url, options.jobs, processes, workdir, options.timeout)
-                    for processes in (1, 2)
+                    drain(
+                        app, url, options.jobs, layout, workdir, options.timeout, options.log_level
+                    )
+                    for layout in layouts
                 ]
                 app.extensions["solidq"].engine.dispose()
         finally:
             drop()
             shutil.rmtree(workdir, ignore_errors=True)
         rates.append([backend, *(_number(run.rate) for run in runs)])
+        rates[-1] += [_micros(run.cpu_per_job) for run in runs]
         for run in runs:
             details.append([backend, run.layout, _seconds(run.wall), _seconds(run.stop), run.check])
             problems += [f"{backend} {run.layout}: {line}" for line in run.problems]
         print(f"# {backend} done", flush=True)
 
     print()
-    print(f"End-to-end no-op jobs/s ({options.jobs:,} jobs per drain; processes x threads)")
-    print(common.table(["backend", "1x3 jobs/s", "2x3 jobs/s"], rates))
+    print(
+        f"End-to-end no-op jobs/s and the workers' CPU µs per job ({options.jobs:,} jobs per"
+        f" drain; processes x threads; --log-level {options.log_level})"
+    )
+    names = [f"{processes}x{threads}" for processes, threads in layouts]
+    headers = [f"{name} jobs/s" for name in names] + [f"{name} CPU µs/job" for name in names]
+    print(common.table(["backend", *headers], rates))
     print()
     common.print_drain_details(details, problems)
     print(f"# load at the end: {', '.join(f'{value:.2f}' for value in os.getloadavg())}")
@@ -224,6 +281,10 @@ def main() -> None:
 
 def _number(value: float | None) -> object:
     return "-" if value is None else value
+
+
+def _micros(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e6:.0f}"
 
 
 def _seconds(value: float | None) -> str:

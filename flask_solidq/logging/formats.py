@@ -94,6 +94,17 @@ class TextFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT)
         self._second: tuple[int, str] = (-1, "")
 
+    def format(self, record: logging.LogRecord) -> str:
+        """What ``logging.Formatter.format`` makes of :data:`TEXT_FORMAT`, in one f-string
+        when the record has no traceback or stack to append (the job lines never do): the
+        general path looks the fields up in the record's ``__dict__`` through ``%``-style
+        formatting, and checks whether the format uses the time, for each line."""
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        record.message = record.getMessage()
+        record.asctime = self.formatTime(record)
+        return f"{record.asctime} {record.levelname} {record.message}"
+
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)

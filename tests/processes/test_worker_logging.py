@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import signal
+import sys
 import typing as t
 
 import pytest
@@ -215,6 +216,18 @@ def test_the_text_formatter_writes_what_logging_s_own_does_across_seconds():
         record.msecs = (record.created - int(record.created)) * 1000
         assert ours.format(record) == stdlib.format(record)
         assert ours.formatTime(record, "%H:%M") == stdlib.formatTime(record, "%H:%M")
+
+
+def test_the_text_formatter_appends_a_traceback_and_a_stack_as_logging_s_own_does():
+    ours = formats.TextFormatter()
+    stdlib = logging.Formatter(formats.TEXT_FORMAT)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = make_record("failed %s", "x", exc_info=sys.exc_info())
+    stacked = make_record("here", stack_info="Stack (most recent call last):\n  here")
+    for record in (failed, stacked, make_record("plain %d", 3)):
+        assert ours.format(record) == stdlib.format(record)
 
 
 def test_the_json_formatter_writes_one_object_per_line_with_the_extra_fields():

@@ -226,3 +226,82 @@ def test_a_finished_batch_logs_its_status_counts_and_duration_at_info(caplog):
     ]
     assert caplog.records[0].event == "batch_finish"
     assert "s3cr3t" not in caplog.text
+
+
+def test_a_line_s_record_is_the_one_logger_log_would_make(caplog):
+    """:func:`log` skips ``logger.log``'s search of the stack: the record still names the
+    subscriber's ``log`` as where it was logged, carries the fields as ``extra=`` and is
+    handled by the logger's handlers and filters."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    logger = logging.getLogger(LOGGER)
+    seen: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        seen.append(record)
+        return True
+
+    logger.addFilter(keep)
+    try:
+        fields = {"job_id": 3, "queue": "a, b", "wait": 1.5, "ok": True, "attempt": None}
+        log_subscriber.log(logger, logging.INFO, log_subscriber.LogEvent.RETRY, "Retry", fields)
+    finally:
+        logger.removeFilter(keep)
+
+    (record,) = caplog.records
+    assert seen == [record]
+    assert record.getMessage() == (
+        'SolidQ Retry job_id: 3, queue: "a, b", wait: 1.5, ok: True, attempt: None'
+    )
+    assert (record.msg, record.args) == ("SolidQ %s %s", ("Retry", record.args[1]))
+    assert record.pathname == log_subscriber.__file__
+    assert record.funcName == "log"
+    assert record.module == "subscriber"
+    assert record.event == "retry"
+    assert (record.job_id, record.queue, record.wait, record.attempt) == (3, "a, b", 1.5, None)
+
+
+def test_a_logger_adapter_logs_through_its_own_log(caplog):
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    adapter = logging.LoggerAdapter(logging.getLogger(LOGGER), {"tenant": "t1"})
+
+    log_subscriber.log(
+        adapter,  # type: ignore[arg-type]
+        logging.INFO,
+        log_subscriber.LogEvent.RETRY,
+        "Retry",
+        {"job_id": 3},
+    )
+
+    (record,) = caplog.records
+    assert record.getMessage() == "SolidQ Retry job_id: 3"
+    assert record.tenant == "t1"  # the adapter's extra (before Python 3.13, in place of ours)
+
+
+def test_a_line_is_not_made_below_the_logger_s_level(caplog):
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    logger = logging.getLogger(LOGGER)
+
+    log_subscriber.log(logger, logging.INFO, log_subscriber.LogEvent.RETRY, "Retry", {"a": 1})
+
+    assert caplog.records == []
+
+
+def test_values_format_by_kind_with_subclasses_and_lists_as_before():
+    class Kind(str):
+        pass
+
+    fields = {
+        "text": 'say "hi", ünïcode',
+        "subclass": Kind("x"),
+        "number": 7,
+        "flag": False,
+        "ratio": 0.25,
+        "none": None,
+        "ids": [1, "two"],
+        "keys": ("k",),
+    }
+
+    assert log_subscriber.format_fields(fields) == (
+        'text: "say \\"hi\\", ünïcode", subclass: "x", number: 7, flag: False, ratio: 0.25,'
+        ' none: None, ids: [1, "two"], keys: ["k"]'
+    )
