@@ -119,6 +119,7 @@ def _execution(table: str, first: int, last: int) -> str:
 def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
     return [
         ("overview", "/solidq/"),
+        ("a queue (mail)", "/solidq/queue/mail"),
         ("failed jobs", "/solidq/jobs?state=failed"),
         ("ready jobs", "/solidq/jobs?state=ready"),
         ("ready jobs, filtered", "/solidq/jobs?state=ready&queue=mail&job=bench.noop"),
