@@ -87,6 +87,8 @@ def queue_counts(
     now: dt.datetime | None = None,
     *,
     finished: t.Mapping[str, int] | None = None,
+    deferred: t.Mapping[str, int] | None = None,
+    failed: t.Mapping[str, int] | None = None,
 ) -> list[QueueCounts]:
     """Every queue that has jobs or is paused, by name, with its jobs counted per state.
 
@@ -94,14 +96,19 @@ def queue_counts(
     :param finished: the finished jobs per queue when the caller counted them already (the
         dashboard counts those of the last hour, an index range, where counting every
         finished job of a big queue reads them all); otherwise every finished job counts.
+    :param deferred: the deferred jobs per queue, and ``failed`` the failed ones, when the
+        caller counted them already along with other figures (the metrics do); otherwise
+        they are counted here.
     """
     now = now or utcnow()
     ready = _count_by_queue(connection, READY.c.queue_name)
     scheduled = _count_by_queue(connection, SCHEDULED.c.queue_name)
-    deferred = _count_by_queue(connection, SCHEDULED.c.queue_name, DEFERRED_KEY.is_not(None))
+    if deferred is None:
+        deferred = _count_by_queue(connection, SCHEDULED.c.queue_name, DEFERRED_KEY.is_not(None))
     claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED)
     blocked = _count_by_queue(connection, BLOCKED.c.queue_name)
-    failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
+    if failed is None:
+        failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
     if finished is None:
         finished = _count_by_queue(connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None))
     oldest_ready = _oldest_ready_by_queue(connection)
