@@ -126,7 +126,9 @@ def _text_search(
         sa.select(
             scanned,
             sa.func.count().over().label("read"),
-            sa.func.min(scanned.c.id).over().label("lowest"),
+            # Not min(id) OVER (): MariaDB recomputes a MIN over the whole partition for
+            # every row, 10,000 x 10,000 (2-18 s a page); the first id in id order is it.
+            sa.func.first_value(scanned.c.id).over(order_by=scanned.c.id).label("lowest"),
         )
         .order_by(scanned.c.hit.desc(), scanned.c.id.desc())
         .limit(limit)
