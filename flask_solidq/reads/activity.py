@@ -19,6 +19,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import postgres
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 
@@ -62,28 +63,38 @@ def activities(
     queue: str | None = None,
 ) -> list[Activity]:
     """:func:`activity` of several windows that all end at ``until``, one per ``(slots,
-    slot_minutes)`` of ``shapes``, from one count of the longest window per minute: a queue's
-    page shows its last hour and its last day, and counting the day once instead of the hour
-    and then the day again spares a second pass over the hour's jobs (both of a finished
-    and a failed count). ``until`` is a whole minute, as every window is whole minutes."""
+    slot_minutes)`` of ``shapes``: a queue's page shows its last hour and its last day. The
+    failures, and where an index answers a grouped count alone the finished jobs too, are
+    counted once per minute over the longest window and summed into each (no second pass
+    over the hour's rows); on PostgreSQL each window's finished jobs are counted per slot
+    along the index (:func:`flask_solidq.postgres.counts_per_slot`). ``until`` is a whole
+    minute, as every window is whole minutes."""
     minutes = max(slots * slot_minutes for slots, slot_minutes in shapes)
     window = Window(until - dt.timedelta(minutes=minutes), minutes)
-    finished = window.count(connection, JOBS.c.finished_at, queue)
     failures = failed(connection, window, queue)
-    return [_tail(until, finished, failures, slots, slot_minutes) for slots, slot_minutes in shapes]
-
-
-def _tail(
-    until: dt.datetime, finished: list[int], failures: list[int], slots: int, slot_minutes: int
-) -> Activity:
-    """The last ``slots`` slots of ``slot_minutes`` of per-minute counts."""
-    span = slots * slot_minutes
-    return Activity(
-        since=until - dt.timedelta(minutes=span),
-        slot=dt.timedelta(minutes=slot_minutes),
-        finished=_slots(finished[-span:], slot_minutes),
-        failed=_slots(failures[-span:], slot_minutes),
+    per_minute = (
+        None
+        if _counted_by_ranges(connection)
+        else window.count(connection, JOBS.c.finished_at, queue)
     )
+    found = []
+    for slots, slot_minutes in shapes:
+        span = slots * slot_minutes
+        since = until - dt.timedelta(minutes=span)
+        finished = (
+            _slots(per_minute[-span:], slot_minutes)
+            if per_minute is not None
+            else Window(since, slots, slot_minutes).count(connection, JOBS.c.finished_at, queue)
+        )
+        found.append(
+            Activity(
+                since=since,
+                slot=dt.timedelta(minutes=slot_minutes),
+                finished=finished,
+                failed=_slots(failures[-span:], slot_minutes),
+            )
+        )
+    return found
 
 
 def _slots(per_minute: list[int], slot_minutes: int) -> list[int]:
@@ -105,12 +116,25 @@ class Window:
         self, connection: sa.Connection, stamp: sa.Column[t.Any], queue: str | None
     ) -> list[int]:
         """Rows stamped in the window (or after it: in its last slot), counted per slot."""
+        if stamp is JOBS.c.finished_at and _counted_by_ranges(connection):
+            where = [] if queue is None else [JOBS.c.queue_name == queue]
+            query = postgres.counts_per_slot(
+                stamp, self.since, self.slots, self.slot_minutes, where
+            )
+            return [int(count) for _slot, count in connection.execute(query)]
         query = _counts(connection, stamp, self.since, queue)
         counts = [0] * self.slots
         for minute, count in connection.execute(query):
             index = min(max(int(minute or 0), 0) // self.slot_minutes, self.slots - 1)
             counts[index] += int(count)
         return counts
+
+
+def _counted_by_ranges(connection: sa.Connection) -> bool:
+    """Whether finished jobs are counted one index range per slot
+    (:func:`flask_solidq.postgres.counts_per_slot`): where a count visits every row anyway
+    (PostgreSQL); where an index answers alone, the grouped count reads only the index."""
+    return not db.counts_from_index_alone(connection)
 
 
 def failed(connection: sa.Connection, window: Window, queue: str | None = None) -> list[int]:
