@@ -242,24 +242,39 @@ class CoalesceSummary(t.NamedTuple):
 
 def coalesce_summary(connection: sa.Connection) -> list[CoalesceSummary]:
     """Per job name: its open coalesce keys, and its waiting collected calls with the oldest
-    one's time (``CoalescedCall.waiting()``), by name. Two grouped queries."""
+    one's time (``CoalescedCall.waiting()``), by name. Two grouped queries, each looking a
+    row's job name up along the jobs' primary key: joined, SQLite scanned the million
+    finished jobs to probe the (empty) keys, 100 ms a query."""
+    key_job = _job_name_of(COALESCE_KEYS.c.job_id)
     open_keys: dict[str, int] = dict(
         connection.execute(
-            sa.select(JOBS.c.class_name, sa.func.count())
-            .select_from(COALESCE_KEYS.join(JOBS, JOBS.c.id == COALESCE_KEYS.c.job_id))
-            .group_by(JOBS.c.class_name)
+            sa.select(key_job, sa.func.count())
+            .select_from(COALESCE_KEYS)
+            .group_by(sa.literal_column("class_name"))
         ).all()
     )
     waiting = models.CoalescedCall.waiting().subquery()
     calls = {
         name: (int(count), oldest)
         for name, count, oldest in connection.execute(
-            sa.select(JOBS.c.class_name, sa.func.count(), sa.func.min(waiting.c.created_at))
-            .select_from(waiting.join(JOBS, JOBS.c.id == waiting.c.job_id))
-            .group_by(JOBS.c.class_name)
+            sa.select(
+                _job_name_of(waiting.c.job_id), sa.func.count(), sa.func.min(waiting.c.created_at)
+            )
+            .select_from(waiting)
+            .group_by(sa.literal_column("class_name"))
         )
     }
     return [
         CoalesceSummary(name, int(open_keys.get(name, 0)), *calls.get(name, (0, None)))
         for name in sorted(set(open_keys) | set(calls))
     ]
+
+
+def _job_name_of(job_id: sa.ColumnElement[int]) -> sa.Label[str]:
+    """The name of the job ``job_id`` is, looked up by primary key, labelled ``class_name``."""
+    return (
+        sa.select(JOBS.c.class_name)
+        .where(JOBS.c.id == job_id)
+        .scalar_subquery()
+        .label("class_name")
+    )
