@@ -202,6 +202,14 @@ def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
     return connection.dialect.name == "postgresql"
 
 
+def counts_from_index_alone(connection: sa.Connection | sa.Engine) -> bool:
+    """Whether a count over a secondary index's range reads the index alone (InnoDB's and
+    SQLite's indexes always answer so; PostgreSQL's only once VACUUM has set the visibility
+    map, else each entry costs a visit to the row): where it does, two counts along two
+    covering indexes beat one that visits every row."""
+    return connection.dialect.name != "postgresql"
+
+
 def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
     """Whether processes can wake each other through the database: PostgreSQL's
     ``LISTEN``/``NOTIFY``, heard through psycopg 3; behind a pooler, only with a direct URL

@@ -90,10 +90,15 @@ def read_figures(
     """
     now = database_clock.now(connection)
     finished = throughput.finished_per_minute(connection, now - WINDOW).per_queue
-    waiting = budgets.waiting(connection)
+    per_queue = budgets.waiting_per_queue(connection)
+    waiting = _per_budget(per_queue)
+    failed, failed_last_hour = _failed(connection, now - WINDOW)
+    counts = queue_figures.queue_counts(
+        connection, now, finished=finished, deferred=_per_queue(per_queue), failed=failed
+    )
     return Figures(
-        queue_counts=queue_figures.queue_counts(connection, now, finished=finished),
-        failed_last_hour=_failed_since(connection, now - WINDOW),
+        queue_counts=counts,
+        failed_last_hour=failed_last_hour,
         waiting_by_budget=_top_budgets(waiting, max_budgets),
         budgets_waiting=len(waiting),
         coalescing=queue_figures.coalesce_summary(connection),
@@ -101,17 +106,43 @@ def read_figures(
     )
 
 
-def _failed_since(connection: sa.Connection, since: dt.datetime) -> dict[str, int]:
-    """Failed executions created from ``since``, by their job's queue (looked up by primary
-    key, as :func:`~flask_solidq.reads.queue_figures.queue_counts` does)."""
+def _failed(connection: sa.Connection, since: dt.datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """Failed executions by their job's queue (looked up by primary key, as
+    :func:`~flask_solidq.reads.queue_figures.queue_counts` does): all of them, and those
+    created from ``since``; one pass over the failed executions for both."""
     queue_name = sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()
+    recent = sa.func.sum(sa.case((FAILED.c.created_at >= since, 1), else_=0))
     statement = (
-        sa.select(queue_name.label("queue_name"), sa.func.count())
+        sa.select(queue_name.label("queue_name"), sa.func.count(), recent)
         .select_from(FAILED)
-        .where(FAILED.c.created_at >= since)
         .group_by(sa.literal_column("queue_name"))
     )
-    return {name: int(size) for name, size in connection.execute(statement)}
+    rows = connection.execute(statement).all()
+    return (
+        {name: int(size) for name, size, _ in rows},
+        {name: int(size) for name, _, size in rows if size},
+    )
+
+
+def _per_queue(waiting: list[tuple[str, budgets.Waiting]]) -> dict[str, int]:
+    """Deferred jobs per queue."""
+    counts: collections.Counter[str] = collections.Counter()
+    for queue, entry in waiting:
+        counts[queue] += entry.size
+    return dict(counts)
+
+
+def _per_budget(waiting: list[tuple[str, budgets.Waiting]]) -> list[budgets.Waiting]:
+    """Deferred jobs per budget over every queue, as :func:`budgets.waiting` reads them."""
+    merged: dict[str, budgets.Waiting] = {}
+    for _queue, entry in waiting:
+        seen = merged.get(entry.key)
+        if seen is not None:
+            entry = budgets.Waiting(
+                entry.key, seen.size + entry.size, min(seen.next_check_at, entry.next_check_at)
+            )
+        merged[entry.key] = entry
+    return [merged[key] for key in sorted(merged)]
 
 
 def _top_budgets(waiting: list[budgets.Waiting], limit: int) -> list[tuple[str, int]]:

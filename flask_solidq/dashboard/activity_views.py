@@ -46,13 +46,8 @@ def queue_page(queue: str) -> str:
     queue = params.queue_name(queue)
     now = utcnow().replace(second=0, microsecond=0) + MINUTE  # whole minutes, now's included
     with reading.page() as connection:
-        hour = activity.activity(connection, now - dt.timedelta(hours=1), slots=60, queue=queue)
-        day = activity.activity(
-            connection,
-            now - dt.timedelta(days=1),
-            slots=24 * 60 // DAY_SLOT_MINUTES,
-            slot_minutes=DAY_SLOT_MINUTES,
-            queue=queue,
+        hour, day = activity.activities(
+            connection, now, [(60, 1), (24 * 60 // DAY_SLOT_MINUTES, DAY_SLOT_MINUTES)], queue=queue
         )
     return render_template(
         "solidq/queue.html",

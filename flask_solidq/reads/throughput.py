@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import typing as t
 
 import sqlalchemy as sa
 
@@ -39,6 +40,8 @@ def finished_per_minute(
     queue. A job stamped after the window (a clock ahead) counts in its last minute."""
     since_param = sa.bindparam("since", since, type_=JOBS.c.finished_at.type)
     minute = db.minutes_between(connection, since_param, JOBS.c.finished_at).label("minute")
+    if db.counts_from_index_alone(connection):
+        return _from_two_indexes(connection, since, since_param, minute, minutes)
     statement = (
         sa.select(JOBS.c.queue_name, minute, sa.func.count())
         .where(JOBS.c.finished_at >= since_param)
@@ -47,6 +50,56 @@ def finished_per_minute(
     per_minute = [0] * minutes
     per_queue: dict[str, int] = {}
     for queue_name, index, count in connection.execute(statement):
-        per_minute[min(max(int(index or 0), 0), minutes - 1)] += int(count)
+        per_minute[_slot(index, minutes)] += int(count)
         per_queue[queue_name] = per_queue.get(queue_name, 0) + int(count)
     return Throughput(since, per_minute, per_queue)
+
+
+def _from_two_indexes(
+    connection: sa.Connection,
+    since: dt.datetime,
+    since_param: sa.BindParameter[dt.datetime],
+    minute: sa.Label[t.Any],
+    minutes: int,
+) -> Throughput:
+    """The same figures where an index answers a count alone (MariaDB, SQLite): per minute
+    along ``finished_at``'s index, per queue along ``(queue_name, finished_at)``, one range
+    per queue (the names found one index seek each). Grouping by both from one index made
+    MariaDB read each finished job's row for its queue: 52 ms against 24 for the two, over
+    the 41,000 jobs of the last hour of a million."""
+    per_minute = [0] * minutes
+    statement = (
+        sa.select(minute, sa.func.count()).where(JOBS.c.finished_at >= since_param).group_by(minute)
+    )
+    for index, count in connection.execute(statement):
+        per_minute[_slot(index, minutes)] += int(count)
+    names = _queue_names(connection)
+    per_queue = (
+        connection.execute(
+            sa.select(JOBS.c.queue_name, sa.func.count())
+            .where(JOBS.c.queue_name.in_(names), JOBS.c.finished_at >= since_param)
+            .group_by(JOBS.c.queue_name)
+        ).all()
+        if names
+        else []
+    )
+    return Throughput(since, per_minute, {name: int(count) for name, count in per_queue})
+
+
+def _slot(index: t.Any, minutes: int) -> int:
+    """A minute's place in the window; a stamp after the window counts in its last minute."""
+    return min(max(int(index or 0), 0), minutes - 1)
+
+
+def _queue_names(connection: sa.Connection) -> list[str]:
+    """Every queue name the jobs have, one seek along ``(queue_name, finished_at)`` each (a
+    loose index scan: queues are named in the app's code, so they stay few)."""
+    names: list[str] = []
+    while True:
+        query = sa.select(sa.func.min(JOBS.c.queue_name))
+        if names:
+            query = query.where(JOBS.c.queue_name > names[-1])
+        name = connection.scalar(query)
+        if name is None:
+            return names
+        names.append(name)
