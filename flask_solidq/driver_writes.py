@@ -112,40 +112,55 @@ def insert_with_execution(
     :raises sqlalchemy.exc.DBAPIError: the database refused or failed; nothing was stored.
     """
     dialect = engine.dialect
-    inserts = (_compiled(dialect, job), _compiled(dialect, execution))
+    insert_job, insert_execution = _compiled(dialect, job), _compiled(dialect, execution)
+    with transaction(engine) as run:
+        seen: dict[tuple[int, int], t.Any] = {}
+        cursor = run(insert_job.sql, insert_job.parameters(job_values, seen))
+        job_id = int(cursor.lastrowid)
+        values = {**execution_values, "job_id": job_id}
+        run(insert_execution.sql, insert_execution.parameters(values, seen))
+    return job_id
+
+
+#: Runs one statement in a :func:`transaction`; returns the cursor, to read its rows.
+Run = t.Callable[[str, t.Any], t.Any]
+
+
+@contextlib.contextmanager
+def transaction(engine: sa.Engine) -> t.Iterator[Run]:
+    """A write transaction on a pooled DBAPI connection, committed on exit: on SQLite this
+    process's writer lock and ``BEGIN IMMEDIATE``, on MySQL the driver's own transaction.
+    It yields a function that runs one statement (the driver's SQL and parameters) on the
+    transaction's cursor.
+
+    :raises sqlalchemy.exc.DBAPIError: the database refused or failed (as SQLAlchemy's
+        Connection raises it, so :func:`flask_solidq.db.retrying_deadlocks` knows a deadlock);
+        the transaction was rolled back.
+    """
     sqlite_lock = sqlite.writer_lock(engine)
     with sqlite_lock or contextlib.nullcontext():
-        return _in_transaction(
-            engine, inserts, job_values, execution_values, sqlite=sqlite_lock is not None
-        )
+        yield from _in_transaction(engine, sqlite=sqlite_lock is not None)
 
 
-def _in_transaction(
-    engine: sa.Engine,
-    inserts: tuple[DriverStatement, DriverStatement],
-    job_values: t.Mapping[str, t.Any],
-    execution_values: t.Mapping[str, t.Any],
-    *,
-    sqlite: bool,
-) -> int:
-    """Insert the job, then its execution, in one transaction on a pooled DBAPI connection;
-    return the job's id."""
-    job, execution = inserts
+def _in_transaction(engine: sa.Engine, *, sqlite: bool) -> t.Iterator[Run]:
+    """:func:`transaction`'s body, under SQLite's writer lock when ``sqlite``."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
     sql = "BEGIN IMMEDIATE"
     committed = False
     pooled = engine.raw_connection()
     try:
         cursor = pooled.cursor()
+
+        def run(statement: str, parameters: t.Any) -> t.Any:
+            nonlocal sql
+            sql = statement
+            cursor.execute(statement, parameters)
+            return cursor
+
         try:
             if sqlite:
                 cursor.execute(sql)
-            sql = job.sql
-            seen: dict[tuple[int, int], t.Any] = {}
-            cursor.execute(sql, job.parameters(job_values, seen))
-            job_id = int(cursor.lastrowid)
-            sql = execution.sql
-            cursor.execute(sql, execution.parameters({**execution_values, "job_id": job_id}, seen))
+            yield run
             sql = "COMMIT"
             if sqlite:
                 cursor.execute(sql)
@@ -164,7 +179,6 @@ def _in_transaction(
         ) from error
     finally:
         _check_in(pooled, committed=committed)
-    return job_id
 
 
 def _check_in(pooled: t.Any, *, committed: bool) -> None:

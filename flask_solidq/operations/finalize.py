@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import db
+from flask_solidq import driver_writes
 from flask_solidq import fast_path
 from flask_solidq import postgres
 from flask_solidq import signals
@@ -32,6 +33,7 @@ from flask_solidq.operations import attempts
 from flask_solidq.operations import back_offs
 from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
+from flask_solidq.operations import finish_on_driver
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
@@ -72,6 +74,10 @@ def finalize_all(
         rows = fast_path.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
         kept = {job_id for (job_id,) in rows}
         deferred: dict[int, Retry] = {}
+    elif preserve_finished and _fits_driver_transaction(engine, outcomes):
+        finish = functools.partial(finish_on_driver.finish_held, engine, process_id, job_ids, now)
+        kept = db.retrying_deadlocks(finish, attempts=DEADLOCK_ATTEMPTS)
+        deferred = {}
     else:
         store = functools.partial(_store_held, engine, process_id, outcomes, now, preserve_finished)
         kept, deferred = db.retrying_deadlocks(store, attempts=DEADLOCK_ATTEMPTS)
@@ -120,8 +126,22 @@ def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
     return (
         db.supports_insert_in_cte(engine)
         and not db.in_transaction(engine)
-        and all(outcome.kind in _DONE and outcome.claimed.batch_id is None for outcome in outcomes)
+        and _only_finished(outcomes)
     )
+
+
+def _fits_driver_transaction(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
+    """Whether the group is only finished jobs of no batch, on SQLite or MySQL through a
+    driver :mod:`flask_solidq.operations.finish_on_driver` runs on, outside a caller's
+    transaction."""
+    return (
+        driver_writes.applies(engine) and not db.in_transaction(engine) and _only_finished(outcomes)
+    )
+
+
+def _only_finished(outcomes: list[Outcome]) -> bool:
+    """Whether every outcome is a finished (or discarded) job of no batch."""
+    return all(o.kind in _DONE and o.claimed.batch_id is None for o in outcomes)
 
 
 def _store_held(
