@@ -45,7 +45,8 @@ def finish_held(
     held = (*job_ids, process_id)
     with driver_writes.transaction(engine) as run:
         if dialect.delete_returning:
-            rows = run(_delete_returning(mark, len(job_ids)), held).fetchall()
+            returning = " RETURNING job_id, created_at"
+            rows = run(_delete_claims(mark, len(job_ids), returning), held).fetchall()
         else:  # MySQL (or an old SQLite): read the claims' starts, locked, then delete them
             lock = " FOR UPDATE" if dialect.name == "mysql" else ""
             rows = run(_read_claims(mark, len(job_ids), lock), held).fetchall()
@@ -62,10 +63,10 @@ def _marks(mark: str, count: int) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _delete_returning(mark: str, count: int) -> str:
+def _delete_claims(mark: str, count: int, returning: str = "") -> str:
     return (
         f"DELETE FROM solidq_claimed_executions WHERE job_id IN ({_marks(mark, count)})"
-        f" AND process_id = {mark} RETURNING job_id, created_at"
+        f" AND process_id = {mark}{returning}"
     )
 
 
@@ -77,20 +78,12 @@ def _read_claims(mark: str, count: int, lock: str) -> str:
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _delete_claims(mark: str, count: int) -> str:
-    return (
-        f"DELETE FROM solidq_claimed_executions WHERE job_id IN ({_marks(mark, count)})"
-        f" AND process_id = {mark}"
-    )
-
-
 def _mark_finished(
     mark: str, stamp: t.Any, claims: t.Sequence[t.Sequence[t.Any]]
 ) -> tuple[str, tuple[t.Any, ...]]:
     """The UPDATE that finishes the jobs of ``claims`` (``(job_id, start)`` rows) at
-    ``stamp``, and its parameters. The jobs of one claim share its start, so a group holds a
-    few distinct starts: one parameter, or a CASE with an arm (an ``IN`` list) per start."""
+    ``stamp``, and its parameters: the start is one parameter when the jobs share it, or a
+    CASE with an arm (an ``IN`` list) per distinct start."""
     by_start: dict[t.Any, list[int]] = {}
     for job_id, started in claims:
         by_start.setdefault(started, []).append(job_id)
