@@ -59,12 +59,7 @@ class DriverStatement:
         compiled = t.cast(SQLCompiler, statement.compile(dialect=dialect))
         positional = compiled.positiontup is not None
         names = tuple(compiled.positiontup or compiled.binds)
-        # The dialect's own type (SQLite's DATETIME, under the column's TypeDecorator): its
-        # processor is the one that writes a datetime's text with its microseconds.
-        processors = tuple(
-            compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-            for name in names
-        )
+        processors = tuple(bind_processor(compiled.binds[name].type, dialect) for name in names)
         return cls(str(compiled), names, processors, positional)
 
     def parameters(
@@ -85,6 +80,15 @@ class DriverStatement:
         if self.positional:
             return tuple(converted)
         return dict(zip(self.names, converted, strict=True))
+
+
+def bind_processor(
+    type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect
+) -> t.Callable[[t.Any], t.Any] | None:
+    """What turns a value of ``type_`` into the driver's parameter, as SQLAlchemy's
+    Connection would: the dialect's own type under a TypeDecorator (SQLite's DATETIME, whose
+    processor writes a datetime's text with its microseconds)."""
+    return type_.dialect_impl(dialect).bind_processor(dialect)
 
 
 _COMPILED: dict[tuple[str, int], DriverStatement] = {}

@@ -228,11 +228,10 @@ def _mark_finished(
 ) -> tuple[sa.Update, dict[str, t.Any]]:
     """The one UPDATE that finishes ``done``, each with its run's start, and its parameters.
 
-    The jobs of one claim share its start, so a group holds a few distinct starts, however
-    many jobs: the start is one parameter, or a CASE with an arm (an ``IN`` list) per
-    distinct start. The group still costs one statement, its text is compiled once per
-    number of arms (bound parameters, not literals, so SQLAlchemy's cache serves it), and
-    the database compares each row with a few lists instead of one arm per job."""
+    The start is one parameter when the jobs share it, or a CASE with an arm (an ``IN``
+    list) per distinct start. The group still costs one statement, and its text is compiled
+    once per number of arms (bound parameters, not literals, so SQLAlchemy's cache serves
+    it)."""
     by_start: dict[dt.datetime, list[int]] = {}
     for job_id in done:
         by_start.setdefault(started[job_id], []).append(job_id)

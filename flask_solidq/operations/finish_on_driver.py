@@ -121,5 +121,5 @@ def _finish_at_starts(mark: str, arms: tuple[int, ...]) -> str:
 @functools.lru_cache(maxsize=8)
 def _stamp(dialect: sa.Dialect) -> t.Callable[[dt.datetime], t.Any]:
     """How the driver takes a time for ``finished_at``: the column's own bind processor."""
-    process = JOBS.c.finished_at.type.dialect_impl(dialect).bind_processor(dialect)
+    process = driver_writes.bind_processor(JOBS.c.finished_at.type, dialect)
     return process if process is not None else (lambda value: value)
