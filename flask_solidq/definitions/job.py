@@ -22,13 +22,13 @@ import functools
 import inspect
 import types
 import typing as t
-import uuid
 
 from flask_solidq import current
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
 from flask_solidq.definitions import job_checks
+from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
@@ -99,7 +99,7 @@ class Job(Resumable, RateLimitUsage):
         #: The keyword arguments.
         self.kwargs: dict[str, t.Any] = kwargs
         #: The job's own id, a UUID string (Active Job's ``job_id``).
-        self.job_id: str = job_id or str(uuid.uuid4())
+        self.job_id: str = job_id or job_ids.new()
         #: The ``solidq_jobs`` row holding the job, once stored.
         self.provider_job_id: int | None = None
         #: The batch a worker's job belongs to (see :attr:`batch`); None otherwise.

@@ -26,6 +26,7 @@ from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 from flask_solidq import retry_on
 from flask_solidq.definitions import failures
+from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.failures import DiscardRule
 from flask_solidq.definitions.failures import RetryRule
@@ -1176,6 +1177,17 @@ def test_new_holds_the_arguments_and_a_fresh_job_id(echo_job):
     assert job.queue_name == "echoes"
     assert job.priority == 2
     assert echo_job.new().job_id != job.job_id
+
+
+def test_job_ids_are_random_uuids_of_version_4_in_canonical_text():
+    ids = [job_ids.new() for _ in range(2000)]
+    parsed = [uuid.UUID(job_id) for job_id in ids]
+    assert [str(value) for value in parsed] == ids
+    assert {value.version for value in parsed} == {4}
+    assert {value.variant for value in parsed} == {uuid.RFC_4122}
+    # The variant's digit keeps its two random bits, as uuid.uuid4()'s does.
+    assert {job_id[19] for job_id in ids} == set("89ab")
+    assert len(set(ids)) == len(ids)
 
 
 def test_new_on_a_function_job_builds_a_job_without_calling_the_function():
