@@ -8,6 +8,7 @@ callable that raises) runs before the transaction opens: a failed enqueue writes
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import typing as t
 
 import sqlalchemy as sa
@@ -145,34 +146,23 @@ def _insert_all_in_one_statement(
 ) -> tuple[list[int], set[int]]:
     """PostgreSQL: insert the jobs and their executions with one statement per 10,000 jobs.
 
-    The rows travel as one array per column (``unnest``), so the statement stays a few lines
-    long whatever the number of jobs: nothing to render or parse per row. A chunk whose jobs
-    no control keys takes the statement without the controls' columns. Due jobs a control may
-    hold back are left out of the statement and dispatched afterwards, one by one.
+    The rows travel as one value per column (its values joined as text, or an array:
+    ``unnest``), so the statement stays a few lines long whatever the number of jobs: nothing
+    to render or parse per row. A chunk whose jobs no control keys takes the statement with
+    the text columns (:data:`~flask_solidq.postgres.BULK_ENQUEUE_TEXT`), any other the one
+    with the controls' columns. Due jobs a control may hold back are left out of the
+    statement and dispatched afterwards, one by one.
     """
     ids: list[int] = []
     placed: set[int] = set()
     held: list[JobRef] = []
-    naive_now = naive_utc(now)
     for chunk in db.batched(rows, size=10_000):
         holds = [controls.act_on_dispatch(row) for row in chunk]
-        keyed = any(holds) or any(
-            row[name] is not None for row in chunk for name in postgres.BULK_ENQUEUE_CONTROL_COLUMNS
+        keyed = any(holds) or {*map(_control_keys, chunk)} != {_NO_CONTROL_KEYS}
+        statement, params, binary = (None if keyed else _as_text(chunk, now)) or _as_arrays(
+            chunk, holds, now
         )
-        names = postgres.BULK_ENQUEUE_COLUMNS if keyed else postgres.BULK_ENQUEUE_PLAIN_COLUMNS
-        columns: dict[str, t.Any] = {name: [row[name] for row in chunk] for name in names}
-        # Most jobs are due at once: their scheduled_at is ``now`` itself, converted once.
-        columns["scheduled_at"] = [
-            naive_now if value is now else naive_utc(value) for value in columns["scheduled_at"]
-        ]
-        if keyed:
-            columns["holds"] = holds
-        result = fast_path.fetch_in_transaction(
-            connection,
-            postgres.BULK_ENQUEUE if keyed else postgres.BULK_ENQUEUE_PLAIN,
-            {**columns, "batch_id": chunk[0]["batch_id"], "now": naive_now},
-            binary=postgres.BULK_ENQUEUE_ARRAYS if keyed else names,
-        )
+        result = fast_path.fetch_in_transaction(connection, statement, params, binary=binary)
         chunk_ids = [int(id_) for (id_,) in result]
         for job_id, row, hold in zip(chunk_ids, chunk, holds, strict=True):
             if hold and row["scheduled_at"] <= now:
@@ -183,6 +173,51 @@ def _insert_all_in_one_statement(
     discarded = dispatch.make_ready(connection, held, now).discarded
     placed.update(job.id for job in held if job.id not in discarded)
     return ids, placed
+
+
+#: A chunk's statement, its parameters, and those of them sent in binary format.
+_Statement = tuple[sa.TextClause, dict[str, t.Any], t.Collection[str]]
+
+_control_keys = operator.itemgetter(*postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
+_NO_CONTROL_KEYS = (None,) * len(postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
+_TEXT_COLUMNS = ("queue_name", "class_name", "arguments", "active_job_id")
+
+
+def _as_text(chunk: t.Sequence[dict[str, t.Any]], now: dt.datetime) -> _Statement | None:
+    """:data:`~flask_solidq.postgres.BULK_ENQUEUE_TEXT` for a chunk no control keys, or None
+    when its values leave no separator to join them by."""
+    columns = {name: list(map(operator.itemgetter(name), chunk)) for name in _TEXT_COLUMNS}
+    # Most jobs are due at once: their scheduled_at is ``now`` itself.
+    columns["scheduled_at"] = [
+        "now" if row["scheduled_at"] is now else naive_utc(row["scheduled_at"]).isoformat(" ")
+        for row in chunk
+    ]
+    joined = postgres.joined_columns(columns)
+    if joined is None:
+        return None
+    params = {
+        **joined,
+        "priority": ",".join(map(int.__repr__, map(operator.itemgetter("priority"), chunk))),
+        "batch_id": chunk[0]["batch_id"],
+        "now": naive_utc(now),
+    }
+    return postgres.BULK_ENQUEUE_TEXT, params, ()
+
+
+def _as_arrays(
+    chunk: t.Sequence[dict[str, t.Any]], holds: list[bool], now: dt.datetime
+) -> _Statement:
+    """:data:`~flask_solidq.postgres.BULK_ENQUEUE` for a chunk: every column an array, sent
+    in binary format."""
+    naive_now = naive_utc(now)
+    columns: dict[str, t.Any] = {
+        name: [row[name] for row in chunk] for name in postgres.BULK_ENQUEUE_COLUMNS
+    }
+    columns["scheduled_at"] = [
+        naive_now if value is now else naive_utc(value) for value in columns["scheduled_at"]
+    ]
+    params = {**columns, "holds": holds, "batch_id": chunk[0]["batch_id"], "now": naive_now}
+    return postgres.BULK_ENQUEUE, params, postgres.BULK_ENQUEUE_ARRAYS
 
 
 def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:

@@ -1,7 +1,8 @@
-"""``perform_all_later``'s own ways of storing: on PostgreSQL one statement per chunk, the lean
-one when no job of the chunk has a control's key; everywhere the rows built with one payload
-encoder. What they store is what enqueuing the same jobs one by one through SQLAlchemy's
-Connection stores, row for row, and a failure stores nothing."""
+"""``perform_all_later``'s own ways of storing: on PostgreSQL one statement per chunk, its
+columns joined as text when no job of the chunk has a control's key (and a separator fits);
+everywhere the rows built with one payload encoder. What they store is what enqueuing the
+same jobs one by one through SQLAlchemy's Connection stores, row for row, and a failure
+stores nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ NOW = dt.datetime(2026, 12, 2, 12, 0, 0, tzinfo=dt.timezone.utc)
 
 
 def plain_jobs() -> list[Job]:
-    """Jobs no control keys: PostgreSQL's lean statement."""
+    """Jobs no control keys: PostgreSQL's statement with text columns."""
     return [
         jobs.store_result.new(1),
         jobs.store_result.new("héllo ☃ \U0001f600"),
@@ -55,6 +56,42 @@ def keyed_jobs() -> list[Job]:
         jobs.sync_account.new(8).set(wait=60),
         jobs.store_pair.new("a", second="b"),
     ]
+
+
+def separator_jobs() -> list[Job]:
+    """Plain jobs whose queue names hold the first separators the text statement would join
+    its columns by (and an argument holding one, which JSON escapes): it joins by another."""
+    return [
+        jobs.store_result.new("\x1f").set(queue="a\x1fb"),
+        jobs.store_result.new(2).set(queue="c\x1ed", wait=30),
+        jobs.store_result.new(3),
+    ]
+
+
+def unseparable_jobs() -> list[Job]:
+    """Plain jobs whose queue names hold every separator of the text statement: they take
+    the statement with arrays."""
+    return [
+        jobs.store_result.new(1).set(queue=SEPARATORS[:6]),
+        jobs.store_result.new(2).set(queue=SEPARATORS[6:]),
+    ]
+
+
+def one_job() -> list[Job]:
+    """A single job due now, whose ``scheduled_at`` column is one ``'now'``."""
+    return [jobs.store_result.new(1)]
+
+
+SEPARATORS = "\x1f\x1e\x1d\x1c" + "".join(map(chr, range(1, 9)))
+
+#: Each set of jobs, and PostgreSQL's statement for it.
+CASES = [
+    pytest.param(plain_jobs, postgres.BULK_ENQUEUE_TEXT, id="plain"),
+    pytest.param(keyed_jobs, postgres.BULK_ENQUEUE, id="keyed"),
+    pytest.param(separator_jobs, postgres.BULK_ENQUEUE_TEXT, id="separators"),
+    pytest.param(unseparable_jobs, postgres.BULK_ENQUEUE, id="unseparable"),
+    pytest.param(one_job, postgres.BULK_ENQUEUE_TEXT, id="one"),
+]
 
 
 def _listener(*_args: t.Any) -> None:
@@ -94,8 +131,10 @@ def stored(engine: sa.Engine, batch: list[Job]) -> list[tuple[t.Any, ...]]:
     return snapshot
 
 
-@pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
-def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(app, engine, make_jobs, monkeypatch):
+@pytest.mark.parametrize(("make_jobs", "statement"), CASES)
+def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(
+    app, engine, make_jobs, statement, monkeypatch
+):
     statements = []
     fetch = fast_path.fetch_in_transaction
 
@@ -120,8 +159,7 @@ def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(app, engine, make_
     assert [job.scheduled_at for job in batch] == [job.scheduled_at for job in reference]
     assert [job.enqueued_at for job in batch] == [NOW] * len(batch)
     if engine.dialect.name == "postgresql":
-        lean = make_jobs is plain_jobs
-        assert statements == [postgres.BULK_ENQUEUE_PLAIN if lean else postgres.BULK_ENQUEUE]
+        assert statements == [statement]
 
 
 @pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
@@ -155,3 +193,21 @@ def test_the_bulk_payload_encoder_writes_what_dumps_writes(app):
     assert [encode(payload) for payload in payloads] == [
         arguments.dumps(payload) for payload in payloads
     ]
+
+
+def test_the_text_columns_are_joined_by_a_separator_none_of_their_values_holds():
+    columns = {"queue_name": ["a\x1fb", "c"], "arguments": ["{}", "[]"]}
+    assert postgres.joined_columns(columns) == {
+        "queue_name": "a\x1fb\x1ec",
+        "arguments": "{}\x1e[]",
+        "separator": "\x1e",
+    }
+    assert postgres.joined_columns({"queue_name": [SEPARATORS[1:], "b"]}) == {
+        "queue_name": SEPARATORS[1:] + "\x1fb",
+        "separator": "\x1f",
+    }
+    # Even one value is split by a separator it holds.
+    assert postgres.joined_columns({"queue_name": [SEPARATORS]}) is None
+    assert postgres.joined_columns({"queue_name": [SEPARATORS, "b"]}) is None
+    # string_to_array reads an empty string as no element at all, not one empty one.
+    assert postgres.joined_columns({"queue_name": [""]}) is None
