@@ -60,7 +60,7 @@ def _row(
     row = {
         "queue_name": job.queue_name,
         "class_name": type(job).job_name,
-        "arguments": encode(job.payload() if payload is None else payload),
+        "arguments": job.encoded_payload(encode) if payload is None else encode(payload),
         "priority": job.priority,
         "active_job_id": job.job_id,
         "scheduled_at": job.scheduled_at or now,

@@ -211,3 +211,48 @@ def test_the_text_columns_are_joined_by_a_separator_none_of_their_values_holds()
     assert postgres.joined_columns({"queue_name": [SEPARATORS, "b"]}) is None
     # string_to_array reads an empty string as no element at all, not one empty one.
     assert postgres.joined_columns({"queue_name": [""]}) is None
+
+
+class Ünïcode(Job):
+    """A definition whose import path isn't ASCII."""
+
+    def perform(self, *args: object) -> None: ...
+
+
+class OwnPayload(Job):
+    """A definition that adds to its payload."""
+
+    def perform(self, *args: object) -> None: ...
+
+    def payload(self) -> dict[str, t.Any]:
+        return {**super().payload(), "extra": "kept"}
+
+
+def test_a_jobs_encoded_payload_is_its_payload_as_dumps_writes_it(app):
+    retried = jobs.store_result.new(1)
+    retried.executions, retried.exception_executions = 2, {"ValueError": 1}
+    with_steps = jobs.store_result.new(2)
+    with_steps._steps.done.append("fetch")
+    with_steps._steps.current = ("embed", 3)
+    resumed = jobs.store_result.new(3)
+    resumed._steps.resumptions = 1
+    batch = [
+        jobs.store_result.new(1),
+        jobs.store_pair.new("héllo ☃ \U0001f600", "\x1f\u2028"),
+        jobs.store_result.new({"nested": [1.5, None, True], 3: "int key"}, jobs.Color.RED),
+        jobs.store_pair.new(1, second=[2, 3]),
+        jobs.StoreResultJob.new(),
+        Ünïcode.new(1),
+        OwnPayload.new(1),
+        retried,
+        with_steps,
+        resumed,
+        jobs.store_result.new(4).set(wait=30),
+    ]
+    encode = arguments.payload_encoder()
+    assert [job.encoded_payload(encode) for job in batch] == [
+        arguments.dumps(job.payload()) for job in batch
+    ]
+    assert [job.encoded_payload(arguments.dumps) for job in batch] == [
+        arguments.dumps(job.payload()) for job in batch
+    ]
