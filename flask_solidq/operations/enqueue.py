@@ -129,6 +129,10 @@ def _store_all(
 ) -> tuple[list[int], set[int]]:
     """Insert the jobs and their first executions in one transaction; return their ids and
     the ids still stored (a concurrency limit may discard some)."""
+    ids = _insert_all_autocommitted(engine, rows, now)
+    if ids is not None:
+        current.count_stored(len(ids))
+        return ids, set(ids)
     with db.write(engine) as connection:
         if db.supports_insert_in_cte(connection):
             ids, placed = _insert_all_in_one_statement(connection, rows, now)
@@ -139,6 +143,30 @@ def _store_all(
             placed = dispatch.place(connection, refs, now)
         current.count_stored(len(placed))
         return ids, placed
+
+
+def _insert_all_autocommitted(
+    engine: sa.Engine, rows: list[dict[str, t.Any]], now: dt.datetime
+) -> list[int] | None:
+    """PostgreSQL: insert the jobs and their executions in one autocommitted statement and
+    return their ids, when one statement holds them all: no caller's transaction is open, at
+    most :data:`_CHUNK` jobs, none a control keys, and their columns fit the text statement.
+    None (nothing written) otherwise.
+
+    A statement is atomic and durable as a transaction of its own, and this saves the round
+    trips of ``BEGIN`` and ``COMMIT``: two of a bulk enqueue's three.
+    """
+    fits = (
+        db.supports_insert_in_cte(engine)
+        and not db.in_transaction(engine)
+        and len(rows) <= _CHUNK
+        and not _keyed(rows, [controls.act_on_dispatch(row) for row in rows])
+    )
+    statement = _as_text(rows, now) if fits else None
+    if statement is None:
+        return None
+    result = fast_path.fetch_autocommitted(engine, statement[0], statement[1])
+    return [int(id_) for (id_,) in result]
 
 
 def _insert_all_in_one_statement(
@@ -156,9 +184,9 @@ def _insert_all_in_one_statement(
     ids: list[int] = []
     placed: set[int] = set()
     held: list[JobRef] = []
-    for chunk in db.batched(rows, size=10_000):
+    for chunk in db.batched(rows, size=_CHUNK):
         holds = [controls.act_on_dispatch(row) for row in chunk]
-        keyed = any(holds) or {*map(_control_keys, chunk)} != {_NO_CONTROL_KEYS}
+        keyed = _keyed(chunk, holds)
         statement, params, binary = (None if keyed else _as_text(chunk, now)) or _as_arrays(
             chunk, holds, now
         )
@@ -178,9 +206,17 @@ def _insert_all_in_one_statement(
 #: A chunk's statement, its parameters, and those of them sent in binary format.
 _Statement = tuple[sa.TextClause, dict[str, t.Any], t.Collection[str]]
 
+#: The most jobs one statement inserts.
+_CHUNK = 10_000
+
 _control_keys = operator.itemgetter(*postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
 _NO_CONTROL_KEYS = (None,) * len(postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
 _TEXT_COLUMNS = ("queue_name", "class_name", "arguments", "active_job_id")
+
+
+def _keyed(chunk: t.Sequence[dict[str, t.Any]], holds: list[bool]) -> bool:
+    """Whether a job of ``chunk`` has a control's key, or may be held back (``holds``)."""
+    return any(holds) or {*map(_control_keys, chunk)} != {_NO_CONTROL_KEYS}
 
 
 def _as_text(chunk: t.Sequence[dict[str, t.Any]], now: dt.datetime) -> _Statement | None:
