@@ -330,7 +330,9 @@ class Job(Resumable, RateLimitUsage):
             or self._coalesced_as
             or self.executions
             or self.exception_executions
-            or self.__dict__.get("_progress") is not None
+            # Not through __dict__: reading it makes a dict for the job's attributes, which
+            # the garbage collector then tracks (a full collection every few bulk enqueues).
+            or getattr(self, "_progress", None) is not None
             or type(self).payload is not Job.payload
         )
         if not plain:
