@@ -156,24 +156,22 @@ def _finish(preserve_finished: bool) -> sa.TextClause:
 #: Finishing a batch of jobs in one statement, by whether finished jobs are kept.
 FINISH = {preserve: _finish(preserve) for preserve in (True, False)}
 
-#: The ``solidq_jobs`` columns a bulk enqueue sends as arrays (``unnest``), with their types:
-#: every job's, and the controls' keys (sent only when a job of the chunk has one).
-_BULK_PLAIN_COLUMNS = (
+#: The ``solidq_jobs`` columns :data:`BULK_ENQUEUE` takes as arrays (``unnest``), with their
+#: types: every job's, then the controls' keys.
+_BULK_COLUMNS = (
     ("queue_name", "varchar"),
     ("class_name", "varchar"),
     ("arguments", "text"),
     ("priority", "integer"),
     ("active_job_id", "varchar"),
     ("scheduled_at", "timestamp"),
-)
-_BULK_CONTROL_COLUMNS = (
     ("concurrency_key", "varchar"),
     ("rate_limit_key", "varchar"),
     ("rate_limit_charges", "text"),
 )
 
 
-def _bulk_enqueue(columns: tuple[tuple[str, str], ...], *, holds: bool) -> sa.TextClause:
+def _bulk_enqueue() -> sa.TextClause:
     """Insert up to 10,000 jobs and their executions in one statement; return their ids in
     the order given.
 
@@ -182,28 +180,25 @@ def _bulk_enqueue(columns: tuple[tuple[str, str], ...], *, holds: bool) -> sa.Te
     being enqueued into, or none). Each job's id is drawn from the table's sequence in
     ``input`` (``MATERIALIZED``: once per row, as ``nextval`` is volatile), so the executions
     take it from there: no join of the new jobs back to their input, and the ids come back in
-    input order without a key to match them by. With ``holds``, jobs whose ``holds`` is true
-    (a control may hold them back when they become ready) get no ready row.
+    input order without a key to match them by. Jobs whose ``holds`` is true (a control may
+    hold them back when they become ready) get no ready row.
     """
-    names = [name for name, _type in columns]
-    arrays = ", ".join(f"CAST(:{name} AS {type_}[])" for name, type_ in columns)
-    if holds:
-        arrays += ", CAST(:holds AS boolean[])"
-        names.append("holds")
-    listed = ", ".join(names[: len(columns)])
-    held = " AND NOT holds" if holds else ""
+    names = [name for name, _type in _BULK_COLUMNS]
+    arrays = ", ".join(f"CAST(:{name} AS {type_}[])" for name, type_ in _BULK_COLUMNS)
+    listed = ", ".join(names)
     return sa.text(
         f"""
         WITH input AS MATERIALIZED (
             SELECT nextval((SELECT pg_get_serial_sequence('solidq_jobs', 'id'))) AS id, *
-            FROM unnest({arrays}) WITH ORDINALITY AS input ({", ".join(names)}, position)
+            FROM unnest({arrays}, CAST(:holds AS boolean[])) WITH ORDINALITY
+                AS input ({listed}, holds, position)
         ), new_jobs AS (
             INSERT INTO solidq_jobs (id, {listed}, batch_id, created_at, updated_at)
             SELECT id, {listed}, CAST(:batch_id AS bigint), :now, :now FROM input
         ), ready AS (
             INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
             SELECT id, queue_name, priority, :now FROM input
-            WHERE scheduled_at <= :now{held}
+            WHERE scheduled_at <= :now AND NOT holds
         ), scheduled AS (
             INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
                                                      created_at)
@@ -265,14 +260,14 @@ def _bulk_enqueue_text() -> sa.TextClause:
 #: A bulk enqueue's statements: :data:`BULK_ENQUEUE_TEXT` for a chunk with no job a control
 #: keys (its columns joined as text, see :func:`joined_columns`), :data:`BULK_ENQUEUE` for
 #: any other (its columns as arrays, the controls' among them).
-BULK_ENQUEUE = _bulk_enqueue(_BULK_PLAIN_COLUMNS + _BULK_CONTROL_COLUMNS, holds=True)
+BULK_ENQUEUE = _bulk_enqueue()
 BULK_ENQUEUE_TEXT = _bulk_enqueue_text()
 
 #: The columns :data:`BULK_ENQUEUE` takes as arrays, besides ``holds``.
-BULK_ENQUEUE_COLUMNS = tuple(name for name, _type in _BULK_PLAIN_COLUMNS + _BULK_CONTROL_COLUMNS)
+BULK_ENQUEUE_COLUMNS = tuple(name for name, _type in _BULK_COLUMNS)
 #: The columns a chunk fits :data:`BULK_ENQUEUE_TEXT` without: None in every row, and no job
 #: held.
-BULK_ENQUEUE_CONTROL_COLUMNS = tuple(name for name, _type in _BULK_CONTROL_COLUMNS)
+BULK_ENQUEUE_CONTROL_COLUMNS = ("concurrency_key", "rate_limit_key", "rate_limit_charges")
 
 #: The parameters of :data:`BULK_ENQUEUE` that are arrays: sent in binary format.
 BULK_ENQUEUE_ARRAYS = (*BULK_ENQUEUE_COLUMNS, "holds")
