@@ -171,6 +171,26 @@ def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(
         assert statements == [(way, statement)]
 
 
+@pytest.mark.parametrize("make_jobs", [plain_jobs, separator_jobs, keyed_jobs])
+def test_a_bulk_enqueue_heard_by_a_listener_stores_the_same(app, engine, make_jobs):
+    """With an execution listener, the statements go through SQLAlchemy's Connection."""
+    with frozen_clock(start=NOW):
+        reference = make_jobs()
+        solidq.perform_all_later(reference)
+        expected = stored(engine, reference)
+        support.delete_all_rows(engine)
+
+        batch = make_jobs()
+        sa.event.listen(engine, "before_cursor_execute", _listener)
+        try:
+            solidq.perform_all_later(batch)
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", _listener)
+
+    assert [job.successfully_enqueued for job in batch] == [True] * len(batch)
+    assert stored(engine, batch) == expected
+
+
 @pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
 def test_a_failed_bulk_enqueue_stores_nothing(app, engine, make_jobs):
     jobs.store_result.perform_later(0)  # the tables checked (once a process), then one goes
