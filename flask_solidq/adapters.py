@@ -53,7 +53,7 @@ def enqueue(job: Job) -> None:
         _round_trip_arguments(job)
         if state.adapter is Adapter.TEST:
             state.test_jobs.append(job)
-    if job.successfully_enqueued:
+    if job.successfully_enqueued and signals.enqueue.receivers:  # none: nothing to send
         signals.enqueue.send(type(job), job=job)
     if state.adapter is Adapter.INLINE:
         job.perform_now()

@@ -52,14 +52,26 @@ def listen() -> None:
     _listening = True
 
 
-@contextlib.contextmanager
-def joining(state: SolidQState) -> t.Iterator[bool]:
+def joining(state: SolidQState) -> t.ContextManager[bool]:
     """Inside the block, the queue's writes run in the app session's transaction when they
-    should (see the module's docstring); yields whether they do."""
+    should (see the module's docstring); yields whether they do.
+
+    Most enqueues join nothing: they get a context manager that does nothing, not a
+    generator's (every single enqueue enters one)."""
     connection = _app_connection(state)
     if connection is None:
-        yield False
-        return
+        return _NOT_JOINING
+    return _joined(state, connection)
+
+
+#: What :func:`joining` gives when there is nothing to join (it keeps no state: reusable).
+_NOT_JOINING = contextlib.nullcontext(False)
+
+
+@contextlib.contextmanager
+def _joined(state: SolidQState, connection: sa.Connection) -> t.Iterator[bool]:
+    """Inside the block, the queue's writes on ``state``'s engine join ``connection``, the
+    app session's, and their after-commit callbacks wait for the session's commit."""
     session = t.cast(orm.Session, state.sqlalchemy.session())
     callbacks = session.info.setdefault(AFTER_COMMIT, [])
     with db.joined(state.engine, connection, callbacks):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import operator
 import typing as t
 
 import sqlalchemy as sa
@@ -59,24 +61,38 @@ class DriverStatement:
         compiled = t.cast(SQLCompiler, statement.compile(dialect=dialect))
         positional = compiled.positiontup is not None
         names = tuple(compiled.positiontup or compiled.binds)
-        processors = tuple(bind_processor(compiled.binds[name].type, dialect) for name in names)
+        processors = tuple(_shared_processor(compiled.binds[name].type, dialect) for name in names)
         return cls(str(compiled), names, processors, positional)
+
+    @functools.cached_property
+    def _values_of(self) -> t.Callable[[t.Mapping[str, t.Any]], tuple[t.Any, ...]]:
+        """What reads the statement's values out of a dict, in its order, in one call."""
+        if len(self.names) == 1:
+            (name,) = self.names
+            return lambda values: (values[name],)
+        return operator.itemgetter(*self.names)
+
+    @functools.cached_property
+    def _processed(self) -> tuple[tuple[int, t.Callable[[t.Any], t.Any]], ...]:
+        """The positions of the values that have a processor, with it."""
+        return tuple(
+            (index, process) for index, process in enumerate(self.processors) if process is not None
+        )
 
     def parameters(
         self, values: t.Mapping[str, t.Any], seen: dict[tuple[int, int], t.Any]
     ) -> tuple[t.Any, ...] | dict[str, t.Any]:
         """``values`` as the driver takes them. ``seen`` keeps each conversion of one
         enqueue's values: its three stamps and its execution's are one datetime, whose text
-        took a quarter of this path's Python."""
-        converted = []
-        for name, process in zip(self.names, self.processors, strict=True):
-            value = values[name]
-            if process is not None:
-                key = (id(process), id(value))
-                if key not in seen:
-                    seen[key] = process(value)
-                value = seen[key]
-            converted.append(value)
+        took a quarter of this path's Python (columns of one type share one processor, see
+        :func:`_shared_processor`, so the datetime is converted once)."""
+        converted = list(self._values_of(values))
+        for index, process in self._processed:
+            value = converted[index]
+            key = (id(process), id(value))
+            if key not in seen:
+                seen[key] = process(value)
+            converted[index] = seen[key]
         if self.positional:
             return tuple(converted)
         return dict(zip(self.names, converted, strict=True))
@@ -89,6 +105,21 @@ def bind_processor(
     Connection would: the dialect's own type under a TypeDecorator (SQLite's DATETIME, whose
     processor writes a datetime's text with its microseconds)."""
     return type_.dialect_impl(dialect).bind_processor(dialect)
+
+
+_PROCESSORS: dict[tuple[str, type[t.Any], str], t.Callable[[t.Any], t.Any] | None] = {}
+
+
+def _shared_processor(
+    type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect
+) -> t.Callable[[t.Any], t.Any] | None:
+    """:func:`bind_processor` of ``type_``, one for every column of an equal type (the same
+    class, the same arguments: the same conversion), so that :meth:`DriverStatement.parameters`
+    converts a value the statements bind to several such columns once."""
+    key = (dialect.name, type(type_), repr(type_))
+    if key not in _PROCESSORS:
+        _PROCESSORS[key] = bind_processor(type_, dialect)
+    return _PROCESSORS[key]
 
 
 _COMPILED: dict[tuple[str, int], DriverStatement] = {}
@@ -117,12 +148,67 @@ def insert_with_execution(
     """
     dialect = engine.dialect
     insert_job, insert_execution = _compiled(dialect, job), _compiled(dialect, execution)
-    with transaction(engine) as run:
-        seen: dict[tuple[int, int], t.Any] = {}
-        cursor = run(insert_job.sql, insert_job.parameters(job_values, seen))
-        job_id = int(cursor.lastrowid)
-        values = {**execution_values, "job_id": job_id}
-        run(insert_execution.sql, insert_execution.parameters(values, seen))
+    seen: dict[tuple[int, int], t.Any] = {}
+    job_parameters = insert_job.parameters(job_values, seen)
+    sqlite_lock = sqlite.writer_lock(engine)
+    if sqlite_lock is None:
+        return _insert_pair(
+            engine, insert_job, job_parameters, insert_execution, execution_values, seen
+        )
+    with sqlite_lock:
+        return _insert_pair(
+            engine,
+            insert_job,
+            job_parameters,
+            insert_execution,
+            execution_values,
+            seen,
+            sqlite=True,
+        )
+
+
+def _insert_pair(
+    engine: sa.Engine,
+    insert_job: DriverStatement,
+    job_parameters: t.Any,
+    insert_execution: DriverStatement,
+    execution_values: t.Mapping[str, t.Any],
+    seen: dict[tuple[int, int], t.Any],
+    *,
+    sqlite: bool = False,
+) -> int:
+    """:func:`insert_with_execution`'s transaction, what :func:`transaction` does written out
+    in one function: the single enqueue runs it for every job, and the generator-based
+    context manager's layers cost it more than its two inserts' Python."""
+    sql = "BEGIN IMMEDIATE"
+    committed = False
+    pooled = engine.raw_connection()
+    try:
+        cursor = pooled.cursor()
+        try:
+            if sqlite:
+                cursor.execute(sql)
+            sql = insert_job.sql
+            cursor.execute(sql, job_parameters)
+            job_id = int(cursor.lastrowid)
+            sql = insert_execution.sql
+            values = {**execution_values, "job_id": job_id}
+            cursor.execute(sql, insert_execution.parameters(values, seen))
+            sql = "COMMIT"
+            if sqlite:
+                cursor.execute(sql)
+            else:
+                pooled.commit()
+            committed = True
+        except BaseException:
+            _roll_back(pooled, cursor, sqlite=sqlite)
+            raise
+        finally:
+            cursor.close()
+    except engine.dialect.loaded_dbapi.Error as error:
+        raise _as_sqlalchemy_error(engine, pooled, sql, error) from error
+    finally:
+        _check_in(pooled, committed=committed)
     return job_id
 
 
@@ -177,12 +263,20 @@ def _in_transaction(engine: sa.Engine, *, sqlite: bool) -> t.Iterator[Run]:
         finally:
             cursor.close()
     except dbapi_error as error:
-        lost = fast_path.invalidate_if_lost(engine, pooled, error)
-        raise sa.exc.DBAPIError.instance(
-            sql, None, error, dbapi_error, connection_invalidated=lost
-        ) from error
+        raise _as_sqlalchemy_error(engine, pooled, sql, error) from error
     finally:
         _check_in(pooled, committed=committed)
+
+
+def _as_sqlalchemy_error(
+    engine: sa.Engine, pooled: t.Any, sql: str, error: Exception
+) -> sa.exc.StatementError:
+    """The driver's ``error`` in ``sql`` as SQLAlchemy's Connection raises it; a lost
+    connection invalidates the pool's connections of its generation."""
+    lost = fast_path.invalidate_if_lost(engine, pooled, error)
+    return sa.exc.DBAPIError.instance(
+        sql, None, error, engine.dialect.loaded_dbapi.Error, connection_invalidated=lost
+    )
 
 
 def _check_in(pooled: t.Any, *, committed: bool) -> None:

@@ -305,17 +305,16 @@ class Job(Resumable, RateLimitUsage):
         :raises flask_solidq.SerializationError: an argument can't be stored.
         """
         data: dict[str, t.Any] = {"coalesce": self._coalesced_as} if self._coalesced_as else {}
-        data |= {
-            "job": arguments.import_path(type(self)),
-            "args": arguments.dump_args(self.arguments),
-        }
+        data["job"] = arguments.import_path(type(self))
+        data["args"] = arguments.dump_args(self.arguments)
         if self.kwargs:
             data["kwargs"] = arguments.dump_kwargs(self.kwargs)
         if self.executions:
             data["executions"] = self.executions
         if self.exception_executions:
             data["exception_executions"] = self.exception_executions
-        return data | self._steps_payload_keys()
+        data.update(self._steps_payload_keys())
+        return data
 
     def encoded_payload(self, encode: t.Callable[[t.Any], str]) -> str:
         """:meth:`payload` as ``encode`` (compact JSON: see

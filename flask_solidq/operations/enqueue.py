@@ -89,12 +89,13 @@ def _describe(error: sa.exc.SQLAlchemyError) -> str:
 
 def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[int, bool]:
     """Insert one job and its first execution; return its id and whether it got one."""
-    if _fits_one_statement(engine, row):
-        return _insert_with_execution_autocommitted(engine, row, now), True
-    if _fits_driver_transaction(engine, row):
-        job_id = _insert_on_driver(engine, row, now)
-        current.count_stored(1)
-        return job_id, True
+    if _fits_own_transaction(engine, row):
+        if db.supports_insert_in_cte(engine):
+            return _insert_with_execution_autocommitted(engine, row, now), True
+        if driver_writes.applies(engine):
+            job_id = _insert_on_driver(engine, row, now)
+            current.count_stored(1)
+            return job_id, True
     with db.write(engine) as connection:
         job_id = db.insert_returning_id(connection, INSERT_JOB, row)
         placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
@@ -256,25 +257,14 @@ def _as_arrays(
     return postgres.BULK_ENQUEUE, params, postgres.BULK_ENQUEUE_ARRAYS
 
 
-def _fits_one_statement(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
-    """Whether the enqueue can be one autocommitted statement: the database can chain the two
-    inserts, no caller's transaction is open, and no control will act when it becomes ready."""
-    return (
-        db.supports_insert_in_cte(engine)
-        and not db.in_transaction(engine)
-        and not controls.act_on_dispatch(row)
-    )
-
-
-def _fits_driver_transaction(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
-    """Whether the enqueue can run its two inserts on the driver's connection
-    (:mod:`flask_solidq.driver_writes`, SQLite): no caller's transaction is open, and no
-    control will act when it becomes ready."""
-    return (
-        driver_writes.applies(engine)
-        and not db.in_transaction(engine)
-        and not controls.act_on_dispatch(row)
-    )
+def _fits_own_transaction(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
+    """Whether the enqueue can take a way of its own, without the controls' dispatch: no
+    caller's transaction is open, and no control will act when it becomes ready. On
+    PostgreSQL it is then one autocommitted statement (the database chains the two inserts);
+    on SQLite and MySQL two inserts on the driver's connection
+    (:mod:`flask_solidq.driver_writes`), unless something listens to the engine's
+    statements."""
+    return not db.in_transaction(engine) and not controls.act_on_dispatch(row)
 
 
 def _insert_on_driver(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> int:

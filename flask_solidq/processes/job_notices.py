@@ -89,9 +89,12 @@ def announce_ready(engine: sa.Engine, *, notified: bool, queues: t.Collection[st
     ready()
     if notified:
         return
+    bell = _bell(engine)
+    if not bell.may_have_listeners():
+        return
     payload = encode_queues(queues)
     only = functools.partial(_claims_from_any, payload) if payload else None
-    _bell(engine).ring(WORKER, payload, only=only)
+    bell.ring(WORKER, payload, only=only)
 
 
 def worker_tag(selector: QueueSelector) -> str:
@@ -148,8 +151,11 @@ def announce_scheduled(engine: sa.Engine, at: dt.datetime, *, notified: bool) ->
     """A job was scheduled for ``at`` (committed): wake the dispatchers that would otherwise
     sleep past it, in this process and, unless the database notified, on this machine."""
     scheduled(at)
-    if not notified:
-        _bell(engine).ring(DISPATCHER, encode_time(at))
+    if notified:
+        return
+    bell = _bell(engine)
+    if bell.may_have_listeners():
+        bell.ring(DISPATCHER, encode_time(at))
 
 
 def encode_time(at: dt.datetime) -> bytes:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import postgres
+from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.host_bell import WORKER
@@ -69,6 +70,29 @@ def test_a_socket_nobody_reads_is_removed_by_the_next_ring(bell):
         assert keeper.drain() == [b""]
     finally:
         keeper.close()
+
+
+def test_the_last_socket_nobody_reads_takes_the_directory_with_it(bell):
+    listener = bell.listen(WORKER)
+    listener.socket.close()  # its process died without closing it
+    assert bell.may_have_listeners()
+    bell.ring(WORKER)
+    assert not os.path.exists(bell.directory)
+    assert not bell.may_have_listeners()
+
+
+def test_a_worker_that_starts_after_an_unheard_announce_hears_the_next(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/queue.db")  # a machine of its own
+    bell = job_notices._bell(engine)
+    assert not bell.may_have_listeners()  # no worker on this machine: nothing is listed
+    job_notices.announce_ready(engine, notified=False, queues=["default"])
+    listener = bell.listen(WORKER, job_notices.worker_tag(QueueSelector(("default",))))
+    try:
+        assert bell.may_have_listeners()
+        job_notices.announce_ready(engine, notified=False, queues=["default"])
+        assert listener.drain() == [job_notices.encode_queues(["default"])]
+    finally:
+        listener.close()
 
 
 def test_ringing_with_no_listener_does_nothing(bell):
