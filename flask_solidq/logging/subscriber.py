@@ -117,6 +117,7 @@ def connect(logger: logging.Logger | None = None) -> None:
     """
     _connected["logger"] = logger or logging.getLogger(LOGGER_NAME)
     for signal, receiver in _RECEIVERS:
+        signals.declare_plain(receiver)  # module constants: sent without blinker's check
         signal.connect(receiver, weak=False)
 
 
