@@ -162,7 +162,8 @@ def _process_name() -> str:
     mp = sys.modules.get("multiprocessing")
     if mp is not None:
         try:
-            return t.cast(str, mp.current_process().name)
+            name: str = mp.current_process().name
+            return name
         except Exception:  # noqa: BLE001 - as LogRecord: multiprocessing half imported
             pass
     return "MainProcess"
@@ -175,7 +176,8 @@ def _task_name() -> str | None:
     asyncio = sys.modules.get("asyncio")
     if asyncio:
         try:
-            return t.cast(str, asyncio.current_task().get_name())
+            task: str = asyncio.current_task().get_name()
+            return task
         except Exception:  # noqa: BLE001 - as LogRecord: no running loop
             pass
     return None

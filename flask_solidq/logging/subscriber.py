@@ -378,11 +378,12 @@ def format_fields(fields: t.Mapping[str, object]) -> str:
     """``key: value, ...``, with strings in double quotes so a value with a comma in it
     still reads as one."""
     parts = []
+    value: t.Any  # narrowed by exact type below, which mypy doesn't follow
     for key, value in fields.items():
         # :func:`_format_value`'s two common cases inline: a job line has six values.
         kind = type(value)
         if kind is str:
-            parts.append(f"{key}: {_quote(t.cast(str, value))}")
+            parts.append(f"{key}: {_quote(value)}")
         elif kind in _REPR_TYPES:
             parts.append(f"{key}: {value!r}")
         else:
