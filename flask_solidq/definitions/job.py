@@ -218,7 +218,7 @@ class Job(Resumable, RateLimitUsage):
         self.executions += 1
         definition = type(self)
         signals.send(signals.perform_start, definition, job=self)
-        with current.performing(self):
+        with current.Performing(self):
             if self.is_collecting():
                 if self.coalesced_calls is None:
                     job_data = functools.partial(job_data_of, self)
