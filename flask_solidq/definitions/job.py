@@ -221,8 +221,8 @@ class Job(Resumable, RateLimitUsage):
     def _perform_now_on_instance(self) -> t.Any:
         self.executions += 1
         definition = type(self)
-        signals.perform_start.send(definition, job=self)
-        with current.performing(self):
+        signals.send(signals.perform_start, definition, job=self)
+        with current.Performing(self):
             if self.is_collecting():
                 if self.coalesced_calls is None:
                     job_data = functools.partial(job_data_of, self)
@@ -230,7 +230,7 @@ class Job(Resumable, RateLimitUsage):
                 result = self.perform_calls(self.coalesced_calls)
             else:
                 result = self.perform(*self.arguments, **self.kwargs)
-        signals.perform.send(definition, job=self)
+        signals.send(signals.perform, definition, job=self)
         return result
 
     perform_now = job_methods.PerformNow(_perform_now_on_class, _perform_now_on_instance)

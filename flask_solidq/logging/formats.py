@@ -168,12 +168,15 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def handle(self, record: logging.LogRecord) -> t.Any:
         if self.writer is None:
             return super().handle(record)
-        passed = self.filter(record)
+        # Without filters, ``filter`` passes every record: not asked (a call a line).
+        passed = self.filter(record) if self.filters else True
         if isinstance(passed, logging.LogRecord):  # Python 3.12+: a filter may replace it
             record = passed
         if passed:
             try:
-                line = (self.format(record) + self.terminator).encode(
+                formatter = self.formatter  # what self.format calls, called directly
+                text = self.format(record) if formatter is None else formatter.format(record)
+                line = (text + self.terminator).encode(
                     getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace"
                 )
                 self.writer.write(line, now=record.levelno >= logging.WARNING)

@@ -28,6 +28,7 @@ import typing as t
 from json import encoder as json_encoder
 
 from flask_solidq import signals
+from flask_solidq.logging import records
 from flask_solidq.operations.execute import OutcomeKind
 
 if t.TYPE_CHECKING:
@@ -93,13 +94,18 @@ class LogEvent(str, enum.Enum):
     UNSERVED_QUEUE = "unserved_queue"
 
 
-_OUTCOME_EVENTS = {
-    OutcomeKind.FINISHED: LogEvent.JOB_FINISHED,
-    OutcomeKind.RETRIED: LogEvent.JOB_RETRIED,
-    OutcomeKind.DISCARDED: LogEvent.JOB_DISCARDED,
-    OutcomeKind.FAILED: LogEvent.JOB_FAILED,
-    OutcomeKind.INTERRUPTED: LogEvent.JOB_INTERRUPTED,
-    OutcomeKind.DEFERRED: LogEvent.JOB_DEFERRED,
+#: The event and title of each kind of end of a run, by the kind's value (an enum's own
+#: hash is a Python call, a string's isn't).
+_OUTCOME_LINES = {
+    kind.value: (event, f"Job {kind.value}")
+    for kind, event in (
+        (OutcomeKind.FINISHED, LogEvent.JOB_FINISHED),
+        (OutcomeKind.RETRIED, LogEvent.JOB_RETRIED),
+        (OutcomeKind.DISCARDED, LogEvent.JOB_DISCARDED),
+        (OutcomeKind.FAILED, LogEvent.JOB_FAILED),
+        (OutcomeKind.INTERRUPTED, LogEvent.JOB_INTERRUPTED),
+        (OutcomeKind.DEFERRED, LogEvent.JOB_DEFERRED),
+    )
 }
 
 
@@ -111,6 +117,7 @@ def connect(logger: logging.Logger | None = None) -> None:
     """
     _connected["logger"] = logger or logging.getLogger(LOGGER_NAME)
     for signal, receiver in _RECEIVERS:
+        signals.declare_plain(receiver)  # module constants: sent without blinker's check
         signal.connect(receiver, weak=False)
 
 
@@ -136,14 +143,15 @@ def log(
 
     What ``logger.log`` does, less its search of the stack for the caller: a worker logs two
     lines per job, and walking the frames to find this function (always this function) cost a
-    fifth of a line. The record is the one ``logger.log`` would make (through the logger's
-    ``makeRecord``, so a record factory or a logger class of the app's still applies), its
+    fifth of a line. The record is the one ``logger.log`` would make (the logger's
+    ``makeRecord``'s, made for less by :func:`~flask_solidq.logging.records.make_record`
+    when neither the logger's class nor the record factory is the app's own), its
     ``pathname``, ``lineno`` and ``funcName`` this call's, and it goes to ``logger.handle``
     as ``logger.log``'s would.
     """
     if not logger.isEnabledFor(level):
         return
-    extra = {"event": event.value}
+    extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
     extra.update(fields)
     if type(logger) is not logging.Logger and not isinstance(logger, logging.Logger):
         # Something shaped like a logger (a LoggerAdapter, say): its own ``log``.
@@ -154,10 +162,9 @@ def log(
     else:
         path, line, function = "(unknown file)", 0, "(unknown function)"
     message = (title, format_fields(fields))
-    record = logger.makeRecord(
-        logger.name, level, path, line, "SolidQ %s %s", message, None, function, extra
+    logger.handle(
+        records.make_record(logger, level, path, line, "SolidQ %s %s", message, function, extra)
     )
-    logger.handle(record)
 
 
 def log_performed(outcome: Outcome, duration: float) -> None:
@@ -168,10 +175,10 @@ def log_performed(outcome: Outcome, duration: float) -> None:
     logger = _logger_for(level)
     if logger is not None:
         fields = outcome_fields(outcome, duration)
-        title = f"Job {outcome.kind.value}"
+        event, title = _OUTCOME_LINES[outcome.kind._value_]
         if outcome.kind is OutcomeKind.INTERRUPTED and outcome.job is not None:
             title += f" {outcome.job._steps.describe()}"
-        log(logger, level, _OUTCOME_EVENTS[outcome.kind], title, fields)
+        log(logger, level, event, title, fields)
 
 
 def outcome_fields(outcome: Outcome, duration: float) -> dict[str, t.Any]:
@@ -370,7 +377,18 @@ def error_class_name(error: BaseException | str) -> str:
 def format_fields(fields: t.Mapping[str, object]) -> str:
     """``key: value, ...``, with strings in double quotes so a value with a comma in it
     still reads as one."""
-    return ", ".join([f"{key}: {_format_value(value)}" for key, value in fields.items()])
+    parts = []
+    value: t.Any  # narrowed by exact type below, which mypy doesn't follow
+    for key, value in fields.items():
+        # :func:`_format_value`'s two common cases inline: a job line has six values.
+        kind = type(value)
+        if kind is str:
+            parts.append(f"{key}: {_quote(value)}")
+        elif kind in _REPR_TYPES:
+            parts.append(f"{key}: {value!r}")
+        else:
+            parts.append(f"{key}: {_format_value(value)}")
+    return ", ".join(parts)
 
 
 def _format_value(value: object) -> str:

@@ -24,6 +24,8 @@ import typing as t
 
 logger = logging.getLogger("flask_solidq")
 
+T = t.TypeVar("T")
+
 #: A ledger slot: the job id, then the id XOR :data:`_CHECK` (see :class:`StartLedger`).
 _SLOT = struct.Struct("<QQ")
 _WORD = struct.Struct("<Q")
@@ -197,6 +199,19 @@ class Pool:
             else:
                 self._queue.append(task)
             self._work.notify()
+
+    def post_each(
+        self, function: t.Callable[[T], None], items: t.Sequence[T], job_ids: t.Sequence[int]
+    ) -> None:
+        """:meth:`post` ``function(item)`` for each of ``items`` in order, each listed under its
+        job id: under one hold of the lock, the threads woken once (a worker posts a claim's
+        jobs together)."""
+        with self._lock:
+            ledger = self.ledger
+            for item, job_id in zip(items, job_ids, strict=True):
+                slot = ledger.enter(job_id) if ledger else None
+                self._queue.append(Queued(function, (item,), job_id, slot))
+            self._work.notify(len(items))
 
     def _serve(self) -> None:
         while True:

@@ -103,6 +103,11 @@ class HeldJobs:
         with self._lock:
             self._counts[job_id] += 1
 
+    def add_all(self, job_ids: t.Iterable[int]) -> None:
+        """:meth:`add` each of ``job_ids``, under one hold of the lock."""
+        with self._lock:
+            self._counts.update(job_ids)
+
     def discard(self, job_ids: t.Iterable[int]) -> None:
         with self._lock:
             for job_id in job_ids:
@@ -292,10 +297,10 @@ class Worker(Poller):
             start = batch.starts.get(job.id)
             perform = self._perform if start is None else functools.partial(self._perform, at=start)
             pool.post(perform, job, job_id=job.id, front=True)
-        for job in batch.jobs:
-            if job.id not in limited:
-                self.held.add(job.id)
-                pool.post(self._perform, job, job_id=job.id)
+        jobs = [job for job in batch.jobs if job.id not in limited] if limited else batch.jobs
+        job_ids = [job.id for job in jobs]
+        self.held.add_all(job_ids)
+        pool.post_each(self._perform, jobs, job_ids)
 
     def _announce_deferrals(self, batch: claim_operation.ClaimBatch) -> None:
         """Wake the dispatchers that would sleep past the first deferred job's time (on

@@ -198,6 +198,30 @@ def test_a_queued_job_is_listed_until_just_before_it_starts():
     ledger.close()
 
 
+def test_jobs_posted_together_queue_in_order_listed_and_wake_every_idle_thread():
+    ledger = StartLedger(6)
+    gate = Gate()
+    pool = Pool(3, lambda: None, ledger=ledger)
+    pool.set_ahead(3, limit=3)
+    try:
+        pool.post(gate.job, "urgent", job_id=10, front=True)
+        support.wait_until(lambda: gate.started == ["urgent"], timeout=5)
+        pool.post_each(gate.job, ["a", "b", "c", "d", "e"], [11, 12, 13, 14, 15])
+        # The two idle threads took the first two at once; the rest wait, listed.
+        support.wait_until(lambda: len(gate.started) == 3, timeout=5)
+        assert gate.started == ["urgent", "a", "b"]
+        assert sorted(ledger.listed()) == [13, 14, 15]
+        assert (pool.queued, pool.free_slots) == (3, 0)
+        gate.release.set()
+        support.wait_until(lambda: len(gate.started) == 6, timeout=5)
+        assert gate.started[3:] == ["c", "d", "e"]
+    finally:
+        gate.release.set()
+        assert pool.shutdown(5)
+    assert ledger.listed() == []
+    ledger.close()
+
+
 def test_closing_a_pool_hands_back_its_queued_jobs_listed_until_unlisted():
     ledger = StartLedger(3)
     gate = Gate()

@@ -182,3 +182,33 @@ def test_the_work_handler_writes_to_a_stream_without_a_descriptor_under_its_lock
             handler.close()
         logger.handlers.clear()
         logger.propagate = True
+
+
+def test_the_work_handler_asks_its_filters_and_formats_without_a_formatter(pipe):
+    """The handler skips ``filter`` and ``Handler.format`` only when that changes nothing: a
+    filter it was given still drops and (Python 3.12+) replaces records, and without a
+    formatter it formats as ``logging.Handler`` does."""
+    read, write = pipe
+    logger = logging.getLogger("solidq_log_writer_filters")
+    saved, stream = sys.stderr, os.fdopen(write, "w", closefd=False)
+    sys.stderr = stream
+    try:
+        formats.configure(logger, level=formats.LogLevel.INFO, log_format=formats.LogFormat.TEXT)
+    finally:
+        sys.stderr = saved
+    (handler,) = logger.handlers
+    try:
+        handler.addFilter(lambda record: "drop" not in record.getMessage())
+        logger.info("kept")
+        logger.info("drop this")
+        handler.filters.clear()
+        handler.setFormatter(None)  # type: ignore[arg-type]
+        logger.warning("unformatted")
+        assert [line.split(b" ", 3)[-1] for line in read_until(read, 2)] == [
+            b"kept",
+            b"unformatted",
+        ]
+    finally:
+        handler.close()
+        logger.handlers.clear()
+        logger.propagate = True
