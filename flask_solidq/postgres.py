@@ -186,28 +186,11 @@ def _bulk_enqueue() -> sa.TextClause:
     names = [name for name, _type in _BULK_COLUMNS]
     arrays = ", ".join(f"CAST(:{name} AS {type_}[])" for name, type_ in _BULK_COLUMNS)
     listed = ", ".join(names)
-    return sa.text(
-        f"""
-        WITH input AS MATERIALIZED (
+    rows = f"""
             SELECT nextval((SELECT pg_get_serial_sequence('solidq_jobs', 'id'))) AS id, *
             FROM unnest({arrays}, CAST(:holds AS boolean[])) WITH ORDINALITY
-                AS input ({listed}, holds, position)
-        ), new_jobs AS (
-            INSERT INTO solidq_jobs (id, {listed}, batch_id, created_at, updated_at)
-            SELECT id, {listed}, CAST(:batch_id AS bigint), :now, :now FROM input
-        ), ready AS (
-            INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-            SELECT id, queue_name, priority, :now FROM input
-            WHERE scheduled_at <= :now AND NOT holds
-        ), scheduled AS (
-            INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
-                                                     created_at)
-            SELECT id, queue_name, priority, scheduled_at, :now FROM input
-            WHERE scheduled_at > :now
-        )
-        SELECT id FROM input ORDER BY position
-        """
-    )
+                AS input ({listed}, holds, position)"""
+    return _bulk_statement(rows, listed, held=" AND NOT holds")
 
 
 def _bulk_enqueue_text() -> sa.TextClause:
@@ -228,24 +211,32 @@ def _bulk_enqueue_text() -> sa.TextClause:
     priorities = "CAST(string_to_array(CAST(:priority AS text), ',') AS integer[])"
     ids = "string_to_array(CAST(:active_job_id AS text), CAST(:separator AS text))"
     due = "string_to_array(CAST(:scheduled_at AS text), CAST(:separator AS text))"
-    return sa.text(
-        f"""
-        WITH input AS MATERIALIZED (
+    rows = f"""
             SELECT nextval((SELECT pg_get_serial_sequence('solidq_jobs', 'id'))) AS id,
                    queue_name, class_name, arguments, priority, active_job_id,
                    CASE due WHEN 'now' THEN :now ELSE CAST(due AS timestamp) END AS scheduled_at,
                    position
             FROM unnest({texts}, {priorities}, {ids}, {due}) WITH ORDINALITY
-                AS input (queue_name, class_name, arguments, priority, active_job_id, due, position)
+                AS input (queue_name, class_name, arguments, priority, active_job_id, due,
+                          position)"""
+    listed = "queue_name, class_name, arguments, priority, active_job_id, scheduled_at"
+    return _bulk_statement(rows, listed, held="")
+
+
+def _bulk_statement(rows: str, listed: str, *, held: str) -> sa.TextClause:
+    """A bulk enqueue's statement around ``rows``, the query of its ``input``: each job's id
+    (drawn from the sequence), the ``listed`` columns of ``solidq_jobs`` and its ``position``;
+    the ready rows' condition ends with ``held``."""
+    return sa.text(
+        f"""
+        WITH input AS MATERIALIZED ({rows}
         ), new_jobs AS (
-            INSERT INTO solidq_jobs (id, queue_name, class_name, arguments, priority,
-                                     active_job_id, scheduled_at, batch_id, created_at, updated_at)
-            SELECT id, queue_name, class_name, arguments, priority, active_job_id, scheduled_at,
-                   CAST(:batch_id AS bigint), :now, :now FROM input
+            INSERT INTO solidq_jobs (id, {listed}, batch_id, created_at, updated_at)
+            SELECT id, {listed}, CAST(:batch_id AS bigint), :now, :now FROM input
         ), ready AS (
             INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
             SELECT id, queue_name, priority, :now FROM input
-            WHERE scheduled_at <= :now
+            WHERE scheduled_at <= :now{held}
         ), scheduled AS (
             INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at,
                                                      created_at)
