@@ -199,8 +199,10 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().close()
 
 
-#: What, set on a handler or formatter itself, would change what it does with a record.
-_OWN_METHODS = frozenset({"handle", "emit", "filter", "format", "formatTime", "time_text"})
+#: What, set on a logger, handler or formatter itself, would change what it does with a record.
+_OWN_METHODS = frozenset(
+    {"makeRecord", "handle", "callHandlers", "emit", "filter", "format", "formatTime", "time_text"}
+)
 
 
 def sole_line_handler(logger: logging.Logger, level: int) -> _StderrHandler | None:
@@ -213,7 +215,7 @@ def sole_line_handler(logger: logging.Logger, level: int) -> _StderrHandler | No
     app changes handlers and filters by changing plain lists, which no cache would notice.
     The caller checked that ``logger`` is a ``logging.Logger`` enabled for ``level``.
     """
-    if logger.disabled:
+    if logger.disabled or not _OWN_METHODS.isdisjoint(vars(logger)):
         return None
     found = None
     current: logging.Logger | None = logger

@@ -28,6 +28,7 @@ import typing as t
 #: The ``makeRecord`` and ``LogRecord.__init__`` whose records :func:`make_record` copies.
 _STANDARD_MAKE_RECORD = logging.Logger.makeRecord
 _STANDARD_INIT = logging.LogRecord.__init__
+_STANDARD_GET_MESSAGE = logging.LogRecord.getMessage
 #: The Pythons whose ``LogRecord.__init__`` this module copies.
 _CHECKED = (3, 10) <= sys.version_info[:2] <= (3, 13)
 _CLOCK_IN_NS = sys.version_info >= (3, 13)
@@ -70,6 +71,18 @@ def make_record(
             return record
     # The app's makeRecord, or a field the record has (makeRecord's own KeyError).
     return logger.makeRecord(logger.name, level, pathname, lineno, msg, args, None, func, extra)
+
+
+def is_standard(logger: logging.Logger) -> bool:
+    """Whether ``logger`` would make ``LogRecord``'s own records, whose message is
+    ``LogRecord.getMessage``'s: no ``makeRecord``, record factory or ``LogRecord`` of the
+    app's."""
+    return (
+        getattr(logger.makeRecord, "__func__", None) is _STANDARD_MAKE_RECORD
+        and logging.getLogRecordFactory() is logging.LogRecord
+        and logging.LogRecord.__init__ is _STANDARD_INIT
+        and logging.LogRecord.getMessage is _STANDARD_GET_MESSAGE
+    )
 
 
 def is_extra(fields: t.Mapping[str, t.Any]) -> bool:

@@ -160,7 +160,7 @@ def log(
         return
     if type(logger) is logging.Logger:
         handler = formats.sole_line_handler(logger, level)
-        if handler is not None and records.is_extra(fields):
+        if handler is not None and records.is_standard(logger) and records.is_extra(fields):
             _write_line(handler, logger, level, event, title, fields)
             return
     elif not isinstance(logger, logging.Logger):

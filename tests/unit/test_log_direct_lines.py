@@ -251,3 +251,28 @@ def test_a_failed_write_is_reported_as_the_handler_reports_it(chain, monkeypatch
 
     (record,) = reported
     assert (record.event, record.funcName) == ("job_failed", "log")
+
+
+def test_a_record_factory_or_make_record_of_the_app_s_makes_the_records(chain, monkeypatch):
+    made: list[str] = []
+
+    def factory(*args: t.Any, **kwargs: t.Any) -> logging.LogRecord:
+        record = logging.LogRecord(*args, **kwargs)
+        record.levelname = "NOTE"
+        made.append(record.getMessage())
+        return record
+
+    monkeypatch.setattr(logging, "_logRecordFactory", factory)
+    assert chain.log_job().splitlines()[0].split(b" ")[2] == b"NOTE"
+    monkeypatch.undo()
+    assert len(made) == 3
+
+    standard = chain.logger.makeRecord
+
+    def make_record(*args: t.Any, **kwargs: t.Any) -> logging.LogRecord:
+        record = standard(*args, **kwargs)
+        record.msg, record.args = "made", ()
+        return record
+
+    chain.logger.makeRecord = make_record  # type: ignore[method-assign]
+    assert chain.log_job().splitlines()[0].endswith(b" INFO made")
