@@ -108,13 +108,17 @@ class TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
+        return self.time_text(record.created, record.msecs)
+
+    def time_text(self, created: float, msecs: float) -> str:
+        """The ``asctime`` of a record with these clock fields."""
         second, text = self._second  # one tuple: threads never see half an update
-        if second != int(record.created):
-            text = time.strftime(self.default_time_format, self.converter(record.created))
-            self._second = (int(record.created), text)
+        if second != int(created):
+            text = time.strftime(self.default_time_format, self.converter(created))
+            self._second = (int(created), text)
         if self.default_msec_format is None:  # as logging.Formatter: no milliseconds then
             return text
-        return self.default_msec_format % (text, record.msecs)
+        return self.default_msec_format % (text, msecs)
 
 
 def formatter(log_format: LogFormat) -> logging.Formatter:
@@ -193,6 +197,60 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if self.writer is not None:
             self.writer.close()
         super().close()
+
+
+#: What, set on a logger, handler or formatter itself, would change what it does with a record.
+_OWN_METHODS = frozenset(
+    {"makeRecord", "handle", "callHandlers", "emit", "filter", "format", "formatTime", "time_text"}
+)
+
+
+def sole_line_handler(logger: logging.Logger, level: int) -> _StderrHandler | None:
+    """The handler that alone would write a record of ``level`` that ``logger`` logs, when
+    :func:`write_line` writes the line it would write: a :class:`_StderrHandler` with its
+    writer and a :class:`TextFormatter`, no filter on it or on a logger on the way, and no
+    other handler on the way (an app's, pytest's ``caplog``). None otherwise.
+
+    Asked for each line, as ``Logger.callHandlers`` walks the loggers for each record: an
+    app changes handlers and filters by changing plain lists, which no cache would notice.
+    The caller checked that ``logger`` is a ``logging.Logger`` enabled for ``level``.
+    """
+    if logger.disabled or not _OWN_METHODS.isdisjoint(vars(logger)):
+        return None
+    found = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters:
+            return None
+        for handler in current.handlers:
+            if found is not None:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    if (
+        type(found) is not _StderrHandler
+        or found.writer is None
+        or found.filters
+        or level < found.level
+        or type(found.formatter) is not TextFormatter
+        or not _OWN_METHODS.isdisjoint(vars(found))
+        or not _OWN_METHODS.isdisjoint(vars(found.formatter))
+    ):
+        return None
+    return found
+
+
+def write_line(
+    handler: _StderrHandler, level: int, message: str, created: float, msecs: float
+) -> None:
+    """Write the line ``handler`` would write for a record of ``level`` with this message
+    and these clock fields (:func:`sole_line_handler`'s handler), without the record."""
+    formatter = t.cast(TextFormatter, handler.formatter)
+    text = f"{formatter.time_text(created, msecs)} {logging.getLevelName(level)} {message}"
+    line = (text + handler.terminator).encode(
+        getattr(handler.stream, "encoding", None) or "utf-8", "backslashreplace"
+    )
+    t.cast(line_writer.LineWriter, handler.writer).write(line, now=level >= logging.WARNING)
 
 
 def _descriptor(stream: t.Any) -> int | None:

@@ -28,6 +28,7 @@ import typing as t
 #: The ``makeRecord`` and ``LogRecord.__init__`` whose records :func:`make_record` copies.
 _STANDARD_MAKE_RECORD = logging.Logger.makeRecord
 _STANDARD_INIT = logging.LogRecord.__init__
+_STANDARD_GET_MESSAGE = logging.LogRecord.getMessage
 #: The Pythons whose ``LogRecord.__init__`` this module copies.
 _CHECKED = (3, 10) <= sys.version_info[:2] <= (3, 13)
 _CLOCK_IN_NS = sys.version_info >= (3, 13)
@@ -72,6 +73,24 @@ def make_record(
     return logger.makeRecord(logger.name, level, pathname, lineno, msg, args, None, func, extra)
 
 
+def is_standard(logger: logging.Logger) -> bool:
+    """Whether ``logger`` would make ``LogRecord``'s own records, whose message is
+    ``LogRecord.getMessage``'s: no ``makeRecord``, record factory or ``LogRecord`` of the
+    app's."""
+    return (
+        getattr(logger.makeRecord, "__func__", None) is _STANDARD_MAKE_RECORD
+        and logging.getLogRecordFactory() is logging.LogRecord
+        and logging.LogRecord.__init__ is _STANDARD_INIT
+        and logging.LogRecord.getMessage is _STANDARD_GET_MESSAGE
+    )
+
+
+def is_extra(fields: t.Mapping[str, t.Any]) -> bool:
+    """Whether ``fields`` (and an ``event``) could be a record's ``extra=`` without a
+    ``KeyError``: none of them is one of a record's own attributes."""
+    return _ATTRIBUTES.isdisjoint(fields)
+
+
 def _plain() -> bool:
     """Whether a ``LogRecord`` made now is the one :func:`_new_record` makes."""
     return (
@@ -96,17 +115,7 @@ def _new_record(
     """``logging.LogRecord(name, level, pathname, lineno, msg, args, None, func)``, its
     attributes set in the order ``LogRecord.__init__`` sets them, then ``extra``'s (none of
     them a record's own: the caller checked)."""
-    if _CLOCK_IN_NS:
-        ns = time.time_ns()
-        created = ns / 1e9
-        msecs = (ns % 1_000_000_000) // 1_000_000 + 0.0
-        if msecs == 999.0 and int(created) != ns // 1_000_000_000:
-            msecs = 0.0
-        relative = (ns - logging._startTime) / 1e6  # type: ignore[attr-defined]
-    else:
-        created = time.time()
-        msecs = int((created - int(created)) * 1000) + 0.0
-        relative = (created - logging._startTime) * 1000  # type: ignore[attr-defined]
+    created, msecs, relative = clock()
     record_args: t.Any = args
     if len(args) == 1 and isinstance(args[0], collections.abc.Mapping) and args[0]:
         record_args = args[0]
@@ -135,6 +144,21 @@ def _new_record(
     record = logging.LogRecord.__new__(logging.LogRecord)
     record.__dict__ = fields
     return record
+
+
+def clock() -> tuple[float, float, float]:
+    """A record's ``created``, ``msecs`` and ``relativeCreated`` if it were made now, read
+    from the clock as ``LogRecord.__init__`` reads it."""
+    if _CLOCK_IN_NS:
+        ns = time.time_ns()
+        created = ns / 1e9
+        msecs = (ns % 1_000_000_000) // 1_000_000 + 0.0
+        if msecs == 999.0 and int(created) != ns // 1_000_000_000:
+            msecs = 0.0
+        return created, msecs, (ns - logging._startTime) / 1e6  # type: ignore[attr-defined]
+    created = time.time()
+    msecs = int((created - int(created)) * 1000) + 0.0
+    return created, msecs, (created - logging._startTime) * 1000  # type: ignore[attr-defined]
 
 
 def _template(pathname: str) -> dict[str, t.Any]:

@@ -28,6 +28,7 @@ import typing as t
 from json import encoder as json_encoder
 
 from flask_solidq import signals
+from flask_solidq.logging import formats
 from flask_solidq.logging import records
 from flask_solidq.operations.execute import OutcomeKind
 
@@ -148,23 +149,68 @@ def log(
     when neither the logger's class nor the record factory is the app's own), its
     ``pathname``, ``lineno`` and ``funcName`` this call's, and it goes to ``logger.handle``
     as ``logger.log``'s would.
+
+    When the only handler the record would reach is ``flask solidq work``'s text handler
+    (:func:`~flask_solidq.logging.formats.sole_line_handler` says when), nothing but that
+    handler would see the record: the line it would write is written without one. Making
+    the record and walking the loggers and the handler with it cost a third of a worker's CPU
+    for a no-op job.
     """
     if not logger.isEnabledFor(level):
         return
-    extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
-    extra.update(fields)
-    if type(logger) is not logging.Logger and not isinstance(logger, logging.Logger):
+    if type(logger) is logging.Logger:
+        handler = formats.sole_line_handler(logger, level)
+        if handler is not None and records.is_standard(logger) and records.is_extra(fields):
+            _write_line(handler, logger, level, event, title, fields)
+            return
+    elif not isinstance(logger, logging.Logger):
         # Something shaped like a logger (a LoggerAdapter, say): its own ``log``.
+        extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
+        extra.update(fields)
         logger.log(level, "SolidQ %s %s", title, format_fields(fields), extra=extra)
         return
+    text = format_fields(fields)
+    logger.handle(_record(logger, level, event, title, text, fields, sys._getframe().f_lineno))
+
+
+def _record(
+    logger: logging.Logger,
+    level: int,
+    event: LogEvent,
+    title: str,
+    text: str,
+    fields: dict[str, t.Any],
+    line: int,
+) -> logging.LogRecord:
+    """The record ``logger.log`` would make of a line logged at ``line`` of :func:`log`."""
+    extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
+    extra.update(fields)
     if logging._srcfile:  # None: the app turned the lookup of the caller off
-        path, line, function = __file__, sys._getframe().f_lineno, "log"
+        path, function = __file__, "log"
     else:
         path, line, function = "(unknown file)", 0, "(unknown function)"
-    message = (title, format_fields(fields))
-    logger.handle(
-        records.make_record(logger, level, path, line, "SolidQ %s %s", message, function, extra)
-    )
+    message = (title, text)
+    return records.make_record(logger, level, path, line, "SolidQ %s %s", message, function, extra)
+
+
+def _write_line(
+    handler: formats._StderrHandler,
+    logger: logging.Logger,
+    level: int,
+    event: LogEvent,
+    title: str,
+    fields: dict[str, t.Any],
+) -> None:
+    """What ``handler`` would write of the line, written without a record or
+    ``logger.handle`` (see :func:`formats.sole_line_handler` for when): the same text, from
+    the clock read as the record's would be."""
+    text = format_fields(fields)
+    created, msecs, _ = records.clock()
+    try:
+        formats.write_line(handler, level, f"SolidQ {title} {text}", created, msecs)
+    except Exception:  # noqa: BLE001 - as the handler does: report, never raise
+        record = _record(logger, level, event, title, text, fields, sys._getframe().f_lineno)
+        handler.handleError(record)
 
 
 def log_performed(outcome: Outcome, duration: float) -> None:
