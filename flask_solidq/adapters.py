@@ -33,14 +33,17 @@ from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
+    from flask_solidq.state import SolidQState
 
 
-def enqueue(job: Job) -> None:
-    """Enqueue ``job`` through the current app's adapter; requires an app context.
+def enqueue(job: Job, state: SolidQState | None = None) -> None:
+    """Enqueue ``job`` through the current app's adapter (``state``'s, when the caller has
+    looked it up already); requires an app context.
 
     :raises TypeError: the job's arguments don't fit its signature; nothing was enqueued.
     """
-    state = get_state()
+    if state is None:
+        state = get_state()
     if state.settings.check_arguments:
         type(job)._check_arguments(job.arguments, job.kwargs)
     if state.adapter is Adapter.SOLIDQ:
@@ -81,7 +84,7 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
     check_arguments_all(jobs)
     if state.adapter is not Adapter.SOLIDQ:
         for job in jobs:
-            enqueue(job)
+            enqueue(job, state)
         return
     if not jobs:
         return

@@ -11,7 +11,9 @@
   flush, which joins the app's transaction). SQLite then refuses the switch at once with
   "database is locked"; the connection carries on in the file's current journal mode, which
   is correct, only slower under concurrency, and tries again each time it is checked out
-  until some connection has switched the file.
+  until some connection has switched the file. The engine listens to its checkouts only once
+  a connection has failed to switch (:func:`_retry_on_checkout`): a listener costs every
+  checkout about a microsecond, a twentieth of a single enqueue's pool round.
 """
 
 from __future__ import annotations
@@ -32,13 +34,21 @@ WAL_PENDING = "solidq_wal_pending"
 
 _writers: weakref.WeakKeyDictionary[sa.Engine, threading.RLock] = weakref.WeakKeyDictionary()
 
+#: Held while an engine starts listening to its checkouts (two connections may fail at once).
+_listening = threading.Lock()
+
 
 def configure(engine: sa.Engine) -> None:
     """Set up every connection ``engine`` opens (see the module's docstring), and the
     process's own lock on its writes (:func:`writer_lock`)."""
     _writers[engine] = threading.RLock()
-    sa.event.listen(engine, "connect", _prepare)
-    sa.event.listen(engine, "checkout", _retry_wal)
+
+    def prepare(dbapi_connection: t.Any, record: t.Any) -> None:
+        if not _prepare(dbapi_connection):
+            record.info[WAL_PENDING] = True
+            _retry_on_checkout(engine)
+
+    sa.event.listen(engine, "connect", prepare)
     sa.event.listen(engine, "begin", _begin)
 
 
@@ -54,16 +64,26 @@ def writer_lock(engine: sa.Engine) -> threading.RLock | None:
     return _writers.get(engine)
 
 
-def _prepare(dbapi_connection: t.Any, record: t.Any) -> None:
+def _prepare(dbapi_connection: t.Any) -> bool:
+    """Set up a new connection; False when it couldn't switch the file to WAL."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        if not _enter_wal(cursor):
-            record.info[WAL_PENDING] = True
+        in_wal = _enter_wal(cursor)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+    return in_wal
+
+
+def _retry_on_checkout(engine: sa.Engine) -> None:
+    """Have ``engine`` try WAL again at each checkout of a connection that couldn't switch
+    (:func:`_retry_wal`), from now on: a connection that already failed may be followed by
+    others, and a listener is added once."""
+    with _listening:
+        if not sa.event.contains(engine, "checkout", _retry_wal):
+            sa.event.listen(engine, "checkout", _retry_wal)
 
 
 def _retry_wal(dbapi_connection: t.Any, record: t.Any, _proxy: t.Any) -> None:

@@ -37,13 +37,14 @@ class SolidQState:
         sqlalchemy: SQLAlchemy,
         lifecycle_hooks: LifecycleHooks | None = None,
         dashboard_rules: list[t.Callable[[], bool]] | None = None,
-        enqueue: t.Callable[[Job], None] | None = None,
+        enqueue: t.Callable[[Job, SolidQState], None] | None = None,
         enqueue_into_batch: t.Callable[[int], t.ContextManager[t.Any]] | None = None,
     ) -> None:
         self.settings = settings
         #: Sends a job to the app's adapter (:func:`flask_solidq.adapters.enqueue`, which the
         #: extension hands over): a job definition reaches it here, at call time, instead of
-        #: importing the adapters and, through them, the operations.
+        #: importing the adapters and, through them, the operations. It is given this state
+        #: too, which the job has just looked up: a ``perform_later`` looks it up once.
         self.enqueue = enqueue or _no_adapter
         #: Opens a block whose enqueues add to an existing batch
         #: (:func:`flask_solidq.batching.adding_to`), handed over the same way.
@@ -204,7 +205,7 @@ def _connect_args(bind: str | None) -> dict[str, t.Any]:
     return dict(options.get("connect_args") or {})
 
 
-def _no_adapter(job: Job) -> None:
+def _no_adapter(job: Job, state: SolidQState) -> None:
     raise RuntimeError(
         f"{type(job).job_name} can't be enqueued: this app's flask-solidq state was built"
         " without an adapter (SolidQ.init_app builds it with one)."

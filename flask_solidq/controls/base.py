@@ -33,6 +33,7 @@ from flask_solidq.timing import utcnow
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
     from flask_solidq.values import JobRef
@@ -133,6 +134,13 @@ class JobStore(t.Protocol):
 
 class Control:
     """A control's hooks; each does nothing unless the control overrides it."""
+
+    def concerns_enqueue(self, declared: Declared) -> bool:
+        """ENQUEUE: whether :meth:`takes_enqueue`, :meth:`reads_database_clock`,
+        :meth:`stamp` or :meth:`acts_on_dispatch` may act on a job of a definition that
+        declared ``declared``; when no control's may, a single enqueue asks none of them (see
+        :func:`flask_solidq.controls.concern_enqueue`). Yes unless the control says no."""
+        return True
 
     def takes_enqueue(self, job: Job) -> bool:
         """ENQUEUE: whether this control stores ``job`` its own way (:meth:`enqueue`) instead

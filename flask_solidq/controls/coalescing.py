@@ -28,12 +28,16 @@ if t.TYPE_CHECKING:
     from flask_solidq.controls.base import JobStore
     from flask_solidq.controls.coalesce_calls import Pending
     from flask_solidq.controls.coalesce_start import StoredCall
+    from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
 
 
 class Coalescing(Control):
     """The hooks of ``coalesce``: ENQUEUE (take the call over) and START."""
+
+    def concerns_enqueue(self, declared: Declared) -> bool:
+        return declared.active_coalesce is not None
 
     def takes_enqueue(self, job: Job) -> bool:
         return coalesce_calls.applies(job)

@@ -31,6 +31,7 @@ from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import COALESCE_KEYS
@@ -150,6 +151,9 @@ def check_combinations(job_class: type[DeclaredAttributes]) -> None:
 class ConcurrencyControl(Control):
     """The hooks of ``limits_concurrency``: the key at enqueue, a slot (or blocking, or
     discarding) when the job becomes ready, the slot back when it leaves its claim."""
+
+    def concerns_enqueue(self, declared: Declared) -> bool:
+        return declared.active_concurrency_limit is not None
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
         limit = type(job)._declared.active_concurrency_limit

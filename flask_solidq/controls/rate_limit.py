@@ -31,6 +31,7 @@ from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
+from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
@@ -260,6 +261,9 @@ class RateLimitControl(Control):
     def __init__(self) -> None:
         self._table_missing: set[str] = set()
         self._table_present: set[str] = set()
+
+    def concerns_enqueue(self, declared: Declared) -> bool:
+        return bool(declared.active_rate_limits)
 
     def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
         rate_charges.stamp(job, row)

@@ -207,7 +207,8 @@ class Job(Resumable, RateLimitUsage):
         return cls.new(*args, **kwargs).perform_later()
 
     def _perform_later_on_instance(self: JobT) -> JobT:
-        get_state().enqueue(self)
+        state = get_state()
+        state.enqueue(self, state)
         return self
 
     perform_later = job_methods.PerformLater(_perform_later_on_class, _perform_later_on_instance)

@@ -46,14 +46,19 @@ def enqueue(engine: sa.Engine, job: Job) -> None:
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
     """
+    controlled = controls.concern_enqueue(type(job))
     try:
-        now = _enqueue_time(engine, [job])
-        split = controls.prepare_enqueue([job], now, bulk=False)
+        if controlled:
+            now = _enqueue_time(engine, [job])
+            split = controls.prepare_enqueue([job], now, bulk=False)
+        else:  # what every control would say: this host's clock, none takes it over
+            now = utcnow()
+            split = controls.Enqueue([job], [])
         if split.taken:
             announce = controls.enqueue(engine, split, now, STORE, bulk=False)
         else:
-            row = build_row(job, now)
-            job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now))
+            row = build_row(job, now, controlled=controlled)
+            job_id, placed = db.retrying_deadlocks(lambda: _store(engine, row, now, controlled))
     except sa.exc.SQLAlchemyError as exc:
         job.successfully_enqueued = False
         raise errors.EnqueueError(
@@ -87,9 +92,12 @@ def _describe(error: sa.exc.SQLAlchemyError) -> str:
     return f"{type(cause).__name__}: {lines[0] if lines else ''}"
 
 
-def _store(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> tuple[int, bool]:
-    """Insert one job and its first execution; return its id and whether it got one."""
-    if _fits_own_transaction(engine, row):
+def _store(
+    engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime, controlled: bool = True
+) -> tuple[int, bool]:
+    """Insert one job and its first execution; return its id and whether it got one
+    (``controlled``: whether a control may concern it, see :func:`_fits_own_transaction`)."""
+    if _fits_own_transaction(engine, row, controlled):
         if db.supports_insert_in_cte(engine):
             return _insert_with_execution_autocommitted(engine, row, now), True
         if driver_writes.applies(engine):
@@ -257,14 +265,16 @@ def _as_arrays(
     return postgres.BULK_ENQUEUE, params, postgres.BULK_ENQUEUE_ARRAYS
 
 
-def _fits_own_transaction(engine: sa.Engine, row: dict[str, t.Any]) -> bool:
+def _fits_own_transaction(
+    engine: sa.Engine, row: dict[str, t.Any], controlled: bool = True
+) -> bool:
     """Whether the enqueue can take a way of its own, without the controls' dispatch: no
     caller's transaction is open, and no control will act when it becomes ready. On
     PostgreSQL it is then one autocommitted statement (the database chains the two inserts);
     on SQLite and MySQL two inserts on the driver's connection
     (:mod:`flask_solidq.driver_writes`), unless something listens to the engine's
-    statements."""
-    return not db.in_transaction(engine) and not controls.act_on_dispatch(row)
+    statements. A job no control concerns (``controlled`` false) has no hook to ask."""
+    return not db.in_transaction(engine) and not (controlled and controls.act_on_dispatch(row))
 
 
 def _insert_on_driver(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> int:

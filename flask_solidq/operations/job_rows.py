@@ -22,10 +22,11 @@ INSERT_JOB = JOBS.insert()
 
 
 def build_row(
-    job: Job, now: dt.datetime, payload: dict[str, t.Any] | None = None
+    job: Job, now: dt.datetime, payload: dict[str, t.Any] | None = None, *, controlled: bool = True
 ) -> dict[str, t.Any]:
     """The ``solidq_jobs`` row for ``job``, enqueued at ``now`` (its payload ``payload``, by
-    default the job's own).
+    default the job's own); its controls' keys stamped unless no control concerns it
+    (``controlled`` false: see :func:`flask_solidq.controls.concern_enqueue`).
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
     :raises Exception: whatever a control's key callable raises.
@@ -33,7 +34,7 @@ def build_row(
     batch = current.open_batch()
     encode = getattr(_thread, "encode", None) or _thread_encoder()
     try:
-        return _row(job, now, encode, payload, None if batch is None else batch.id)
+        return _row(job, now, encode, payload, None if batch is None else batch.id, controlled)
     except BaseException:
         # The encoder's record of the containers being encoded may be left filled.
         _thread.encode = None
@@ -63,7 +64,7 @@ def build_rows(jobs: t.Sequence[Job], now: dt.datetime) -> list[dict[str, t.Any]
     batch = current.open_batch()
     batch_id = None if batch is None else batch.id
     encode = arguments.payload_encoder()
-    return [_row(job, now, encode, None, batch_id) for job in jobs]
+    return [_row(job, now, encode, None, batch_id, True) for job in jobs]
 
 
 def _row(
@@ -72,9 +73,10 @@ def _row(
     encode: t.Callable[[t.Any], str],
     payload: dict[str, t.Any] | None,
     batch_id: int | None,
+    controlled: bool,
 ) -> dict[str, t.Any]:
     """The row of ``job`` (its payload ``payload``, by default its own, encoded by
-    ``encode``), its controls' keys stamped."""
+    ``encode``), its controls' keys stamped when ``controlled``."""
     job.mark_enqueued(now)
     row = {
         "queue_name": job.queue_name,
@@ -90,7 +92,8 @@ def _row(
         "created_at": now,
         "updated_at": now,
     }
-    controls.stamp(job, row)
+    if controlled:
+        controls.stamp(job, row)
     return row
 
 

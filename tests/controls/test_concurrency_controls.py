@@ -884,3 +884,22 @@ def test_status_lists_blocked_jobs_per_key_and_the_semaphores_with_their_free_sl
         "0",
         "3",
     ]  # ready, scheduled, deferred, claimed, blocked
+
+
+def test_a_limit_declared_after_a_definition_enqueued_plain_jobs_applies_to_the_next(app, engine):
+    # A single enqueue skips the controls for a definition none concerns, an answer kept per
+    # declarations object: a decorator applied later gives the class a new one.
+    @support.solidq.job(name="concurrency_test.limited_later")
+    def limited_later() -> None: ...
+
+    try:
+        plain = [later(app, limited_later) for _ in range(2)]
+        limits_concurrency(key="only", to=1, duration=DURATION)(limited_later)
+        holder = later(app, limited_later)
+        waiting = later(app, limited_later)
+    finally:
+        registry.unregister(limited_later)
+
+    assert ready_ids(engine) == [plain[0].id, plain[1].id, holder.id]
+    assert blocked_ids(engine) == [waiting.id]
+    assert semaphore(engine, "concurrency_test.limited_later/only").value == 0
