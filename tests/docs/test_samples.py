@@ -14,12 +14,15 @@ import os
 import pathlib
 import sys
 import typing as t
+import weakref
 
+import blinker
 import pytest
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 from flask_solidq import SolidQ
+from flask_solidq import signals
 from flask_solidq.definitions import registry
 from tests.docs import preambles
 from tests.docs.samples import Sample
@@ -45,6 +48,7 @@ class PageRun:
         # with them, and a page is a fresh app of a reader's, which has none of those.
         registry._definitions.clear()
         self.modules = {name: sys.modules.get(name) for name in STAND_IN_MODULES}
+        self.receivers = {signal: set(signal.receivers) for signal in _signals()}
         config, code = preambles.preamble(page)
         db, solidq = SQLAlchemy(), SolidQ()
         app = Flask("docs_sample_app")
@@ -108,6 +112,24 @@ class PageRun:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+        self.disconnect_receivers()
+
+    def disconnect_receivers(self) -> None:
+        """Disconnect what the page's samples connected to the signals: a sample's receiver
+        is connected weakly, but the page's namespace holds it in a reference cycle, so it
+        lives until the garbage collector's next full pass, and would hear later tests'
+        sends until then."""
+        for signal, before in self.receivers.items():
+            for receiver_id in set(signal.receivers) - before:
+                receiver = signal.receivers.get(receiver_id)
+                target = receiver() if isinstance(receiver, weakref.ref) else receiver
+                if target is not None:
+                    signal.disconnect(target)
+
+
+def _signals() -> list[t.Any]:
+    """flask-solidq's signals."""
+    return [value for value in vars(signals).values() if isinstance(value, blinker.NamedSignal)]
 
 
 def samples_of_page(page: str) -> list[Sample]:
