@@ -180,13 +180,18 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
             try:
                 formatter = self.formatter  # what self.format calls, called directly
                 text = self.format(record) if formatter is None else formatter.format(record)
-                line = (text + self.terminator).encode(
-                    getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace"
-                )
-                self.writer.write(line, now=record.levelno >= logging.WARNING)
+                self.write_text(text, record.levelno)
             except Exception:  # noqa: BLE001 - as logging does: report, never raise
                 self.handleError(record)
         return passed
+
+    def write_text(self, text: str, level: int) -> None:
+        """Hand ``text``, a formatted line of ``level``, to the writer: encoded as the stream
+        would encode it, written before returning from WARNING up."""
+        line = (text + self.terminator).encode(
+            getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace"
+        )
+        t.cast(line_writer.LineWriter, self.writer).write(line, now=level >= logging.WARNING)
 
     def flush(self) -> None:
         if self.writer is not None:
@@ -247,10 +252,7 @@ def write_line(
     and these clock fields (:func:`sole_line_handler`'s handler), without the record."""
     formatter = t.cast(TextFormatter, handler.formatter)
     text = f"{formatter.time_text(created, msecs)} {logging.getLevelName(level)} {message}"
-    line = (text + handler.terminator).encode(
-        getattr(handler.stream, "encoding", None) or "utf-8", "backslashreplace"
-    )
-    t.cast(line_writer.LineWriter, handler.writer).write(line, now=level >= logging.WARNING)
+    handler.write_text(text, level)
 
 
 def _descriptor(stream: t.Any) -> int | None:
