@@ -208,6 +208,11 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 _OWN_METHODS = frozenset(
     {"makeRecord", "handle", "callHandlers", "emit", "filter", "format", "formatTime", "time_text"}
 )
+#: ``Logger``'s own ``handle`` and ``callHandlers``: a library that patches the class (Sentry's
+#: logging integration replaces ``Logger.callHandlers`` to turn records into breadcrumbs and
+#: events) sees every record, which only the standard path gives it.
+_LOGGER_HANDLE = logging.Logger.handle
+_LOGGER_CALL_HANDLERS = logging.Logger.callHandlers
 
 
 def sole_line_handler(logger: logging.Logger, level: int) -> _StderrHandler | None:
@@ -218,9 +223,16 @@ def sole_line_handler(logger: logging.Logger, level: int) -> _StderrHandler | No
 
     Asked for each line, as ``Logger.callHandlers`` walks the loggers for each record: an
     app changes handlers and filters by changing plain lists, which no cache would notice.
-    The caller checked that ``logger`` is a ``logging.Logger`` enabled for ``level``.
+    The caller checked that ``logger`` is a ``logging.Logger`` enabled for ``level``. A
+    ``Logger`` class whose ``handle`` or ``callHandlers`` was replaced (Sentry's logging
+    integration does) has no sole handler: the replacement must see the record.
     """
-    if logger.disabled or not _OWN_METHODS.isdisjoint(vars(logger)):
+    if (
+        logger.disabled
+        or logging.Logger.callHandlers is not _LOGGER_CALL_HANDLERS
+        or logging.Logger.handle is not _LOGGER_HANDLE
+        or not _OWN_METHODS.isdisjoint(vars(logger))
+    ):
         return None
     found = None
     current: logging.Logger | None = logger

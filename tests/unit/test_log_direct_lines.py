@@ -188,6 +188,27 @@ def test_a_filter_on_the_logger_or_the_handler_sees_the_records(chain):
     assert b"Job started" not in written and written.count(b"\n") == 2
 
 
+@pytest.mark.parametrize("method", ["callHandlers", "handle"])
+def test_a_logger_class_patched_as_sentry_patches_it_sees_the_records(chain, monkeypatch, method):
+    """Sentry's logging integration replaces ``Logger.callHandlers`` on the class to make
+    breadcrumbs and events of records: the job lines must reach it as records."""
+    seen: list[logging.LogRecord] = []
+    standard = getattr(logging.Logger, method)
+
+    def patched(self: logging.Logger, record: logging.LogRecord) -> t.Any:
+        seen.append(record)
+        return standard(self, record)
+
+    monkeypatch.setattr(logging.Logger, method, patched)
+    assert formats.sole_line_handler(chain.logger, logging.INFO) is None
+    written = chain.log_job()
+    assert [record.event for record in seen] == ["job_started", "job_finished", "job_failed"]
+    assert written.count(b"\n") == 3  # and the handler still wrote each line
+
+    monkeypatch.undo()
+    assert formats.sole_line_handler(chain.logger, logging.INFO) is chain.handler
+
+
 def test_a_json_format_writes_json_lines(chain):
     chain.handler.setFormatter(formats.JsonFormatter())
 
