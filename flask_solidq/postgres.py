@@ -78,6 +78,14 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     ``:checked`` (those a control may defer at claim), and say so with one row whose
     ``checked`` is true; the caller then claims in a transaction that runs the hooks. A batch
     with no such job still costs one statement.
+
+    The locked rows are deleted by their ``ctid`` (a TID scan: straight to each row, whatever
+    the statistics say). Joined to the candidates by id (``USING``), the delete was planned
+    from the table's statistics, and with none yet (a backlog enqueued since the last
+    ``ANALYZE``) as a hash join over a scan of every ready row, or a scan filtering on the
+    ids: a claim's cost grew with the backlog (150 jobs from 30,000 ready: 9-17 ms against
+    3-5 ms). A locked row keeps its ``ctid`` until the statement ends, and ready rows are
+    only ever inserted and deleted, never updated.
     """
     queue_filter = "AND queue_name = :queue_name" if by_queue else ""
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
@@ -102,15 +110,15 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
         WITH registered AS (
             SELECT id FROM solidq_processes WHERE id = :process_id FOR KEY SHARE
         ), candidates AS (
-            SELECT id, job_id FROM solidq_ready_executions
+            SELECT ctid, job_id FROM solidq_ready_executions
             WHERE EXISTS (SELECT 1 FROM registered)
             AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses) {queue_filter}
             ORDER BY priority, job_id
             LIMIT :limit
             {lock}
         ){guard}, deleted AS (
-            DELETE FROM solidq_ready_executions AS ready USING candidates
-            WHERE ready.id = candidates.id {guard_condition}
+            DELETE FROM solidq_ready_executions AS ready
+            WHERE ready.ctid = ANY(ARRAY(SELECT ctid FROM candidates)) {guard_condition}
             RETURNING ready.job_id
         ), claimed AS (
             INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)

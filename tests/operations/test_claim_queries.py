@@ -9,6 +9,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import postgres
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
@@ -81,6 +82,42 @@ def test_claiming_a_batch_takes_the_same_few_statements_whatever_its_size(app, e
     assert len(statements) == CLAIM_STATEMENTS[engine.dialect.name], statements
     assert support.count(engine, CLAIMED) == batch
     assert support.count(engine, READY) == 2
+
+
+def plan_nodes(plan: dict[str, t.Any]) -> t.Iterator[dict[str, t.Any]]:
+    """``plan`` (a node of ``EXPLAIN (FORMAT JSON)``) and every node below it."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain", "guarded"])
+def test_a_postgres_claim_never_scans_the_whole_ready_table(app, engine, guarded):
+    """A backlog bulk-enqueued since the ready table's last statistics (none yet, here; with
+    them, after ANALYZE): the claim of a few jobs reads the ready rows through indexes. Its
+    delete, once joined to the locked rows, was planned as a hash join over a scan of every
+    ready row, a claim costing more the longer the backlog."""
+    enqueue_records(app, 5000)
+    process_id = register_process(engine)
+    statement = postgres.CLAIM[(False, True, guarded)]
+    values = {"process_id": process_id, "limit": 10, "now": utcnow().replace(tzinfo=None)}
+    if guarded:
+        values["checked"] = ["no.such.job"]
+
+    with engine.connect() as connection:
+        for analyze in (False, True):
+            if analyze:
+                connection.exec_driver_sql("ANALYZE solidq_ready_executions")
+            explained = sa.text(f"EXPLAIN (FORMAT JSON) {statement.text}")
+            (plan,) = connection.execute(explained, values).scalar_one()
+            scans = {
+                node["Relation Name"]
+                for node in plan_nodes(plan["Plan"])
+                if node["Node Type"] == "Seq Scan" and "Relation Name" in node
+            }
+            assert "solidq_ready_executions" not in scans, (analyze, scans)
+        connection.rollback()
 
 
 @pytest.mark.parametrize("preserve", [True, False], ids=["preserving", "deleting"])
