@@ -91,33 +91,44 @@ def plan_nodes(plan: dict[str, t.Any]) -> t.Iterator[dict[str, t.Any]]:
         yield from plan_nodes(child)
 
 
+def scanned_whole(engine: sa.Engine, statement: sa.TextClause, values: dict[str, t.Any]):
+    """The tables PostgreSQL's plans of ``statement`` read whole (a sequential scan): planned
+    without statistics of the rows just written, then after ``ANALYZE``."""
+    scans: list[set[str]] = []
+    with engine.connect() as connection:
+        for analyze in (False, True):
+            if analyze:
+                connection.exec_driver_sql("ANALYZE")
+            explained = sa.text(f"EXPLAIN (FORMAT JSON) {statement.text}")
+            (plan,) = connection.execute(explained, values).scalar_one()
+            scans.append(
+                {
+                    node["Relation Name"]
+                    for node in plan_nodes(plan["Plan"])
+                    if node["Node Type"] == "Seq Scan" and "Relation Name" in node
+                }
+            )
+        connection.rollback()
+    return scans
+
+
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 @pytest.mark.parametrize("guarded", [False, True], ids=["plain", "guarded"])
 def test_a_postgres_claim_never_scans_the_whole_ready_or_jobs_table(app, engine, guarded):
-    """A backlog bulk-enqueued since the ready table's last statistics (none yet, here; with
-    them, after ANALYZE): the claim of a few jobs reads the ready rows and the jobs through
-    indexes (or ``ctid``). Its delete, once joined to the locked rows, was planned as a hash
-    join over a scan of every ready row, a claim costing more the longer the backlog."""
+    """A backlog bulk-enqueued since the ready table's last statistics (none yet, then after
+    ANALYZE): the claim of a few jobs reads the ready rows and the jobs through indexes (or
+    ``ctid``). Its delete, once joined to the locked rows, was planned as a hash join over a
+    scan of every ready row, a claim costing more the longer the backlog."""
     enqueue_records(app, 5000)
     process_id = register_process(engine)
-    statement = postgres.CLAIM[(False, True, guarded)]
     values = {"process_id": process_id, "limit": 10, "now": utcnow().replace(tzinfo=None)}
     if guarded:
         values["checked"] = ["no.such.job"]
 
-    with engine.connect() as connection:
-        for analyze in (False, True):
-            if analyze:
-                connection.exec_driver_sql("ANALYZE solidq_ready_executions")
-            explained = sa.text(f"EXPLAIN (FORMAT JSON) {statement.text}")
-            (plan,) = connection.execute(explained, values).scalar_one()
-            scans = {
-                node["Relation Name"]
-                for node in plan_nodes(plan["Plan"])
-                if node["Node Type"] == "Seq Scan" and "Relation Name" in node
-            }
-            assert not scans & {"solidq_ready_executions", "solidq_jobs"}, (analyze, scans)
-        connection.rollback()
+    scans = scanned_whole(engine, postgres.CLAIM[(False, True, guarded)], values)
+
+    for scanned in scans:
+        assert not scanned & {"solidq_ready_executions", "solidq_jobs"}, scans
 
 
 @pytest.mark.parametrize("preserve", [True, False], ids=["preserving", "deleting"])
