@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+TEST_PROCESSES ?= 2
 PORT ?= 5000
 
 .PHONY: demo test bench lint install docs clean
@@ -31,9 +32,11 @@ demo: $(BIN)/.installed-demo
 	$(BIN)/python -m example_app.demo --port $(PORT)
 
 # The whole suite: SQLite always; PostgreSQL and MariaDB/MySQL when SOLIDQ_TEST_POSTGRES_URL
-# and SOLIDQ_TEST_MYSQL_URL are set (see .ci/run).
+# and SOLIDQ_TEST_MYSQL_URL are set (see .ci/run). In $(TEST_PROCESSES) pytest processes
+# (pytest-xdist), a test module's tests together in one of them: most tests wait on worker
+# processes and servers, and each session works in scratch databases of its own.
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # The documentation site (docs/, Sphinx with MyST) into docs/_build/html; a warning fails the
 # build, so a broken link, a heading it can't find or an undocumented config key stops CI.
