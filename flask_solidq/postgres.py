@@ -84,7 +84,7 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     from the table's statistics, and with none yet (a backlog enqueued since the last
     ``ANALYZE``) as a hash join over a scan of every ready row, or a scan filtering on the
     ids: a claim's cost grew with the backlog (150 jobs from 30,000 ready: 9-17 ms against
-    3-5 ms). A locked row keeps its ``ctid`` until the statement ends, and ready rows are
+    3-5.6 ms). A locked row keeps its ``ctid`` until the statement ends, and ready rows are
     only ever inserted and deleted, never updated.
     """
     queue_filter = "AND queue_name = :queue_name" if by_queue else ""

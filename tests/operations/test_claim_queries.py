@@ -91,7 +91,9 @@ def plan_nodes(plan: dict[str, t.Any]) -> t.Iterator[dict[str, t.Any]]:
         yield from plan_nodes(child)
 
 
-def scanned_whole(engine: sa.Engine, statement: sa.TextClause, values: dict[str, t.Any]):
+def scanned_whole(
+    engine: sa.Engine, statement: sa.TextClause, values: dict[str, t.Any]
+) -> list[set[str]]:
     """The tables PostgreSQL's plans of ``statement`` read whole (a sequential scan): planned
     without statistics of the rows just written, then after ``ANALYZE``."""
     scans: list[set[str]] = []
