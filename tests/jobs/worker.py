@@ -81,6 +81,12 @@ def runs_of(job_name: str, value: object) -> list[int]:
         return list(connection.scalars(query))
 
 
+@solidq.job(name="worker_test.noop")
+def noop(value: object) -> None:
+    """Nothing: a run that takes microseconds, whatever the machine's load, so a worker
+    timing its runs sees quick ones (a ``record`` job's commit can take milliseconds)."""
+
+
 @solidq.job(name="worker_test.record")
 def record(value: object) -> None:
     """One finished run row."""
