@@ -9,6 +9,8 @@ engine something listens to, takes the ordinary way.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import typing as t
 
 import sqlalchemy as sa
@@ -105,6 +107,73 @@ def fetch_in_transaction(
         if error.connection_invalidated:
             connection.invalidate(error.orig)
         raise
+
+
+#: A statement for :func:`fetch_pipelined`: its text, its parameters, and the names of those
+#: sent in binary format.
+Statement = tuple[sa.Executable, dict[str, t.Any], t.Collection[str]]
+
+
+def pipelines(engine: sa.Engine) -> bool:
+    """Whether :func:`fetch_pipelined` may run on ``engine``: psycopg with a libpq that
+    has pipeline mode, no execution listener to tell (see :func:`has_execution_listeners`),
+    and no pooler prelude (its ``SET LOCAL`` statements would have to go first, as a query
+    string of several statements, which pipeline mode refuses)."""
+    return _fast_path(engine) and not pooler.prelude_of(engine) and _pipeline_mode_supported()
+
+
+@functools.cache
+def _pipeline_mode_supported() -> bool:
+    from psycopg import Pipeline
+
+    return bool(Pipeline.is_supported())
+
+
+def fetch_pipelined(
+    engine: sa.Engine, statements: t.Iterable[Statement]
+) -> list[list[tuple[t.Any, ...]]]:
+    """Run ``statements`` in one transaction on a pooled psycopg connection in pipeline mode,
+    and return each one's rows as plain tuples; only where :func:`pipelines` says so.
+
+    Each statement is sent as soon as ``statements`` yields it, without waiting for the one
+    before to come back, and ``COMMIT`` follows the last: the whole run costs one round trip,
+    and a generator that builds each statement's parameters (a bulk enqueue's rows) does so
+    while the server runs the statements already sent. The transaction is all-or-nothing:
+    if a statement fails, or ``statements`` raises, it is rolled back and the error raised
+    (a driver's error as SQLAlchemy's, as :func:`fetch_autocommitted` raises it).
+    """
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    sql = ""
+    params: dict[str, t.Any] = {}
+    try:
+        pooled = engine.raw_connection()
+    except dbapi_error as error:  # a new connection that failed: SQLAlchemy's error too
+        raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
+    driver: t.Any = pooled.driver_connection
+    try:
+        cursors = []
+        try:
+            with driver.pipeline():
+                for statement, params, binary in statements:
+                    sql = _driver_sql(engine.dialect, statement, tuple(sorted(binary)))
+                    cursor = driver.cursor()
+                    cursor.execute(sql, params)
+                    cursors.append(cursor)
+                driver.commit()
+            return [list(cursor.fetchall()) for cursor in cursors]
+        except BaseException:
+            # Nothing is committed; a connection lost meanwhile is the error to tell.
+            with contextlib.suppress(dbapi_error):
+                driver.rollback()
+            raise
+    except dbapi_error as error:
+        lost = invalidate_if_lost(engine, pooled, error)
+        driver_error = pooler.with_fix(error) if pooler.is_pooler_error(error) else error
+        raise sa.exc.DBAPIError.instance(
+            sql, params, driver_error, dbapi_error, connection_invalidated=lost
+        ) from error
+    finally:
+        pooled.close()
 
 
 def _fast_path(engine: sa.Engine) -> bool:

@@ -53,10 +53,13 @@ def _thread_encoder() -> t.Callable[[t.Any], str]:
     return encode
 
 
-def build_rows(jobs: t.Sequence[Job], now: dt.datetime) -> list[dict[str, t.Any]]:
+def build_rows(
+    jobs: t.Sequence[Job], now: dt.datetime, *, controlled: bool = True
+) -> list[dict[str, t.Any]]:
     """The ``solidq_jobs`` rows for ``jobs``, enqueued at ``now`` together (a bulk enqueue):
     :func:`build_row`'s for each, the open batch read once and the payloads encoded by one
-    encoder (:func:`flask_solidq.definitions.arguments.payload_encoder`).
+    encoder (:func:`flask_solidq.definitions.arguments.payload_encoder`); ``controlled`` as
+    :func:`build_row` takes it.
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
     :raises Exception: whatever a control's key callable raises.
@@ -64,7 +67,7 @@ def build_rows(jobs: t.Sequence[Job], now: dt.datetime) -> list[dict[str, t.Any]
     batch = current.open_batch()
     batch_id = None if batch is None else batch.id
     encode = arguments.payload_encoder()
-    return [_row(job, now, encode, None, batch_id, True) for job in jobs]
+    return [_row(job, now, encode, None, batch_id, controlled) for job in jobs]
 
 
 def _row(

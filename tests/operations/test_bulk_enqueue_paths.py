@@ -1,8 +1,9 @@
 """``perform_all_later``'s own ways of storing: on PostgreSQL one statement per chunk, its
-columns joined as text when no job of the chunk has a control's key (and a separator fits);
-everywhere the rows built with one payload encoder. What they store is what enqueuing the
-same jobs one by one through SQLAlchemy's Connection stores, row for row, and a failure
-stores nothing."""
+columns joined as text when no job of the chunk has a control's key (and a separator fits),
+and more than a chunk of jobs no control concerns pipelined in one transaction; everywhere
+the rows built with one payload encoder. What they store is what enqueuing the same jobs one
+by one through SQLAlchemy's Connection stores, row for row, and a failure stores nothing,
+also one met in the last chunk of a pipelined enqueue, after the server ran the first."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import SerializationError
 from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq import postgres
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.job import Job
+from flask_solidq.operations import enqueue
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs
@@ -82,6 +85,15 @@ def one_job() -> list[Job]:
     return [jobs.store_result.new(1)]
 
 
+def chunks_of_jobs() -> list[Job]:
+    """More than two chunks of plain jobs, the second holding the unseparable ones: on
+    PostgreSQL, three statements pipelined, the second with arrays."""
+    size = enqueue.PIPELINED_CHUNK
+    first = [jobs.store_result.new(index) for index in range(size - len(plain_jobs()))]
+    second = unseparable_jobs() + [jobs.store_result.new(-index) for index in range(size - 2)]
+    return plain_jobs() + first + second + separator_jobs()
+
+
 SEPARATORS = "\x1f\x1e\x1d\x1c" + "".join(map(chr, range(1, 9)))
 
 #: Each set of jobs, and PostgreSQL's statement for it.
@@ -91,6 +103,11 @@ CASES = [
     pytest.param(separator_jobs, postgres.BULK_ENQUEUE_TEXT, id="separators"),
     pytest.param(unseparable_jobs, postgres.BULK_ENQUEUE, id="unseparable"),
     pytest.param(one_job, postgres.BULK_ENQUEUE_TEXT, id="one"),
+    pytest.param(
+        chunks_of_jobs,
+        [postgres.BULK_ENQUEUE_TEXT, postgres.BULK_ENQUEUE, postgres.BULK_ENQUEUE_TEXT],
+        id="pipelined",
+    ),
 ]
 
 
@@ -105,6 +122,21 @@ def _spy(fetch: t.Callable[..., t.Any], statements: list[t.Any]) -> t.Callable[.
     def spy(where: t.Any, statement: t.Any, params: t.Any, **options: t.Any) -> t.Any:
         statements.append((fetch.__name__, statement))
         return fetch(where, statement, params, **options)
+
+    return spy
+
+
+def _spy_pipelined(statements: list[t.Any]) -> t.Callable[..., t.Any]:
+    """:func:`flask_solidq.fast_path.fetch_pipelined`, recording each statement it runs."""
+    fetch = fast_path.fetch_pipelined
+
+    def spy(engine: sa.Engine, pipelined: t.Iterable[fast_path.Statement]) -> t.Any:
+        def recorded() -> t.Iterator[fast_path.Statement]:
+            for statement in pipelined:
+                statements.append(("fetch_pipelined", statement[0]))
+                yield statement
+
+        return fetch(engine, recorded())
 
     return spy
 
@@ -148,6 +180,7 @@ def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(
     statements = []
     for name in ("fetch_in_transaction", "fetch_autocommitted"):
         monkeypatch.setattr(fast_path, name, _spy(getattr(fast_path, name), statements))
+    monkeypatch.setattr(fast_path, "fetch_pipelined", _spy_pipelined(statements))
     with frozen_clock(start=NOW):
         reference = make_jobs()
         one_by_one_through_the_connection(engine, reference)
@@ -164,14 +197,16 @@ def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(
     assert ids == sorted(ids)  # ids in the order given: a queue's first in is first out
     assert [job.scheduled_at for job in batch] == [job.scheduled_at for job in reference]
     assert [job.enqueued_at for job in batch] == [NOW] * len(batch)
-    if engine.dialect.name == "postgresql":
+    if engine.dialect.name == "postgresql" and isinstance(statement, list):
+        assert statements == [("fetch_pipelined", each) for each in statement]
+    elif engine.dialect.name == "postgresql":
         # The text statement needs no transaction of its own: it is one, autocommitted.
         text = statement is postgres.BULK_ENQUEUE_TEXT
         way = "fetch_autocommitted" if text else "fetch_in_transaction"
         assert statements == [(way, statement)]
 
 
-@pytest.mark.parametrize("make_jobs", [plain_jobs, separator_jobs, keyed_jobs])
+@pytest.mark.parametrize("make_jobs", [plain_jobs, separator_jobs, keyed_jobs, chunks_of_jobs])
 def test_a_bulk_enqueue_heard_by_a_listener_stores_the_same(app, engine, make_jobs):
     """With an execution listener, the statements go through SQLAlchemy's Connection."""
     with frozen_clock(start=NOW):
@@ -191,7 +226,9 @@ def test_a_bulk_enqueue_heard_by_a_listener_stores_the_same(app, engine, make_jo
     assert stored(engine, batch) == expected
 
 
-@pytest.mark.parametrize("make_jobs", [plain_jobs, keyed_jobs], ids=["plain", "keyed"])
+@pytest.mark.parametrize(
+    "make_jobs", [plain_jobs, keyed_jobs, chunks_of_jobs], ids=["plain", "keyed", "pipelined"]
+)
 def test_a_failed_bulk_enqueue_stores_nothing(app, engine, make_jobs):
     jobs.store_result.perform_later(0)  # the tables checked (once a process), then one goes
     support.delete_all_rows(engine)
@@ -210,6 +247,57 @@ def test_a_failed_bulk_enqueue_stores_nothing(app, engine, make_jobs):
     again = make_jobs()  # the connection went back to the pool clean
     solidq.perform_all_later(again)
     assert support.count(engine, JOBS) == len(again)
+
+
+def test_a_job_that_cant_be_stored_in_the_last_chunk_stores_nothing(app, engine):
+    # On PostgreSQL the first chunks are sent, and run, before the last one's rows are built.
+    batch = chunks_of_jobs() + [jobs.store_result.new(object())]
+    with pytest.raises(SerializationError):
+        solidq.perform_all_later(batch)
+
+    assert support.count(engine, JOBS) == 0
+    assert not any(job.successfully_enqueued for job in batch)
+    again = chunks_of_jobs()  # the connection went back to the pool clean
+    solidq.perform_all_later(again)
+    assert support.count(engine, JOBS) == len(again)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_a_pipelined_enqueue_the_server_refuses_in_its_last_chunk_stores_nothing(
+    app, engine, monkeypatch
+):
+    statements: list[t.Any] = []
+    monkeypatch.setattr(fast_path, "fetch_pipelined", _spy_pipelined(statements))
+    refuse = "CHECK (arguments NOT LIKE '%poison%')"
+    with engine.begin() as connection:
+        connection.execute(sa.text(f"ALTER TABLE solidq_jobs ADD CONSTRAINT no_poison {refuse}"))
+    try:
+        batch = chunks_of_jobs() + [jobs.store_result.new("poison")]
+        with pytest.raises(sa.exc.IntegrityError, match="no_poison"):
+            solidq.perform_all_later(batch)
+    finally:
+        with engine.begin() as connection:
+            connection.execute(sa.text("ALTER TABLE solidq_jobs DROP CONSTRAINT no_poison"))
+
+    assert len(statements) == 3  # the refused row in the last, after two the server ran
+    assert support.count(engine, JOBS) == 0
+    assert support.count(engine, READY) == 0
+    assert not any(job.successfully_enqueued for job in batch)
+    again = chunks_of_jobs()  # the connection went back to the pool clean
+    solidq.perform_all_later(again)
+    assert support.count(engine, JOBS) == len(again)
+
+
+def test_a_pipelined_enqueue_needs_more_than_a_chunk_of_jobs_no_control_concerns(app, engine):
+    size = enqueue.PIPELINED_CHUNK
+    plain = [jobs.store_result.new(index) for index in range(size + 1)]
+    with app.app_context():
+        pipelined = enqueue._pipelines(engine, plain)
+        assert not enqueue._pipelines(engine, plain[:size])
+        assert not enqueue._pipelines(engine, plain + [jobs.sync_account.new(7)])
+        with solidq.transaction():
+            assert not enqueue._pipelines(engine, plain)
+    assert pipelined is (engine.dialect.name == "postgresql")
 
 
 def test_the_bulk_payload_encoder_writes_what_dumps_writes(app):

@@ -1,8 +1,9 @@
 """The hot statements that skip SQLAlchemy's Connection on PostgreSQL (a single enqueue, a
-claim, a batch's finish: :func:`flask_solidq.fast_path.fetch_autocommitted`) behave as the
-rest: a lost connection is SQLAlchemy's error and is replaced, listeners (which send them
-through the Connection after all) hear the statement with its execution context, and what
-they store reads back as through the ORM."""
+claim, a batch's finish: :func:`flask_solidq.fast_path.fetch_autocommitted`; a pipelined
+bulk enqueue: :func:`~flask_solidq.fast_path.fetch_pipelined`) behave as the rest: a lost
+connection is SQLAlchemy's error and is replaced, listeners (which send them through the
+Connection after all) hear the statement with its execution context, and what they store
+reads back as through the ORM."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from flask_solidq import EnqueueError
 from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.operations import claim
+from flask_solidq.operations import enqueue
 from tests import support
 from tests.jobs import worker as worker_jobs
+from tests.support import solidq
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
@@ -66,6 +69,25 @@ def test_a_lost_connection_fails_one_enqueue_then_the_pool_reconnects(app, engin
         after = worker_jobs.record.perform_later("after")
     assert first.successfully_enqueued and after.successfully_enqueued
     assert support.count(engine, READY) == 2
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_a_lost_connection_fails_one_pipelined_bulk_enqueue_then_the_pool_reconnects(
+    app, engine
+):
+    many = enqueue.PIPELINED_CHUNK * 2
+    with app.app_context():
+        worker_jobs.record.perform_later("before")
+        assert _terminate_other_sessions(engine.url) >= 1
+        lost = [worker_jobs.record.new(index) for index in range(many)]
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            solidq.perform_all_later(lost)
+        after = [worker_jobs.record.new(index) for index in range(many)]
+        solidq.perform_all_later(after)
+    assert raised.value.connection_invalidated
+    assert not any(job.successfully_enqueued for job in lost)
+    assert all(job.successfully_enqueued for job in after)
+    assert support.count(engine, READY) == 1 + many
 
 
 def test_listeners_hear_the_statement_and_the_row_reads_back_in_utc(app, engine):
