@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from flask import Blueprint
 from flask import Flask
 from flask import Response
+from flask import abort
 from flask import flash
 from flask import make_response
 from flask import redirect
@@ -127,9 +128,23 @@ def add_product():
     return redirect(url_for("pages.index"))
 
 
+def form_number(name: str, default: int, *, least: int, most: int) -> int:
+    """The form's whole number ``name`` (``default`` when it is left out); a 400 answer for
+    anything else, or a number outside ``least``..``most``."""
+    text = request.form.get(name) or str(default)
+    try:
+        number = int(text)
+    except ValueError:
+        abort(400, f"{name} must be a whole number, not {text!r}.")
+    if not least <= number <= most:
+        abort(400, f"{name} must be between {least} and {most}, not {number}.")
+    return number
+
+
 @pages.post("/products/<int:product_id>/reindex")
 def reindex(product_id: int):
-    wait = int(request.form.get("wait") or 0)
+    db.get_or_404(Product, product_id, description=f"There is no product {product_id}.")
+    wait = form_number("wait", 0, least=0, most=86_400)
     job = jobs.reindex_product.set(wait=wait).perform_later(product_id)
     if job.coalesce_status == "discarded":
         flash(f"Product {product_id} already has a pending reindex, job {job.provider_job_id}.")
@@ -140,7 +155,7 @@ def reindex(product_id: int):
 
 @pages.post("/contacts/sync")
 def sync_contacts():
-    count = int(request.form.get("count") or 100)
+    count = form_number("count", 100, least=1, most=1_000)
     solidq.perform_all_later([jobs.sync_contact.new(n, {"plan": "pro"}) for n in range(count)])
     flash(f"Queued {count} contact syncs in one bulk enqueue.")
     return redirect(url_for("pages.index"))
@@ -148,7 +163,7 @@ def sync_contacts():
 
 @pages.post("/catalog/import")
 def import_catalog():
-    suppliers = int(request.form.get("suppliers") or 3)
+    suppliers = form_number("suppliers", 3, least=1, most=20)
     with solidq.batch(on_success=jobs.publish_catalog, label="catalog import") as batch:
         solidq.perform_all_later([jobs.import_supplier.new(n) for n in range(1, suppliers + 1)])
     flash(
@@ -170,7 +185,7 @@ def rebuild_search_index():
 
 @pages.post("/partners/notify")
 def notify_partners():
-    count = int(request.form.get("count") or 20)
+    count = form_number("count", 20, least=1, most=200)
     solidq.perform_all_later([jobs.notify_partner_api.new(n) for n in range(1, count + 1)])
     limit = jobs.notify_partner_api
     interval = limit.rate_limit_per / (limit.rate_limit_to - limit.rate_limit_burst + 1)

@@ -118,6 +118,36 @@ def test_the_partner_button_enqueues_rate_limited_jobs_and_the_page_shows_their_
     assert page.count("<td>deferred</td>") == 18
 
 
+def test_the_example_app_answers_bad_input_with_4xx_and_enqueues_nothing(tmp_path):
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
+    with app.app_context(), loggers_kept_enabled():
+        flask_migrate.upgrade()
+    client = app.test_client()
+
+    missing = client.post("/products/99999/reindex", data={"wait": "30"})
+    assert missing.status_code == 404
+    assert b"There is no product 99999." in missing.data
+    client.post("/products", data={"name": "Teapot"})
+    answers = {
+        ("/products/1/reindex", "wait", "soon"): b"wait must be a whole number, not &#39;soon",
+        ("/products/1/reindex", "wait", "-5"): b"wait must be between 0 and 86400, not -5.",
+        ("/contacts/sync", "count", "100000000"): b"count must be between 1 and 1000",
+        ("/contacts/sync", "count", "0"): b"count must be between 1 and 1000, not 0.",
+        ("/catalog/import", "suppliers", "3.5"): b"suppliers must be a whole number",
+        ("/partners/notify", "count", "201"): b"count must be between 1 and 200, not 201.",
+    }
+    for (path, name, value), message in answers.items():
+        response = client.post(path, data={name: value})
+        assert (response.status_code, message in response.data) == (400, True), (path, value)
+
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        with engine.connect() as connection:
+            names = connection.scalars(sa.select(models.JobRecord.__table__.c.class_name)).all()
+        engine.dispose()
+    assert names == ["reindex_product"]  # the new product's own
+
+
 def test_the_catalog_button_runs_a_batch_whose_imports_add_reindexes_then_publish_once(tmp_path):
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/demo.db"})
     with app.app_context(), loggers_kept_enabled():
