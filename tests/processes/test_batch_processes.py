@@ -93,9 +93,11 @@ def test_every_callback_of_batches_finished_by_four_processes_at_once_runs_exact
     assert len(runtime_support.failures(engine)) == FAILING * (RUNS // 2)
 
 
-#: Batches the race test runs per backend, and the most adds it tries on each.
+#: Batches the race test runs per backend, and the most adds it tries on each. Every race
+#: ends in an add meeting the finish, however many came before; with 200 most races on
+#: MariaDB reached the cap and waited for the workers to catch up (27-51 s of the suite).
 RACES = 20
-MOST_ADDS = 200
+MOST_ADDS = 60
 
 
 def test_adding_from_another_process_races_the_finish_and_either_counts_or_raises(shared_queue):
