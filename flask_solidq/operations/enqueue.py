@@ -190,7 +190,8 @@ def _insert_pipelined(engine: sa.Engine, chunks: _RowChunks, now: dt.datetime) -
     its time, spent while the server waited for the statement. Pipelined, each chunk's rows
     are built while the server inserts the chunk before, and the whole enqueue still takes
     one round trip (``BEGIN``, the statements and ``COMMIT`` go without waiting). Measured
-    on 1,000 and 5,000 jobs a call: 16-27% more jobs a second than one statement. A row
+    against one statement, interleaved: 4-11% more jobs a second at 1,000 a call, 8-23% at
+    5,000 (the rest is the server's: see docs/performance.md). A row
     that can't be built (a :class:`~flask_solidq.SerializationError`) rolls back what was
     sent: nothing is committed, as before.
     """
