@@ -167,11 +167,7 @@ def fetch_pipelined(
                 driver.rollback()
             raise
     except dbapi_error as error:
-        lost = invalidate_if_lost(engine, pooled, error)
-        driver_error = pooler.with_fix(error) if pooler.is_pooler_error(error) else error
-        raise sa.exc.DBAPIError.instance(
-            sql, params, driver_error, dbapi_error, connection_invalidated=lost
-        ) from error
+        raise _sqlalchemy_error(engine, pooled, sql, params, error) from error
     finally:
         pooled.close()
 
@@ -222,11 +218,20 @@ def _fetch(
             pass
         return list(cursor.fetchall()) if cursor.description else []
     except dbapi_error as error:
-        lost = invalidate_if_lost(engine, pooled, error)
-        driver_error = pooler.with_fix(error) if pooler.is_pooler_error(error) else error
-        raise sa.exc.DBAPIError.instance(
-            sql, params, driver_error, dbapi_error, connection_invalidated=lost
-        ) from error
+        raise _sqlalchemy_error(engine, pooled, sql, params, error) from error
+
+
+def _sqlalchemy_error(
+    engine: sa.Engine, pooled: t.Any, sql: str, params: dict[str, t.Any], error: Exception
+) -> sa.exc.StatementError:
+    """The driver's ``error``, met running ``sql`` on ``pooled``, as SQLAlchemy's error; a
+    lost connection invalidates the pool's connections of its generation first, and
+    PgBouncer refusing a prepared statement says what to set."""
+    lost = invalidate_if_lost(engine, pooled, error)
+    driver_error = pooler.with_fix(error) if pooler.is_pooler_error(error) else error
+    return sa.exc.DBAPIError.instance(
+        sql, params, driver_error, engine.dialect.loaded_dbapi.Error, connection_invalidated=lost
+    )
 
 
 def invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bool:

@@ -226,6 +226,18 @@ def test_a_bulk_enqueue_heard_by_a_listener_stores_the_same(app, engine, make_jo
     assert stored(engine, batch) == expected
 
 
+def assert_nothing_stored_and_the_connection_clean(
+    engine: sa.Engine, batch: list[Job], make_jobs: t.Callable[[], list[Job]]
+) -> None:
+    """After a failed ``perform_all_later(batch)``: no job stored, none marked enqueued, and
+    the same kind of jobs enqueue on the connection the failure gave back to the pool."""
+    assert support.count(engine, JOBS) == 0
+    assert not any(job.successfully_enqueued for job in batch)
+    again = make_jobs()
+    solidq.perform_all_later(again)
+    assert support.count(engine, JOBS) == len(again)
+
+
 @pytest.mark.parametrize(
     "make_jobs", [plain_jobs, keyed_jobs, chunks_of_jobs], ids=["plain", "keyed", "pipelined"]
 )
@@ -242,11 +254,7 @@ def test_a_failed_bulk_enqueue_stores_nothing(app, engine, make_jobs):
         with engine.begin() as connection:
             connection.execute(sa.text("ALTER TABLE moved_away RENAME TO solidq_ready_executions"))
 
-    assert support.count(engine, JOBS) == 0
-    assert not any(job.successfully_enqueued for job in batch)
-    again = make_jobs()  # the connection went back to the pool clean
-    solidq.perform_all_later(again)
-    assert support.count(engine, JOBS) == len(again)
+    assert_nothing_stored_and_the_connection_clean(engine, batch, make_jobs)
 
 
 def test_a_job_that_cant_be_stored_in_the_last_chunk_stores_nothing(app, engine):
@@ -255,11 +263,7 @@ def test_a_job_that_cant_be_stored_in_the_last_chunk_stores_nothing(app, engine)
     with pytest.raises(SerializationError):
         solidq.perform_all_later(batch)
 
-    assert support.count(engine, JOBS) == 0
-    assert not any(job.successfully_enqueued for job in batch)
-    again = chunks_of_jobs()  # the connection went back to the pool clean
-    solidq.perform_all_later(again)
-    assert support.count(engine, JOBS) == len(again)
+    assert_nothing_stored_and_the_connection_clean(engine, batch, chunks_of_jobs)
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
@@ -280,12 +284,8 @@ def test_a_pipelined_enqueue_the_server_refuses_in_its_last_chunk_stores_nothing
             connection.execute(sa.text("ALTER TABLE solidq_jobs DROP CONSTRAINT no_poison"))
 
     assert len(statements) == 3  # the refused row in the last, after two the server ran
-    assert support.count(engine, JOBS) == 0
     assert support.count(engine, READY) == 0
-    assert not any(job.successfully_enqueued for job in batch)
-    again = chunks_of_jobs()  # the connection went back to the pool clean
-    solidq.perform_all_later(again)
-    assert support.count(engine, JOBS) == len(again)
+    assert_nothing_stored_and_the_connection_clean(engine, batch, chunks_of_jobs)
 
 
 def test_a_pipelined_enqueue_needs_more_than_a_chunk_of_jobs_no_control_concerns(app, engine):
