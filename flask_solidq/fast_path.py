@@ -150,9 +150,13 @@ def fetch_pipelined(
     except dbapi_error as error:  # a new connection that failed: SQLAlchemy's error too
         raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
     driver: t.Any = pooled.driver_connection
+    # Its connections may autocommit (an app's connect_args); the statements must share one
+    # transaction, so it is off for them, and back on for the pool once they are done.
+    autocommit = driver.autocommit
     try:
         cursors = []
         try:
+            driver.autocommit = False
             with driver.pipeline():
                 for statement, params, binary in statements:
                     sql = _driver_sql(engine.dialect, statement, tuple(sorted(binary)))
@@ -166,6 +170,9 @@ def fetch_pipelined(
             with contextlib.suppress(dbapi_error):
                 driver.rollback()
             raise
+        finally:
+            if autocommit and pooled.is_valid:
+                driver.autocommit = True
     except dbapi_error as error:
         raise _sqlalchemy_error(engine, pooled, sql, params, error) from error
     finally:

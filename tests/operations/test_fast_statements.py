@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import EnqueueError
+from flask_solidq import engines
 from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.operations import claim
@@ -88,6 +89,35 @@ def test_a_lost_connection_fails_one_pipelined_bulk_enqueue_then_the_pool_reconn
     assert not any(job.successfully_enqueued for job in lost)
     assert all(job.successfully_enqueued for job in after)
     assert support.count(engine, READY) == 1 + many
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("autocommit", [False, True], ids=["default", "autocommitting"])
+def test_pipelined_statements_commit_together_or_not_at_all(engine, autocommit):
+    # An engine whose connections autocommit (connect_args) still runs them in one transaction.
+    queue_engine = engines.create_queue_engine(engine.url, {"autocommit": autocommit})
+    table = "pipelined_probe"
+    insert = sa.text(f"INSERT INTO {table} (value) VALUES (:value) RETURNING value")
+    try:
+        with queue_engine.begin() as connection:
+            connection.execute(sa.text(f"CREATE TABLE {table} (value integer CHECK (value > 0))"))
+        assert fast_path.pipelines(queue_engine)
+        ran = fast_path.fetch_pipelined(
+            queue_engine, [(insert, {"value": 1}, ()), (insert, {"value": 2}, ())]
+        )
+        assert ran == [[(1,)], [(2,)]]
+        with pytest.raises(sa.exc.IntegrityError):
+            fast_path.fetch_pipelined(
+                queue_engine, [(insert, {"value": 3}, ()), (insert, {"value": -1}, ())]
+            )
+        with queue_engine.connect() as connection:
+            values = connection.scalars(sa.text(f"SELECT value FROM {table} ORDER BY value"))
+            assert list(values) == [1, 2]
+            assert connection.connection.driver_connection.autocommit is autocommit
+    finally:
+        with queue_engine.begin() as connection:
+            connection.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        queue_engine.dispose()
 
 
 def test_listeners_hear_the_statement_and_the_row_reads_back_in_utc(app, engine):
