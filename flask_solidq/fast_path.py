@@ -58,10 +58,7 @@ def fetch_autocommitted(
             return [tuple(row) for row in connection.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement)
     dbapi_error = engine.dialect.loaded_dbapi.Error
-    try:
-        pooled = engine.raw_connection()
-    except dbapi_error as error:  # a new connection that failed: SQLAlchemy's error too
-        raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
+    pooled = _checkout(engine, sql, params)
     try:
         driver = pooled.driver_connection
         try:
@@ -145,10 +142,7 @@ def fetch_pipelined(
     dbapi_error = engine.dialect.loaded_dbapi.Error
     sql = ""
     params: dict[str, t.Any] = {}
-    try:
-        pooled = engine.raw_connection()
-    except dbapi_error as error:  # a new connection that failed: SQLAlchemy's error too
-        raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
+    pooled = _checkout(engine, sql, params)
     driver: t.Any = pooled.driver_connection
     # Its connections may autocommit (an app's connect_args); the statements must share one
     # transaction, so it is off for them, and back on for the pool once they are done.
@@ -172,11 +166,24 @@ def fetch_pipelined(
             raise
         finally:
             if autocommit and pooled.is_valid:
-                driver.autocommit = True
+                with contextlib.suppress(dbapi_error):  # lost: the error to tell is raised
+                    driver.autocommit = True
     except dbapi_error as error:
         raise _sqlalchemy_error(engine, pooled, sql, params, error) from error
     finally:
         pooled.close()
+
+
+def _checkout(
+    engine: sa.Engine, sql: str, params: dict[str, t.Any]
+) -> sa.PoolProxiedConnection:
+    """A pooled DBAPI connection of ``engine``, for running ``sql``; a new connection that
+    failed raises SQLAlchemy's error, as the Connection would."""
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        return engine.raw_connection()
+    except dbapi_error as error:
+        raise sa.exc.DBAPIError.instance(sql, params, error, dbapi_error) from error
 
 
 def _fast_path(engine: sa.Engine) -> bool:
