@@ -60,7 +60,7 @@ def adding_to(batch_id: int) -> t.Iterator[current.OpenBatch]:
         opened = current.OpenBatch(batch_id)
         with current.enqueuing_into(opened):
             yield opened
-        batches.add_to_batch(connection, opened, utcnow())
+        batches.add_to_batch(state.engine, connection, opened, utcnow())
 
 
 def _state_for(what: str) -> SolidQState:

@@ -41,15 +41,19 @@ class Performing:
 
 class OpenBatch:
     """The batch that enqueues in this context store their jobs into (see
-    :meth:`flask_solidq.SolidQ.batch`), and how many jobs they stored: a job row is counted
-    once it is inserted and kept (a call that joins a coalesced job stores no job, and a
-    concurrency limit may discard a job at its own enqueue)."""
+    :meth:`flask_solidq.SolidQ.batch`), and what the block changed of its counts, applied to
+    the batch's row as the block ends: how many job rows it stored (a call that joins a
+    coalesced job stores none), and how many of them ended in the block itself (a
+    concurrency limit discarding a job at its own enqueue) and how."""
 
-    __slots__ = ("id", "stored")
+    __slots__ = ("ended", "id", "stored")
 
     def __init__(self, batch_id: int) -> None:
         self.id = batch_id
         self.stored = 0
+        #: Counts of the block's jobs that ended in it, by what they count as (``"completed"``
+        #: or ``"failed"``): the same transaction's changes, not yet on the batch's row.
+        self.ended: dict[str, int] = {}
 
     @property
     def key_prefix(self) -> str:

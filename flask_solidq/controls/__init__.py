@@ -163,12 +163,14 @@ def dispatch(connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
     """Run every control's DISPATCH hook; say which jobs may become ready and which were
     discarded."""
     discarded: set[int] = set()
+    failed: dict[int, str] = {}
     for control in CONTROLS:
         if not jobs:
             break
-        jobs, dropped = control.dispatch(connection, jobs)
+        jobs, dropped, failing = control.dispatch(connection, jobs)
         discarded |= dropped
-    return Dispatched(jobs, discarded)
+        failed |= failing
+    return Dispatched(jobs, discarded, failed)
 
 
 def checked_at_claim() -> frozenset[str]:

@@ -47,6 +47,9 @@ class Dispatched(t.NamedTuple):
     #: The ids of jobs to destroy instead (:func:`flask_solidq.operations.dispatch.make_ready`
     #: deletes them, counting them done in their batches).
     discarded: set[int]
+    #: The jobs to keep as failed instead, with their error JSON, by id (stored and counted
+    #: in their batches by :func:`flask_solidq.operations.dispatch.make_ready`).
+    failed: dict[int, str] = {}
 
 
 class Deferral(t.NamedTuple):

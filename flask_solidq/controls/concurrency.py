@@ -35,7 +35,6 @@ from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import COALESCE_KEYS
-from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 from flask_solidq.values import is_coalesced
@@ -181,6 +180,7 @@ class ConcurrencyControl(Control):
         now = database_clock.now(connection)
         held_back: set[int] = set()
         discarded: set[int] = set()
+        failed: dict[int, str] = {}
         for job in sorted(jobs, key=lambda job: (job.concurrency_key or "", job.id)):
             limit = limit_of(connection, job)
             if limit is None or semaphores.wait(
@@ -192,7 +192,7 @@ class ConcurrencyControl(Control):
             if conflict is OnConflict.DISCARD:
                 conflict = _what_a_discard_keeps(connection, job)
             if conflict is _Kept.FAILED:
-                _fail_retry(connection, job, now)
+                failed[job.id] = _retry_failure(job)  # dispatch.make_ready stores it
             elif conflict is OnConflict.DISCARD:
                 discarded.add(job.id)  # dispatch.make_ready deletes it
             else:
@@ -205,7 +205,7 @@ class ConcurrencyControl(Control):
                     t.cast(str, job.concurrency_key),
                     expires_at,
                 )
-        return Dispatched([job for job in jobs if job.id not in held_back], discarded)
+        return Dispatched([job for job in jobs if job.id not in held_back], discarded, failed)
 
     def finish(self, engine: sa.Engine, jobs: list[JobRef]) -> None:
         """Give each job's slot back, then let the next blocked job of its key take it.
@@ -275,27 +275,27 @@ def _what_a_discard_keeps(connection: sa.Connection, job: JobRef) -> OnConflict 
     return OnConflict.DISCARD if row.open else _Kept.FAILED
 
 
-def _fail_retry(connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:
-    """Keep a coalesced job's retry that found its key's slots taken as a failed job, with
-    its arguments and calls, for a human (or a later retry) to decide; the error says why."""
+def _retry_failure(job: JobRef) -> str:
+    """The error JSON a coalesced job's retry that found its key's slots taken fails with:
+    kept, with its arguments and calls, for a human (or a later retry) to decide."""
     message = (
         f"The retry of job {job.id} found every slot of its concurrency key taken. With"
         " limits_concurrency(on_conflict='discard') a coalesced job's retry isn't discarded:"
         " it fails with its work kept. Retry it once the slot is free, or declare"
         " on_conflict='block' so retries wait their turn."
     )
-    error = {
-        "exception_class": f"{errors.EnqueueError.__module__}.{errors.EnqueueError.__qualname__}",
-        "message": message,
-        "backtrace": [],
-    }
-    connection.execute(
-        FAILED.insert().values(job_id=job.id, error=json.dumps(error), created_at=now)
-    )
     logger.warning(
         "SolidQ job %s: its retry found its concurrency slots taken; it failed with its work"
         " kept (on_conflict='discard' never discards a coalesced job's retry)",
         job.id,
+    )
+    error_class = errors.EnqueueError
+    return json.dumps(
+        {
+            "exception_class": f"{error_class.__module__}.{error_class.__qualname__}",
+            "message": message,
+            "backtrace": [],
+        }
     )
 
 

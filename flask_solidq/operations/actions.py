@@ -39,9 +39,9 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
+from flask_solidq.operations import job_ends
 from flask_solidq.operations import retry_keys
 from flask_solidq.operations import retry_payloads
 from flask_solidq.timing import as_utc
@@ -160,11 +160,9 @@ def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         if not ids:
             return 0
         runs = retry_payloads.runs_of_failures(connection, ids)
-        # Pending again in an open batch (before a concurrency limit may discard it, which
-        # counts it done); a batch that finished lets it run on its own.
-        reopened = batches.tallies_of_jobs(connection, ids, "reopened")
-        batches.account(engine, connection, reopened, now)
-        connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(ids)))
+        # Pending again in its batch (before a concurrency limit may discard it, which
+        # counts it done), reopening the batch if it had finished.
+        job_ends.reopen(connection, ids, now)
         retry_payloads.reset_rule_counters(connection, ids, runs, now)
         retry_keys.take_current_keys(connection, ids, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
@@ -229,12 +227,7 @@ def _discard_in_transaction(
         if not ids:
             return []
         refs = _refs(connection, ids) if state is Waiting.READY else []
-        # A discarded job counts as done in its batch; a failed one counted already.
-        done = (
-            {} if state is Waiting.FAILED else batches.tallies_of_jobs(connection, ids, "completed")
-        )
-        connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
-        batches.account(engine, connection, done, utcnow())
+        job_ends.discard(connection, ids, utcnow(), failed=state is Waiting.FAILED)
     controls.finish(engine, refs)  # a ready job held its concurrency slot: give it back
     return ids
 

@@ -1,11 +1,13 @@
 """Batches: open one, close it as its block commits, count its jobs' outcomes, finish it once.
 
-Why the counting happens where it does: the callbacks of a batch must run exactly once, even
-when its last jobs finish at the same moment in different processes. Every transaction that
-moves a batch's jobs out of pending (a finisher storing outcomes, a worker's death failing
-its claims, a discard, a hand retry putting a failed job back) changes the batch's counters
-in that same transaction, under the batch row's lock (taken last, in ascending id order, so
-two such transactions never wait on each other's rows the other way round). The transaction
+Why the counting happens where it does: the callbacks of a batch must run exactly once each
+time it finishes, even when its last jobs finish at the same moment in different processes.
+:func:`account` is the only writer of a batch's counters. The blocks that add jobs call it as
+they commit, and every change of a job's state that counts (:mod:`job_ends`: a finisher
+storing outcomes, a worker's death failing its claims, a discard, a hand retry putting a
+failed job back) calls it in that same transaction, under the batch row's lock (taken last,
+in ascending id order, so two such transactions never wait on each other's rows the other
+way round). The transaction
 that takes ``pending_jobs`` to 0 sets ``finished_at`` and stores the callbacks' jobs in its
 own commit: any other one waits for the lock and then sees the batch finished. There is no
 moment between "finished" and "callbacks stored" for a crash to fall into (Solid Queue's
@@ -37,7 +39,6 @@ from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.job import Job
 from flask_solidq.models.tables import BATCHES
-from flask_solidq.models.tables import JOBS
 
 logger = logging.getLogger("flask_solidq")
 
@@ -124,23 +125,18 @@ def _metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
 def close_batch(
     engine: sa.Engine, connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime
 ) -> None:
-    """End the block that opened ``batch``: record the jobs it stored and when, and finish it
-    at once when it stored none (its callbacks are stored in the block's own transaction)."""
+    """End the block that opened ``batch``: record when, and count the jobs it stored; a
+    batch with nothing pending then (it stored none) finishes at once, its callbacks stored
+    in the block's own transaction."""
     connection.execute(
-        BATCHES.update()
-        .where(BATCHES.c.id == batch.id)
-        .values(
-            total_jobs=batch.stored,
-            pending_jobs=batch.stored,
-            enqueued_at=now,
-            updated_at=now,
-        )
+        BATCHES.update().where(BATCHES.c.id == batch.id).values(enqueued_at=now, updated_at=now)
     )
-    if batch.stored == 0:
-        account(engine, connection, {batch.id: Tally()}, now)
+    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
 
 
-def add_to_batch(connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime) -> None:
+def add_to_batch(
+    engine: sa.Engine, connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime
+) -> None:
     """End a block that added to ``batch``: count the jobs it stored onto the batch, if the
     batch is still open (under the row's lock: the batch's last finisher either came first,
     and the batch is finished, or waits and counts these jobs).
@@ -165,27 +161,26 @@ def add_to_batch(connection: sa.Connection, batch: current.OpenBatch, now: dt.da
             " stored. A batch finishes when nothing in it is pending: add to it from one of its"
             " own running jobs (with current_job.batch.enqueue():), which keeps it open."
         )
-    connection.execute(
-        BATCHES.update()
-        .where(BATCHES.c.id == batch.id)
-        .values(
-            total_jobs=BATCHES.c.total_jobs + batch.stored,
-            pending_jobs=BATCHES.c.pending_jobs + batch.stored,
-            updated_at=now,
-        )
-    )
+    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
 
 
 @dataclasses.dataclass
 class Tally:
     """What one transaction changes of one batch's counts."""
 
+    #: Jobs stored into the batch: total and pending.
+    added: int = 0
     #: Jobs that finished or were discarded.
     completed: int = 0
     #: Jobs that failed for good.
     failed: int = 0
     #: Failed jobs retried by hand: pending again.
     reopened: int = 0
+
+
+def _tally_of_block(batch: current.OpenBatch) -> Tally:
+    """What a block that stored jobs into ``batch`` changes of its counts."""
+    return Tally(added=batch.stored, **batch.ended)
 
 
 def tally_by_batch(pairs: t.Iterable[tuple[int | None, str]]) -> dict[int, Tally]:
@@ -208,13 +203,17 @@ def account(
 ) -> list[Batch]:
     """Apply ``tallies`` to their batches, under the batches' locks, in the caller's
     transaction (the one that moved the jobs, which the callbacks' enqueues join); finish
-    each batch left with nothing pending and store its
-    callbacks there. Return the batches finished. Their ``batch_finish`` signal is sent
-    after the commit.
+    each batch left with nothing pending and store its callbacks there. Return the batches
+    finished. Their ``batch_finish`` signal is sent after the commit. The only writer of a
+    batch's counters.
 
-    A batch already finished is left alone: a job of it retried after the finish runs on its
-    own. So is a batch whose row was cleared.
+    The tally of the batch whose block is open in this context (a job it stored ended at
+    once: a concurrency limit discarded it) is kept on the block, and applied with the
+    block's own jobs as it ends. A finished batch is reopened by a failed job retried by
+    hand (it finishes again, and runs its callbacks again, once that job ends); other
+    changes leave a finished batch, or one whose row was cleared, alone.
     """
+    tallies = _outside_open_block(tallies)
     if not tallies:
         return []
     rows = connection.execute(
@@ -225,10 +224,13 @@ def account(
     ).all()
     finished: list[Batch] = []
     for row in rows:
-        if row.finished_at is not None or row.enqueued_at is None:
-            continue
         tally = tallies[row.id]
+        if row.enqueued_at is None or (row.finished_at is not None and not tally.reopened):
+            _warn_finished(row, tally)
+            continue
         values = _counts_after(row, tally)
+        if row.finished_at is not None:  # reopened
+            values["finished_at"] = values["failed_at"] = None
         if values["pending_jobs"] == 0:
             values["finished_at"] = now
             values["failed_at"] = now if values["failed_jobs"] else None
@@ -249,10 +251,35 @@ def account(
     return finished
 
 
+def _outside_open_block(tallies: dict[int, Tally]) -> dict[int, Tally]:
+    """``tallies`` less the one of the batch whose block is open in this context, added to
+    the block's own count instead (its jobs aren't on the batch's row until it ends)."""
+    opened = current.open_batch()
+    if opened is None or opened.id not in tallies:
+        return tallies
+    tally = tallies[opened.id]
+    for what in ("completed", "failed", "reopened"):
+        opened.ended[what] = opened.ended.get(what, 0) + getattr(tally, what)
+    opened.stored += tally.added
+    return {batch_id: other for batch_id, other in tallies.items() if batch_id != opened.id}
+
+
+def _warn_finished(row: t.Any, tally: Tally) -> None:
+    """Log a change counted for a batch that has finished (or whose block hasn't committed):
+    every job of a finished batch has ended, so only rows changed by hand get here."""
+    if tally != Tally():
+        logger.warning(
+            "SolidQ batch %s had finished when %s of its jobs changed state; its counters were"
+            " left as they are",
+            row.id,
+            tally.completed + tally.failed + tally.added,
+        )
+
+
 def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
     """A batch's counters once ``tally`` is applied to its ``row``. A count that would go
     below zero (rows changed by hand) stops at zero, with a WARNING."""
-    pending = row.pending_jobs - tally.completed - tally.failed + tally.reopened
+    pending = row.pending_jobs + tally.added - tally.completed - tally.failed + tally.reopened
     failed = row.failed_jobs + tally.failed - tally.reopened
     if pending < 0 or failed < 0:
         logger.warning(
@@ -261,6 +288,7 @@ def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
             row.id,
         )
     return {
+        "total_jobs": row.total_jobs + tally.added,
         "pending_jobs": max(pending, 0),
         "completed_jobs": row.completed_jobs + tally.completed,
         "failed_jobs": max(failed, 0),
@@ -309,20 +337,6 @@ def announce_finished(batches: t.Iterable[Batch]) -> None:
     """Send ``batch_finish`` for each batch finished (once its callbacks are committed)."""
     for batch in batches:
         signals.send_safely(signals.batch_finish, None, batch=batch, status=batch.status)
-
-
-def tallies_of_jobs(
-    connection: sa.Connection, job_ids: t.Sequence[int], what: str
-) -> dict[int, Tally]:
-    """The tally of ``job_ids`` moving as ``what`` (``"completed"``, ``"failed"`` or
-    ``"reopened"``), by their batches: for the paths that don't have their jobs' batch ids
-    (discards, hand retries, a dead worker's claims). One indexed read."""
-    if not job_ids:
-        return {}
-    batch_ids = connection.scalars(
-        sa.select(JOBS.c.batch_id).where(JOBS.c.id.in_(job_ids), JOBS.c.batch_id.is_not(None))
-    ).all()
-    return tally_by_batch((batch_id, what) for batch_id in batch_ids)
 
 
 #: Stands for the batch when a callback's arguments are checked before the batch exists.

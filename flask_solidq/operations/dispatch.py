@@ -19,7 +19,7 @@ from flask_solidq.controls.base import Dispatched
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import batches
+from flask_solidq.operations import job_ends
 from flask_solidq.values import JobRef
 
 INSERT_READY = READY.insert()
@@ -27,15 +27,13 @@ INSERT_SCHEDULED = SCHEDULED.insert()
 
 
 def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> Dispatched:
-    """Give the due ``jobs`` ready executions, except those a control holds back (blocked, or
-    discarded: deleted here, and counted done in their batches); say which became ready and
-    which were discarded. In the caller's transaction."""
+    """Give the due ``jobs`` ready executions, except those a control holds back (blocked;
+    discarded, or failed with its work kept: see :func:`job_ends.hold_back`); say which
+    became ready and which were discarded. In the caller's transaction."""
     dispatched = controls.dispatch(connection, jobs)
-    if dispatched.discarded:
-        ids = sorted(dispatched.discarded)
-        tallies = batches.tallies_of_jobs(connection, ids, "completed")
-        connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
-        batches.account(connection.engine, connection, tallies, now)
+    if dispatched.discarded or dispatched.failed:
+        failures = sorted(dispatched.failed.items())
+        job_ends.hold_back(connection, sorted(dispatched.discarded), failures, now)
     insert_ready(connection, dispatched.ready, now)
     return dispatched
 

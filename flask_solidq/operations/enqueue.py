@@ -107,7 +107,7 @@ def _store(
     with db.write(engine) as connection:
         job_id = db.insert_returning_id(connection, INSERT_JOB, row)
         placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
-        current.count_stored(int(placed))
+        current.count_stored(1)
         return job_id, placed
 
 
@@ -219,7 +219,7 @@ def _store_all(
             # One call for every job, so the controls lock their keys in one sorted order.
             refs = [_ref(job_id, row, now) for job_id, row in zip(ids, rows, strict=True)]
             placed = dispatch.place(connection, refs, now)
-        current.count_stored(len(placed))
+        current.count_stored(len(ids))
         return ids, placed
 
 
@@ -460,7 +460,7 @@ class _Store:
         self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
     ) -> bool:
         placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
-        current.count_stored(int(placed))
+        current.count_stored(1)
         return placed
 
     def make_ready(self, connection: sa.Connection, job: JobRef, now: dt.datetime) -> None:

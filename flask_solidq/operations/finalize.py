@@ -26,14 +26,12 @@ from flask_solidq import fast_path
 from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.models.tables import CLAIMED
-from flask_solidq.models.tables import COALESCE_KEYS
-from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
 from flask_solidq.operations import back_offs
-from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import finish_on_driver
+from flask_solidq.operations import job_ends
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
@@ -45,7 +43,6 @@ from flask_solidq.values import JobRef
 #: of their claims) is stored; the finisher itself tries again after that, with an ERROR line.
 DEADLOCK_ATTEMPTS = 5
 
-INSERT_FAILED = FAILED.insert()
 UPDATE_RETRIED = (
     JOBS.update()
     .where(JOBS.c.id == sa.bindparam("job_id"))
@@ -153,9 +150,8 @@ def _store_held(
 ) -> tuple[set[int], dict[int, Retry]]:
     """Release the claims ``process_id`` still holds among ``outcomes`` and store those
     outcomes, in one transaction; return the job ids stored, and the retries of the deferred
-    ones (``RateLimited``) with the times they were scheduled at. The counts of their batches
-    change in it too (a batch that finishes stores its callbacks there: see
-    :mod:`flask_solidq.operations.batches`)."""
+    ones (``RateLimited``) with the times they were scheduled at. Their batches count them
+    in it too (:mod:`flask_solidq.operations.job_ends`)."""
     deferring = [o for o in outcomes if o.kind is OutcomeKind.DEFERRED]
     with db.write(engine) as connection:
         # The budgets of jobs told 429 are locked before the claims, the order a claim locks
@@ -168,10 +164,6 @@ def _store_held(
         if paused is not None:
             deferring = [o for o in held if o.kind is OutcomeKind.DEFERRED]
             deferred = back_offs.defer(connection, paused, deferring, now)
-        tallies = batches.tally_by_batch(
-            (o.claimed.batch_id, _BATCH_COUNTS[o.kind]) for o in held if o.kind in _BATCH_COUNTS
-        )
-        batches.account(engine, connection, tallies, now)
     return set(kept), deferred
 
 
@@ -205,76 +197,23 @@ def _store(
     *,
     preserve_finished: bool,
 ) -> None:
-    done = [o.claimed.id for o in outcomes if o.kind in _DONE]
-    if done:
-        if preserve_finished:
-            statement, params = _mark_finished(started, done)
-            connection.execute(statement, {**params, "now": now})
-        else:
-            connection.execute(_DELETE_JOBS, {"ids": done})
+    done = {o.claimed.id: o.claimed.batch_id for o in outcomes if o.kind in _DONE}
     failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED]
-    if failed:
-        store_failures(connection, [(o.claimed.id, t.cast(str, o.error)) for o in failed], now)
-        _save_progress(connection, [o for o in failed if o.arguments is not None], now)
+    job_ends.store_outcomes(
+        connection,
+        done,
+        [(o.claimed.id, t.cast(str, o.error)) for o in failed],
+        {o.claimed.id: o.claimed.batch_id for o in failed},
+        started,
+        now,
+        preserve_finished=preserve_finished,
+    )
+    _save_progress(connection, [o for o in failed if o.arguments is not None], now)
     # An interrupted job (steps that resume) goes back like a retry due now.
     retried = [o for o in outcomes if o.kind in _AGAIN]
     if retried:
         attempts.record(connection, [(o.claimed.id, o.error) for o in retried if o.error], now)
         _schedule_retries(connection, retried, now)
-
-
-def _mark_finished(
-    started: dict[int, dt.datetime], done: list[int]
-) -> tuple[sa.Update, dict[str, t.Any]]:
-    """The one UPDATE that finishes ``done``, each with its run's start, and its parameters.
-
-    The start is one parameter when the jobs share it, or a CASE with an arm (an ``IN``
-    list) per distinct start. The group still costs one statement, and its text is compiled
-    once per number of arms (bound parameters, not literals, so SQLAlchemy's cache serves
-    it)."""
-    by_start: dict[dt.datetime, list[int]] = {}
-    for job_id in done:
-        by_start.setdefault(started[job_id], []).append(job_id)
-    if len(by_start) == 1:
-        ((start, _ids),) = by_start.items()
-        return _MARK_FINISHED_AT, {"ids": done, "started": start}
-    params: dict[str, t.Any] = {"ids": done}
-    for arm, (start, ids) in enumerate(by_start.items()):
-        params[f"ids_{arm}"] = ids
-        params[f"started_{arm}"] = start
-    return _mark_finished_arms(len(by_start)), params
-
-
-@functools.lru_cache(maxsize=16)
-def _mark_finished_arms(arms: int) -> sa.Update:
-    """:data:`_MARK_FINISHED` with a CASE of ``arms`` arms: ``ids_<n>`` started at
-    ``started_<n>``."""
-    whens = [
-        (
-            JOBS.c.id.in_(sa.bindparam(f"ids_{arm}", expanding=True)),
-            sa.bindparam(f"started_{arm}", type_=_STARTED_AT_TYPE),
-        )
-        for arm in range(arms)
-    ]
-    return _MARK_FINISHED.values(started_at=sa.case(*whens))
-
-
-def store_failures(
-    connection: sa.Connection, failures: list[tuple[int, str]], now: dt.datetime
-) -> None:
-    """Keep jobs as failed executions, each with its error JSON, and add the failure to
-    each job's attempts (:mod:`~flask_solidq.operations.attempts`).
-
-    A coalesced job that fails before its start freed its key (its worker died, or the
-    release itself failed) would keep the key, and later calls would join a failed job: the
-    key is freed here (the job keeps its calls, for a retry)."""
-    connection.execute(
-        INSERT_FAILED,
-        [{"job_id": job_id, "error": error, "created_at": now} for job_id, error in failures],
-    )
-    attempts.record(connection, failures, now)
-    ids = [job_id for job_id, _error in failures]
-    connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.job_id.in_(ids)))
 
 
 def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:
@@ -346,13 +285,6 @@ _UPDATE_ARGUMENTS = (
     .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
 )
 
-#: How an outcome counts in its batch; a retried job is still pending there.
-_BATCH_COUNTS = {
-    OutcomeKind.FINISHED: "completed",
-    OutcomeKind.DISCARDED: "completed",
-    OutcomeKind.FAILED: "failed",
-}
-
 _IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
 _HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))
 _DELETE_CLAIMS_RETURNING = (
@@ -362,13 +294,3 @@ _LOCK_CLAIMS = db.for_update(
     sa.select(CLAIMED.c.job_id, CLAIMED.c.created_at).where(_HELD), skip_locked=False
 )
 _DELETE_CLAIMS = CLAIMED.delete().where(_HELD)
-_MARK_FINISHED = (
-    JOBS.update()
-    .where(JOBS.c.id.in_(_IDS))
-    .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
-)
-_STARTED_AT_TYPE = JOBS.c.started_at.type
-_MARK_FINISHED_AT = _MARK_FINISHED.values(
-    started_at=sa.bindparam("started", type_=_STARTED_AT_TYPE)
-)
-_DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))

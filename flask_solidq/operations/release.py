@@ -35,9 +35,8 @@ from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
-from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
-from flask_solidq.operations import finalize
+from flask_solidq.operations import job_ends
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
 
@@ -183,11 +182,7 @@ def fail_claims(
     committing."""
     jobs = _take_claims(connection, process_ids)
     if jobs:
-        now = utcnow()
-        ids = [job.id for job in jobs]
-        finalize.store_failures(connection, [(job_id, error) for job_id in ids], now)
-        failed = batches.tallies_of_jobs(connection, ids, "failed")
-        batches.account(connection.engine, connection, failed, now)
+        job_ends.fail(connection, [(job.id, error) for job in jobs], utcnow())
     return jobs
 
 

@@ -139,3 +139,28 @@ def recorded_callback(batch: t.Any, kind: str) -> None:
     worker.record_run(
         "batch_test.recorded_callback", f"{batch.id}:{kind}", data=[batch.status.value, *counts]
     )
+
+
+@solidq.job(name="batch_test.adds_two_to_one_slot")
+def adds_two_to_one_slot(account_id: object) -> None:
+    """Adds two jobs of one concurrency key with ``on_conflict="discard"`` to its own batch:
+    the second is discarded at its own enqueue, inside the block."""
+    PERFORMED.append(("batch_test.adds_two_to_one_slot", account_id))
+    batch = current_job.batch
+    assert batch is not None
+    with batch.enqueue():
+        only_one.perform_later(account_id)
+        only_one.perform_later(account_id)
+
+
+@solidq.job(name="batch_test.adds_on_its_retry")
+def adds_on_its_retry(value: object) -> None:
+    """Fails on its first run; run again, adds a job to its own batch."""
+    runs = [ran for name, ran in PERFORMED if name == "batch_test.adds_on_its_retry"]
+    PERFORMED.append(("batch_test.adds_on_its_retry", value))
+    if not runs:
+        raise Boom(f"failing {value}")
+    batch = current_job.batch
+    assert batch is not None
+    with batch.enqueue():
+        work.perform_later(value)

@@ -284,7 +284,9 @@ def test_a_failed_job_retried_while_its_batch_is_open_is_pending_again(app, engi
     assert batch_counts(app, batch.id) == ("failed", 2, 1, 1, 0)
 
 
-def test_a_failed_job_retried_after_its_batch_finished_runs_on_its_own(app, engine, performed):
+def test_a_failed_job_retried_after_its_batch_finished_reopens_it_and_it_finishes_again(
+    app, engine, performed, finished_batches
+):
     with app.app_context():
         with solidq.batch(on_finish=batch_jobs.callback.new("end")) as batch:
             failing = batch_jobs.fail.perform_later(1)
@@ -292,10 +294,15 @@ def test_a_failed_job_retried_after_its_batch_finished_runs_on_its_own(app, engi
     assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
     with app.app_context():
         assert solidq.retry(failing.provider_job_id) == 1
+        reopened = solidq.batches.find(batch.id)
+    assert batch_counts(app, batch.id) == ("pending", 1, 0, 0, 1)
+    assert reopened.finished_at is None and reopened.failed_at is None
     run_all(app, engine)
     assert [ran for name, ran in performed if name == "batch_test.fail"] == [1, 1]
     assert batch_counts(app, batch.id) == ("failed", 1, 0, 1, 0)
-    assert len(callbacks_run(performed)) == 1
+    # Each finish runs the callbacks, and says so.
+    assert callbacks_run(performed) == [("end", batch.id, "failed", 1, 0, 1, 0)] * 2
+    assert [status for _batch, status in finished_batches] == ["failed", "failed"]
 
 
 def test_a_job_whose_worker_died_fails_in_its_batch(app, engine, performed):
@@ -459,19 +466,19 @@ def test_batches_need_the_database_queue(database_url):
                 pass
 
 
-def test_a_job_a_concurrency_limit_discards_counts_as_done_or_is_never_counted(app, engine):
+def test_a_job_a_concurrency_limit_discards_counts_as_added_and_done(app, engine):
     with app.app_context():
         with solidq.batch(on_finish=batch_jobs.callback.new("end")) as batch:
             batch_jobs.only_one.perform_later("acme")
-            # Discarded at its own enqueue: never stored, never counted.
+            # Discarded at its own enqueue: stored, and done at once.
             assert batch_jobs.only_one.perform_later("acme").provider_job_id is None
             later = batch_jobs.only_one.set(wait=3600).perform_later("acme")
-    assert batch_counts(app, batch.id) == ("pending", 2, 0, 0, 2)
+    assert batch_counts(app, batch.id) == ("pending", 3, 1, 0, 2)
     support.make_due(engine, later.provider_job_id)
     assert dispatch.dispatch_due(engine, 10) == 1  # its slot is taken: it is discarded
-    assert batch_counts(app, batch.id) == ("pending", 2, 1, 0, 1)
+    assert batch_counts(app, batch.id) == ("pending", 3, 2, 0, 1)
     run_all(app, engine)
-    assert batch_counts(app, batch.id) == ("completed", 2, 2, 0, 0)
+    assert batch_counts(app, batch.id) == ("completed", 3, 3, 0, 0)
 
 
 def test_metadata_that_isnt_plain_json_is_refused_before_anything_is_written(app, engine):
