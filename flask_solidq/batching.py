@@ -22,24 +22,46 @@ from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
+#: What ``parent=`` takes: a batch (as read, or as its block yielded it) or a batch id.
+Parent: t.TypeAlias = Batch | current.OpenBatch | int | None
+
 
 @contextlib.contextmanager
 def batch(
     on_success: batches.Callback = None,
     on_failure: batches.Callback = None,
     on_finish: batches.Callback = None,
+    parent: Parent = None,
     **metadata: t.Any,
 ) -> t.Iterator[current.OpenBatch]:
     """Open a batch; see :meth:`flask_solidq.SolidQ.batch`."""
     state = _state_for("solidq.batch()")
+    parent_id = _parent_id(parent)
     callbacks = batches.prepare_callbacks(
         {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
     )
     with app_transaction.joining(state), db.transaction(state.engine) as connection:
-        opened = current.OpenBatch(batches.open_batch(connection, callbacks, metadata, utcnow()))
+        batch_id = batches.open_batch(connection, callbacks, metadata, utcnow(), parent_id)
+        opened = current.OpenBatch(batch_id)
         with current.enqueuing_into(opened):
             yield opened
-        batches.close_batch(state.engine, connection, opened, utcnow())
+        batches.close_batch(state.engine, connection, opened, utcnow(), parent_id)
+
+
+def _parent_id(parent: Parent) -> int | None:
+    """The id of the batch a new batch is a child of: ``parent``'s, or else the batch of the
+    job running in this context (None outside one, or for a job in no batch).
+
+    :raises TypeError: ``parent`` is neither a batch nor a batch id.
+    """
+    if parent is None:
+        running = current.running_job()
+        return running.batch_id if running is not None else None
+    if isinstance(parent, (Batch, current.OpenBatch)):
+        return parent.id
+    if isinstance(parent, int) and not isinstance(parent, bool):
+        return parent
+    raise TypeError(f"solidq.batch(parent=...) takes a batch or a batch id, not {parent!r}.")
 
 
 @contextlib.contextmanager

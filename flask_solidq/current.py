@@ -22,6 +22,11 @@ current_job: Job = t.cast(
 )
 
 
+def running_job() -> Job | None:
+    """The job performed in this context, or None."""
+    return _current_job.get(None)
+
+
 class Performing:
     """``with Performing(job):`` makes ``job`` the :data:`current_job` for the length of the
     block. A class rather than a generator made a context manager: a worker enters one for

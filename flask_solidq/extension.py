@@ -269,6 +269,7 @@ class SolidQ:
         on_success: Callback = None,
         on_failure: Callback = None,
         on_finish: Callback = None,
+        parent: batching.Parent = None,
         **metadata: t.Any,
     ) -> t.ContextManager[OpenBatch]:
         """A batch: the jobs enqueued inside the block (single or bulk) belong to it, and once
@@ -287,9 +288,16 @@ class SolidQ:
         batch finishes as its block commits. Coalesce keys inside are scoped to the batch.
         Yields the open batch: ``batch.id``. Requires an app context.
 
+        A batch opened inside a running job of a batch, or with ``parent=`` (a batch or its
+        id), is a child of that batch: it counts as one job of its parent, which finishes
+        only after the child has, and the child's callbacks run as jobs of the parent, before
+        the parent's own.
+
         :raises TypeError: a callback isn't a job, or can't take the batch first.
+        :raises flask_solidq.BatchAlreadyFinished: (as the block ends) the parent finished
+            first; nothing of the block is stored.
         """
-        return batching.batch(on_success, on_failure, on_finish, **metadata)
+        return batching.batch(on_success, on_failure, on_finish, parent, **metadata)
 
     @property
     def batches(self) -> batching.Batches:

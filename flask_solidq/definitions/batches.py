@@ -55,6 +55,8 @@ class Batch:
     finished_at: dt.datetime | None
     #: ``finished_at``, when a job failed.
     failed_at: dt.datetime | None
+    #: The batch this one is a child of (it counts as one job there), or None.
+    parent_id: int | None = None
 
     @property
     def status(self) -> BatchStatus:
@@ -101,6 +103,7 @@ class Batch:
             enqueued_at=row.enqueued_at,
             finished_at=row.finished_at,
             failed_at=row.failed_at,
+            parent_id=row.parent_id,
         )
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Mapped
 from sqlalchemy.orm import mapped_column
 
 from flask_solidq.models.base import Base
+from flask_solidq.models.base import BigId
 from flask_solidq.models.base import LongText
 from flask_solidq.models.base import primary_key
 from flask_solidq.models.base import timestamp
@@ -29,6 +30,10 @@ class BatchRecord(Base):
     __tablename__ = "solidq_batches"
 
     id: Mapped[int] = primary_key()
+    #: The batch this one is a child of (schema version 7): opened inside a running job of
+    #: that batch, or with ``parent=``. The child counts as one job of its parent, pending
+    #: until it finishes; no foreign key (a child outlives its parent's row once cleared).
+    parent_id: Mapped[int | None] = mapped_column(BigId)
     #: ``metadata`` is the declarative base's own attribute, so the column is ``details``
     #: in Python and ``metadata`` in the table.
     details: Mapped[str | None] = mapped_column("metadata", LongText)
@@ -45,7 +50,17 @@ class BatchRecord(Base):
     created_at: Mapped[dt.datetime] = timestamp()
     updated_at: Mapped[dt.datetime] = timestamp()
 
-    __table_args__ = (sa.Index("ix_solidq_batches_finished_at", "finished_at"),)
+    __table_args__ = (
+        sa.Index("ix_solidq_batches_finished_at", "finished_at"),
+        # A batch's children, for its page and for retrying or discarding a batch with them.
+        # Partial where the database has it: batches without a parent cost it nothing.
+        sa.Index(
+            "ix_solidq_batches_parent_id",
+            "parent_id",
+            postgresql_where=sa.text("parent_id IS NOT NULL"),
+            sqlite_where=sa.text("parent_id IS NOT NULL"),
+        ),
+    )
 
     def __repr__(self) -> str:
         return f"<BatchRecord {self.id} {self.completed_jobs}+{self.failed_jobs}/{self.total_jobs}>"

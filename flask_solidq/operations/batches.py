@@ -87,12 +87,15 @@ def open_batch(
     callbacks: dict[str, str | None],
     metadata: t.Mapping[str, t.Any],
     now: dt.datetime,
+    parent_id: int | None = None,
 ) -> int:
-    """Insert a batch's row, not yet enqueued; return its id. In the block's transaction.
+    """Insert a batch's row, not yet enqueued, a child of ``parent_id`` when given; return
+    its id. In the block's transaction.
 
     :raises flask_solidq.SerializationError: the metadata can't be stored as JSON.
     """
     row = {
+        "parent_id": parent_id,
         "metadata": _metadata_json(metadata),
         **callbacks,
         "total_jobs": 0,
@@ -123,15 +126,27 @@ def _metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
 
 
 def close_batch(
-    engine: sa.Engine, connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime
+    engine: sa.Engine,
+    connection: sa.Connection,
+    batch: current.OpenBatch,
+    now: dt.datetime,
+    parent_id: int | None = None,
 ) -> None:
-    """End the block that opened ``batch``: record when, and count the jobs it stored; a
-    batch with nothing pending then (it stored none) finishes at once, its callbacks stored
-    in the block's own transaction."""
+    """End the block that opened ``batch``: record when, and count the jobs it stored (and
+    the batch itself as a job of its parent, ``parent_id``); a batch with nothing pending then
+    (it stored none) finishes at once, its callbacks stored in the block's own transaction.
+
+    :raises flask_solidq.BatchAlreadyFinished: the parent batch had finished, or is gone;
+        the caller's transaction must roll back.
+    """
+    tallies = {batch.id: _tally_of_block(batch)}
+    if parent_id is not None:
+        _lock_open(connection, parent_id, what="the batch opened as its child was not stored")
+        tallies[parent_id] = Tally(added=1)
     connection.execute(
         BATCHES.update().where(BATCHES.c.id == batch.id).values(enqueued_at=now, updated_at=now)
     )
-    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
+    account(engine, connection, tallies, now)
 
 
 def add_to_batch(
@@ -144,12 +159,26 @@ def add_to_batch(
     :raises flask_solidq.BatchAlreadyFinished: the batch had finished, or is gone; the caller's
         transaction must roll back (the block's jobs are not stored).
     """
+    _lock_open(
+        connection,
+        batch.id,
+        what=f"the {batch.stored} job(s) enqueued in this block were not stored",
+    )
+    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
+
+
+def _lock_open(connection: sa.Connection, batch_id: int, *, what: str) -> None:
+    """Lock batch ``batch_id``'s row, checking it is still open.
+
+    :raises flask_solidq.BatchAlreadyFinished: it had finished, or is gone (``what`` names
+        what was therefore not stored).
+    """
     # The row is locked by its primary key before it is read or written, as the finishers
     # lock it: an UPDATE whose WHERE names finished_at may lock the finished_at index entry
     # first (MariaDB), the other way round from a finisher, and deadlock with it.
     row = connection.execute(
         db.for_update(
-            sa.select(BATCHES.c.finished_at, BATCHES.c.enqueued_at).where(BATCHES.c.id == batch.id),
+            sa.select(BATCHES.c.finished_at, BATCHES.c.enqueued_at).where(BATCHES.c.id == batch_id),
             skip_locked=False,
         )
     ).one_or_none()
@@ -157,11 +186,11 @@ def add_to_batch(
         finished_at = row.finished_at if row is not None else None
         when = f"finished at {finished_at:%Y-%m-%d %H:%M:%S} UTC" if finished_at else "is gone"
         raise errors.BatchAlreadyFinished(
-            f"Batch {batch.id} {when}; the {batch.stored} job(s) enqueued in this block were not"
-            " stored. A batch finishes when nothing in it is pending: add to it from one of its"
-            " own running jobs (with current_job.batch.enqueue():), which keeps it open."
+            f"Batch {batch_id} {when}; {what}. A batch finishes when nothing in"
+            " it is pending: add to it from one of its own running jobs (with"
+            " current_job.batch.enqueue(): or a solidq.batch() block opened there), which keeps"
+            " it open."
         )
-    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
 
 
 @dataclasses.dataclass
@@ -212,43 +241,94 @@ def account(
     block's own jobs as it ends. A finished batch is reopened by a failed job retried by
     hand (it finishes again, and runs its callbacks again, once that job ends); other
     changes leave a finished batch, or one whose row was cleared, alone.
+
+    A child batch is one job of its parent: its finish counts there (completed, or failed
+    when a job of it failed), in the same transaction, and its callbacks are added to the
+    parent as jobs of it, so the parent finishes only after them; its reopening reopens it
+    there. Batches are applied children first (a child's id is above its parent's).
     """
-    tallies = _outside_open_block(tallies)
-    if not tallies:
+    todo = _outside_open_block(tallies)
+    if not todo:
         return []
+    rows = _lock(connection, todo)
+    finished: list[Batch] = []
+    while todo:
+        batch_id = max(todo)
+        tally = todo.pop(batch_id)
+        row = rows.get(batch_id)
+        if row is None:
+            continue
+        batch, parent_tally = _apply(engine, connection, row, tally, now)
+        if batch is not None:
+            finished.append(batch)
+        if parent_tally is not None and row.parent_id is not None:
+            if row.parent_id not in rows:
+                rows.update(_lock(connection, {row.parent_id: parent_tally}))
+            todo[row.parent_id] = _sum(todo.get(row.parent_id, Tally()), parent_tally)
+    if finished:
+        # PostgreSQL's listening workers hear of the callbacks as the commit lands.
+        db.notify(connection, postgres.READY_CHANNEL)
+        db.after_commit_on(connection, lambda: announce_finished(finished))
+    return finished
+
+
+def _lock(connection: sa.Connection, tallies: t.Mapping[int, Tally]) -> dict[int, t.Any]:
+    """Lock the rows of the batches of ``tallies``, in ascending id order; return them by id.
+
+    A parent is locked after its child only when the child finishes or reopens: two
+    transactions that lock both the other way round deadlock, and the deadlock is retried as
+    any other (finishers and actions retry theirs)."""
     rows = connection.execute(
         db.for_update(
             sa.select(BATCHES).where(BATCHES.c.id.in_(sorted(tallies))).order_by(BATCHES.c.id),
             skip_locked=False,
         )
     ).all()
-    finished: list[Batch] = []
-    for row in rows:
-        tally = tallies[row.id]
-        if row.enqueued_at is None or (row.finished_at is not None and not tally.reopened):
-            _warn_finished(row, tally)
-            continue
-        values = _counts_after(row, tally)
-        if row.finished_at is not None:  # reopened
-            values["finished_at"] = values["failed_at"] = None
-        if values["pending_jobs"] == 0:
-            values["finished_at"] = now
-            values["failed_at"] = now if values["failed_jobs"] else None
-        connection.execute(
-            BATCHES.update().where(BATCHES.c.id == row.id).values(**values, updated_at=now)
-        )
-        if values["pending_jobs"] == 0:
-            batch = Batch.of(
-                types.SimpleNamespace(**{**row._asdict(), **values, "updated_at": now})
-            )
-            with db.joining_connection(engine, connection):
-                _store_callbacks(engine, row, batch)
-            finished.append(batch)
-    if finished:
-        # PostgreSQL's listening workers hear of the callbacks as the commit lands.
-        db.notify(connection, postgres.READY_CHANNEL)
-        db.after_commit_on(connection, lambda: announce_finished(finished))
-    return finished
+    return {row.id: row for row in rows}
+
+
+def _apply(
+    engine: sa.Engine, connection: sa.Connection, row: t.Any, tally: Tally, now: dt.datetime
+) -> tuple[Batch | None, Tally | None]:
+    """Apply ``tally`` to one batch's ``row``; return the batch if it finished, and what its
+    change counts in its parent (None: nothing)."""
+    reopening = row.finished_at is not None and tally.reopened > 0
+    if row.enqueued_at is None or (row.finished_at is not None and not reopening):
+        _warn_finished(row, tally)
+        return None, None
+    values = _counts_after(row, tally)
+    if reopening:
+        values["finished_at"] = values["failed_at"] = None
+    if values["pending_jobs"] == 0:
+        values["finished_at"] = now
+        values["failed_at"] = now if values["failed_jobs"] else None
+    connection.execute(
+        BATCHES.update().where(BATCHES.c.id == row.id).values(**values, updated_at=now)
+    )
+    parent_tally = Tally(reopened=1) if reopening else None
+    if values["pending_jobs"] != 0:
+        return None, parent_tally
+    batch = Batch.of(types.SimpleNamespace(**{**row._asdict(), **values, "updated_at": now}))
+    into = current.OpenBatch(row.parent_id) if row.parent_id is not None else None
+    with db.joining_connection(engine, connection):
+        _store_callbacks(engine, row, batch, into)
+    if into is None:
+        return batch, None
+    ended = _tally_of_block(into)
+    ended.failed += 1 if batch.failed_jobs else 0
+    ended.completed += 0 if batch.failed_jobs else 1
+    # A reopened child that finishes again is pending again in its parent first.
+    return batch, _sum(ended, parent_tally) if parent_tally else ended
+
+
+def _sum(first: Tally, second: Tally) -> Tally:
+    """Two tallies of one batch as one."""
+    return Tally(
+        **{
+            field.name: getattr(first, field.name) + getattr(second, field.name)
+            for field in dataclasses.fields(Tally)
+        }
+    )
 
 
 def _outside_open_block(tallies: dict[int, Tally]) -> dict[int, Tally]:
@@ -295,9 +375,12 @@ def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
     }
 
 
-def _store_callbacks(engine: sa.Engine, row: t.Any, batch: Batch) -> None:
+def _store_callbacks(
+    engine: sa.Engine, row: t.Any, batch: Batch, into: current.OpenBatch | None
+) -> None:
     """Enqueue the callbacks a finished ``batch`` runs, on ``connection``: outside the batch
-    (a callback is not part of it, and a coalesced one uses its key outside a batch).
+    (a callback is not part of it, and a coalesced one uses its key outside a batch), into
+    its parent (``into``, counted by the caller) when it is a child.
 
     A callback that can't be built any more (its definition was removed since the batch
     opened, or its key callable raises) is logged at ERROR and skipped: rolling the
@@ -308,7 +391,7 @@ def _store_callbacks(engine: sa.Engine, row: t.Any, batch: Batch) -> None:
     from flask_solidq.operations import enqueue as enqueue_operation
 
     kinds = ["on_finish", "on_failure" if batch.failed_jobs else "on_success"]
-    with current.enqueuing_into(None):
+    with current.enqueuing_into(into):
         for kind in sorted(kinds, key=CALLBACK_KINDS.index):
             stored = getattr(row, kind)
             if stored is None:

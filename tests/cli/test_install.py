@@ -286,10 +286,17 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
     assert table_names(engine) == {"notes", "alembic_version"}
 
 
+#: What version 7 adds to version 3's solidq_batches: a batch's parent.
+BATCH_PARENTS = [
+    ("add_column", "solidq_batches.parent_id"),
+    ("add_index", "ix_solidq_batches_parent_id"),
+]
+
 #: What the models have that schema version 3's tables don't, as Alembic names it: version
 #: 4's attempt history and start times, version 5's budgets' admissions, version 6's charges
-#: and back-offs.
+#: and back-offs, version 7's batch parents.
 LATER_THAN_VERSION_3 = [
+    *BATCH_PARENTS,
     ("add_table", "solidq_job_failures"),
     ("add_index", "ix_solidq_job_failures_job_id_id"),
     ("add_column", "solidq_jobs.started_at"),
@@ -299,15 +306,17 @@ LATER_THAN_VERSION_3 = [
 ]
 
 #: What the models have that schema version 1's tables don't, as Alembic names it: version 2's
-#: index, version 3's batches, and what versions 4 to 6 add.
+#: index, version 3's batches (with version 7's parent, in the table it creates), and what
+#: versions 4 to 7 add.
 LATER_THAN_VERSION_1 = sorted(
     [
         ("add_index", "ix_solidq_coalesced_calls_for_monitoring"),
         ("add_table", "solidq_batches"),
         ("add_index", "ix_solidq_batches_finished_at"),
+        ("add_index", "ix_solidq_batches_parent_id"),
         ("add_column", "solidq_jobs.batch_id"),
         ("add_index", "ix_solidq_jobs_batch_id"),
-        *LATER_THAN_VERSION_3,
+        *(change for change in LATER_THAN_VERSION_3 if change not in BATCH_PARENTS),
     ]
 )
 

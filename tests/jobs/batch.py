@@ -164,3 +164,23 @@ def adds_on_its_retry(value: object) -> None:
     assert batch is not None
     with batch.enqueue():
         work.perform_later(value)
+
+
+@solidq.job(name="batch_test.opens_child")
+def opens_child(values: list[object], failing: list[object], depth: int = 1) -> None:
+    """Opens a child of its own batch while it runs: ``work`` for each of ``values``,
+    ``fail`` for each of ``failing``, and (``depth`` > 1) another ``opens_child`` a level
+    down. The child's callbacks note ``child-<depth>``."""
+    PERFORMED.append(("batch_test.opens_child", depth))
+    label = f"child-{depth}"
+    with solidq.batch(
+        on_finish=callback.new(f"{label}-end"),
+        on_failure=callback.new(f"{label}-failure"),
+        depth=depth,
+    ):
+        for value in values:
+            work.perform_later(value)
+        for value in failing:
+            fail.perform_later(value)
+        if depth > 1:
+            opens_child.perform_later([], [], depth - 1)

@@ -1,7 +1,8 @@
-"""Schema versions 4 (attempt history, start times), 5 (the budgets' admissions) and 6 (a job's
-charges, a budget's back-off) on an app that has version 3's tables: `flask solidq install`
-writes those three revisions, `flask db upgrade` adds them keeping the jobs (a job finished
-before has no start time and no charges), and `flask db downgrade` takes them off again.
+"""Schema versions 4 (attempt history, start times), 5 (the budgets' admissions), 6 (a job's
+charges, a budget's back-off) and 7 (a batch's parent) on an app that has version 3's tables:
+`flask solidq install` writes those four revisions, `flask db upgrade` adds them keeping the
+jobs (a job finished before has no start time and no charges), and `flask db downgrade` takes
+them off again.
 On SQLite always, PostgreSQL and MySQL/MariaDB when their URLs are set (as test_install.py).
 """
 
@@ -28,10 +29,11 @@ from tests.cli.test_install import schema_differences
 
 JOBS = models.JobRecord.__table__
 FAILURES = models.JobFailure.__table__
+BATCHES = models.BatchRecord.__table__
 
 
 @pytest.mark.processes
-def test_an_app_on_schema_version_3_gets_only_versions_4_to_6_and_keeps_its_jobs(
+def test_an_app_on_schema_version_3_gets_only_versions_4_to_7_and_keeps_its_jobs(
     databases: Databases,  # noqa: F811
     initialized: dict[str, pathlib.Path],  # noqa: F811
     tmp_path: pathlib.Path,
@@ -69,19 +71,42 @@ def test_an_app_on_schema_version_3_gets_only_versions_4_to_6_and_keeps_its_jobs
 
     result = flask("solidq", "install")
 
-    fourth, fifth, sixth = chain_after(flask, module_variable(third, "revision"))
+    fourth, fifth, sixth, seventh = chain_after(flask, module_variable(third, "revision"))
     assert module_variable(fourth, "solidq_schema_version") == 4
     assert module_variable(fifth, "solidq_schema_version") == 5
-    assert module_variable(sixth, "solidq_schema_version") == 6 == schema_versions()[-1].number
+    assert module_variable(sixth, "solidq_schema_version") == 6
+    assert module_variable(seventh, "solidq_schema_version") == 7 == schema_versions()[-1].number
     assert fourth.name.endswith("_add_solidq_job_failures.py")
     assert fifth.name.endswith("_add_solidq_rate_limits_admissions.py")
     assert sixth.name.endswith("_add_solidq_rate_limit_charges_and_back_offs.py")
-    assert all(path.name in result.stdout for path in (fourth, fifth, sixth))
+    assert seventh.name.endswith("_add_solidq_batch_parents.py")
+    assert all(path.name in result.stdout for path in (fourth, fifth, sixth, seventh))
     flask("db", "upgrade")
     assert schema_differences(engine) == []
     with engine.begin() as connection:
         row = connection.execute(sa.select(JOBS).where(JOBS.c.id == job_id)).one()
         assert (row.finished_at, row.started_at, row.rate_limit_charges) == (moment, None, None)
+        batch_id = connection.execute(
+            BATCHES.insert().values(
+                total_jobs=0,
+                pending_jobs=0,
+                completed_jobs=0,
+                failed_jobs=0,
+                created_at=moment,
+                updated_at=moment,
+            )
+        ).inserted_primary_key[0]
+        connection.execute(
+            BATCHES.insert().values(
+                parent_id=batch_id,
+                total_jobs=0,
+                pending_jobs=0,
+                completed_jobs=0,
+                failed_jobs=0,
+                created_at=moment,
+                updated_at=moment,
+            )
+        )
         connection.execute(
             FAILURES.insert().values(job_id=job_id, executions=1, error="{}", created_at=moment)
         )
