@@ -342,19 +342,25 @@ class SolidQ:
     def retry_all(self, **filters: t.Any) -> int:
         """Retry every failed job matching the filters: ``queue=``, ``job=`` (a job name or
         definition), ``error_class=`` (``"ValueError"`` or ``"builtins.ValueError"``),
-        ``failed_before=``, ``failed_after=`` (datetimes). In batches of 500, one transaction
-        each. Returns how many were retried. Requires an app context."""
+        ``failed_before=``, ``failed_after=`` (datetimes), ``batch=`` (a batch id: its jobs
+        and its children's; a retried job reopens a batch that had finished). In batches of
+        500, one transaction each. Returns how many were retried. Requires an app context."""
         return actions.retry_all(self._engine(), _filters(filters))
 
-    def discard_all(self, state: str = "failed", **filters: t.Any) -> int:
+    def discard_all(self, state: str | None = None, **filters: t.Any) -> int:
         """Discard every job in ``state`` (``"failed"``, ``"scheduled"``, ``"ready"`` or
-        ``"blocked"``) matching the filters of :meth:`retry_all`. Returns how many were
-        discarded. Requires an app context."""
+        ``"blocked"``; by default ``"failed"``, and with ``batch=`` every scheduled, blocked
+        or ready job, so the batch finishes once its running jobs have) matching the filters
+        of :meth:`retry_all`. Returns how many were discarded. Requires an app context."""
+        chosen = _filters(filters)
+        if state is None and chosen.batch is not None:
+            return actions.discard_pending(self._engine(), chosen)
+        state = "failed" if state is None else state
         choice = actions.Waiting(state) if state in actions.Waiting._value2member_map_ else None
         if choice is None:
             states = ", ".join(repr(member.value) for member in actions.Waiting)
             raise ValueError(f"discard_all(state=) is one of {states}, not {state!r}.")
-        return actions.discard_all(self._engine(), choice, _filters(filters))
+        return actions.discard_all(self._engine(), choice, chosen)
 
     def _engine(self) -> sa.Engine:
         state = get_state()

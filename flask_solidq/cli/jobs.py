@@ -51,6 +51,12 @@ _FILTER_OPTIONS = [
         default=None,
         help="Failed after (UTC).",
     ),
+    click.option(
+        "--batch",
+        type=click.IntRange(0, MAX_ID),
+        default=None,
+        help="Only jobs of this batch and of its child batches (implies --all).",
+    ),
 ]
 
 
@@ -120,9 +126,10 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     @_filter_options
     @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
     def retry_command(references: tuple[str, ...], all_: bool, yes: bool, **options: t.Any) -> None:
-        """Retry failed jobs: the ones named (provider_job_id or job_id), or --all."""
+        """Retry failed jobs: the ones named (provider_job_id or job_id), or --all, or those
+        of --batch (a batch that had finished opens again)."""
         queue_engine = engine()
-        if all_:
+        if all_ or options.get("batch") is not None:
             filters = _filters(options, references)
             _confirm(yes, "Retry", _count(queue_engine, actions.Waiting.FAILED, filters))
             done = actions.retry_all(queue_engine, filters)
@@ -138,20 +145,27 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     @click.option(
         "--state",
         type=click.Choice([state.value for state in actions.Waiting]),
-        default="failed",
-        show_default=True,
-        help="With --all: the state to discard from.",
+        default=None,
+        help="With --all: the state to discard from (failed by default; with --batch,"
+        " scheduled, blocked and ready: every job still pending).",
     )
     @_filter_options
     @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
     def discard_command(
-        references: tuple[str, ...], all_: bool, state: str, yes: bool, **options: t.Any
+        references: tuple[str, ...], all_: bool, state: str | None, yes: bool, **options: t.Any
     ) -> None:
         """Discard jobs with their executions and calls: the ones named (failed, scheduled,
-        ready or blocked; never running), or --all in --state."""
+        ready or blocked; never running), or --all in --state, or the pending ones of
+        --batch."""
         queue_engine = engine()
-        if all_:
-            filters, chosen = _filters(options, references), actions.Waiting(state)
+        if state is None and options.get("batch") is not None:
+            filters = _filters(options, references)
+            pending = sum(_count(queue_engine, each, filters) for each in actions.PENDING)
+            _confirm(yes, "Discard", pending, "pending")
+            done = actions.discard_pending(queue_engine, filters)
+        elif all_ or options.get("batch") is not None:
+            filters = _filters(options, references)
+            chosen = actions.Waiting(state or "failed")
             _confirm(yes, "Discard", _count(queue_engine, chosen, filters), chosen.value)
             done = actions.discard_all(queue_engine, chosen, filters)
         else:
@@ -286,6 +300,7 @@ def _filters(options: dict[str, t.Any], references: tuple[str, ...]) -> actions.
         error_class=options.get("error_class"),
         failed_before=_utc(options.get("failed_before")),
         failed_after=_utc(options.get("failed_after")),
+        batch=options.get("batch"),
     )
 
 

@@ -39,6 +39,7 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import job_ends
@@ -77,7 +78,7 @@ class Filters:
 
     ``error_class`` (the failed execution's exception class, e.g. ``"builtins.ValueError"``,
     or its last part, ``"ValueError"``), ``failed_before`` and ``failed_after`` apply to failed
-    jobs only.
+    jobs only. ``batch`` takes the jobs of a batch and of its children, at any depth.
     """
 
     queue: str | None = None
@@ -85,8 +86,13 @@ class Filters:
     error_class: str | None = None
     failed_before: dt.datetime | None = None
     failed_after: dt.datetime | None = None
+    batch: int | None = None
 
     def __post_init__(self) -> None:
+        if self.batch is not None and (
+            isinstance(self.batch, bool) or not isinstance(self.batch, int)
+        ):
+            raise TypeError(f"batch= is a batch id, not {self.batch!r}.")
         for name in ("failed_before", "failed_after"):
             value = getattr(self, name)
             if value is not None:
@@ -106,9 +112,14 @@ class Filters:
                 f"{', '.join(given)} filter(s) failed jobs only; {state.value} jobs have no error."
             )
 
-    def where(self, execution: sa.Table) -> list[sa.ColumnElement[bool]]:
-        """The SQL conditions on ``execution`` joined with ``solidq_jobs``."""
+    def where(
+        self, execution: sa.Table, batch_ids: t.Sequence[int] = ()
+    ) -> list[sa.ColumnElement[bool]]:
+        """The SQL conditions on ``execution`` joined with ``solidq_jobs``; ``batch_ids``: the
+        family of ``batch`` (:func:`~flask_solidq.operations.batches.family`)."""
         conditions: list[sa.ColumnElement[bool]] = []
+        if self.batch is not None:
+            conditions.append(JOBS.c.batch_id.in_(batch_ids))
         if self.queue is not None:
             conditions.append(JOBS.c.queue_name == self.queue)
         if self.job is not None:
@@ -204,6 +215,16 @@ def discard_all(
             _discard_batch(engine, state, batch) for batch in _batches(engine, execution, filters)
         )
     )
+
+
+#: The states ``discard_all(batch=...)`` takes by default: every job still pending in the
+#: batch (so that it finishes), not its failed ones.
+PENDING = (Waiting.SCHEDULED, Waiting.BLOCKED, Waiting.READY)
+
+
+def discard_pending(engine: sa.Engine, filters: Filters) -> int:
+    """Discard every scheduled, blocked or ready job matching ``filters``; return how many."""
+    return sum(discard_all(engine, state, filters) for state in PENDING)
 
 
 def discard_in(engine: sa.Engine, state: Waiting, job_ids: t.Sequence[int]) -> int:
@@ -310,6 +331,10 @@ def _batches(engine: sa.Engine, execution: sa.Table, filters: Filters) -> t.Iter
     """The ids of the jobs in ``execution`` matching ``filters``, in batches, by job id
     (keyset: each batch starts after the last id of the one before, so jobs acted on don't
     shift the next batch, and jobs that arrive meanwhile with higher ids are included)."""
+    family: list[int] = []
+    if filters.batch is not None:
+        with db.read(engine) as connection:
+            family = batches.family(connection, filters.batch)
     after = 0
     while True:
         columns = [execution.c.job_id]
@@ -318,7 +343,7 @@ def _batches(engine: sa.Engine, execution: sa.Table, filters: Filters) -> t.Iter
         query = (
             sa.select(*columns)
             .select_from(execution.join(JOBS, JOBS.c.id == execution.c.job_id))
-            .where(execution.c.job_id > after, *filters.where(execution))
+            .where(execution.c.job_id > after, *filters.where(execution, family))
             .order_by(execution.c.job_id)
             .limit(BATCH_SIZE)
         )

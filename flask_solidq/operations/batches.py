@@ -422,5 +422,19 @@ def announce_finished(batches: t.Iterable[Batch]) -> None:
         signals.send_safely(signals.batch_finish, None, batch=batch, status=batch.status)
 
 
+def family(connection: sa.Connection, batch_id: int) -> list[int]:
+    """Batch ``batch_id`` and its children, theirs, and so on: the batches ``retry --batch``
+    and ``discard --batch`` act on, in id order. One indexed read per generation."""
+    found = {batch_id}
+    generation = [batch_id]
+    while generation:
+        children = connection.scalars(
+            sa.select(BATCHES.c.id).where(BATCHES.c.parent_id.in_(generation))
+        ).all()
+        generation = [child for child in children if child not in found]
+        found.update(generation)
+    return sorted(found)
+
+
 #: Stands for the batch when a callback's arguments are checked before the batch exists.
 _PLACEHOLDER = object()
