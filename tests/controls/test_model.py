@@ -17,7 +17,12 @@ replaced; then it checks what ran against what must hold:
 * no job enqueued into a paused queue was claimed while it was paused;
 * at most one open job per coalesce key, checked between the driver's actions and at the end;
 * at the end nothing is ready, scheduled, claimed, blocked or failed, no coalesce key is held,
-  and every semaphore has all its slots free.
+  and every semaphore has all its slots free;
+* every batch the driver opened (a share of its enqueues go in one, with an ``on_finish``
+  callback) finished with counters equal to its jobs' final states; each callback job ran
+  once, after every run of the batch's jobs that began before it was enqueued had ended, and
+  a batch finished again only after a job of it was retried by hand (reopening it); the last
+  callback read the final counts.
 
 CI runs one seed per backend; ``SOLIDQ_SOAK_SEEDS=N`` runs N random seeds, and
 ``SOLIDQ_MODEL_SEED=S`` replays seed S. A failure names its seed.
@@ -26,6 +31,7 @@ CI runs one seed per backend; ``SOLIDQ_SOAK_SEEDS=N`` runs N random seeds, and
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -38,6 +44,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq.models.tables import BATCHES
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS
@@ -111,6 +118,8 @@ class Call:
     #: The ``job_id`` (active job id) of the job holding the call: a deleted job's row id can
     #: come back (SQLite), this can't.
     owner: str | None = None
+    #: The batch the call was enqueued into, if any.
+    batch: int | None = None
 
 
 @dataclasses.dataclass
@@ -135,6 +144,8 @@ class Record:
     owners: dict[int, str] = dataclasses.field(default_factory=dict)
     discarded_jobs: set[str] = dataclasses.field(default_factory=set)
     retried_jobs: set[str] = dataclasses.field(default_factory=set)
+    #: active job id -> how many times it was retried by hand.
+    retries: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     kills: list[Kill] = dataclasses.field(default_factory=list)
     pauses: list[Pause] = dataclasses.field(default_factory=list)
     violations: list[str] = dataclasses.field(default_factory=list)
@@ -212,9 +223,10 @@ class Driver:
 
     # Actions.
 
-    def enqueue(self, count: int) -> None:
+    def enqueue(self, count: int, *, batch: bool = False) -> None:
         """``count`` calls of one definition; one is a plain ``perform_later``, more are one
-        ``perform_all_later``."""
+        ``perform_all_later``; ``batch``: inside a batch of their own, whose ``on_finish`` is
+        :func:`tests.jobs.model.batch_done`."""
         combination = self.rng.choice(
             self.focus if self.rng.random() < FOCUS_SHARE else model_jobs.COMBINATIONS
         )
@@ -223,12 +235,21 @@ class Driver:
         drawn = []
         for _ in range(count):
             self.serial += 1
-            mode = self.rng.choices(("ok", "flaky", "fail"), (80, 12, 8))[0]
+            # A batch's jobs fail more often: its counts and callbacks meet failures, retries
+            # and reopenings in every seed.
+            mode = self.rng.choices(
+                ("ok", "flaky", "fail"), (60, 15, 25) if batch else (80, 12, 8)
+            )[0]
             key = self.rng.choice(KEYS[:2] if self.rng.random() < 0.8 else KEYS)
             seconds = round(self.rng.uniform(0.01, 0.2 if self.rng.random() < 0.8 else 0.6), 3)
             drawn.append((key, f"t{self.serial}", mode, seconds))
         enqueued_at = time.time()
-        with self.app.app_context():
+        with self.app.app_context(), contextlib.ExitStack() as stack:
+            opened = (
+                stack.enter_context(support.solidq.batch(on_finish=model_jobs.batch_done))
+                if batch
+                else None
+            )
             target = definition.set(wait=wait) if wait else definition
             if count == 1:
                 jobs = [target.perform_later(*drawn[0])]
@@ -247,6 +268,7 @@ class Driver:
                 job.coalesce_status.value if job.coalesce_status is not None else None,
                 job.provider_job_id,
                 enqueued_at,
+                batch=opened.id if opened is not None else None,
             )
             for args, job in zip(drawn, jobs, strict=True)
         ]
@@ -280,6 +302,7 @@ class Driver:
                 if self.rng.random() < retry_share:
                     if support.solidq.retry(job_id):
                         self.record.retried_jobs.add(owner)
+                        self.record.retries[owner] += 1
                 elif support.solidq.discard(job_id):
                     self.record.discarded_jobs.add(owner)
 
@@ -291,6 +314,7 @@ class Driver:
         ).subquery()
         query = sa.select(
             JOBS.c.active_job_id,
+            JOBS.c.batch_id,
             sa.exists().where(RUNS.c.active_job_id == JOBS.c.active_job_id).label("ran"),
             sa.select(sa.func.count())
             .select_from(COALESCED_CALLS)
@@ -301,7 +325,8 @@ class Driver:
         with self.engine.connect() as connection:
             found = list(connection.execute(query))
         owners = {job_id: calls[0] for job_id, calls in self.record.job_calls().items()}
-        open_jobs: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+        # Keys are scoped to their batch.
+        open_jobs: dict[tuple[str, str, int | None], list[str]] = collections.defaultdict(list)
         for row in found:
             call = owners.get(row.active_job_id)
             if call is None or row.ran or row.active_job_id in self.record.retried_jobs:
@@ -309,8 +334,8 @@ class Driver:
             coalescing = call.combination.coalesce
             if coalescing is None or (coalescing == "collect" and row.calls >= MAX_CALLS):
                 continue
-            open_jobs[(call.combination.name, call.key)].append(row.active_job_id)
-        for (name, key), job_ids in open_jobs.items():
+            open_jobs[(call.combination.name, call.key, row.batch_id)].append(row.active_job_id)
+        for (name, key, _batch), job_ids in open_jobs.items():
             if len(job_ids) > 1:
                 self.record.violations.append(
                     f"coalesce key {name}/{key} has {len(job_ids)} open jobs: {job_ids}"
@@ -326,10 +351,13 @@ class Driver:
             if step in restarts:
                 work = self.replace_work(work, kill=restarts[step])
             action = self.rng.choices(
-                ("single", "bulk", "pause", "failed", "check", "sleep"), (12, 3, 2, 2, 2, 4)
+                ("single", "bulk", "batch", "pause", "failed", "check", "sleep"),
+                (12, 3, 3, 2, 2, 2, 4),
             )[0]
             if action == "single":
                 self.enqueue(1)
+            elif action == "batch":
+                self.enqueue(self.rng.randint(1, 4), batch=True)
             elif action == "bulk":
                 self.enqueue(self.rng.randint(2, 4))
             elif action == "pause":
@@ -528,7 +556,8 @@ def summary(record: Record, runs: list[Run]) -> str:
     return (
         f"{len(record.calls)} calls {dict(statuses)}, {len(runs)} runs {dict(outcomes)},"
         f" retried by hand {len(record.retried_jobs)}, discarded by hand"
-        f" {len(record.discarded_jobs)}, pauses {len(record.pauses)}, kills {len(record.kills)}"
+        f" {len(record.discarded_jobs)}, pauses {len(record.pauses)}, kills {len(record.kills)},"
+        f" batches {len({call.batch for call in record.calls} - {None})}"
     )
 
 
@@ -551,6 +580,58 @@ def check_pauses(record: Record, runs: list[Run]) -> list[str]:
         and first_enqueued.get(run.owner, 0.0) > pause.start
         and pause.start < run.admitted_at < pause.end
     ]
+
+
+def check_batches(
+    engine: sa.Engine, record: Record, runs: list[Run], jobs: dict[str, t.Any]
+) -> list[str]:
+    """Every batch finished, counted as its jobs ended, its callbacks run once each and only
+    after its jobs (see the module's docstring)."""
+    problems: list[str] = []
+    rows = {row.id: row for row in support.rows(engine, BATCHES)}
+    calls_of: dict[int, list[Call]] = collections.defaultdict(list)
+    for call in record.calls:
+        if call.batch is not None:
+            calls_of[call.batch].append(call)
+    callbacks: dict[int, list[Run]] = collections.defaultdict(list)
+    runs_of: dict[str, list[Run]] = collections.defaultdict(list)
+    for run in runs:
+        if run.job_name == model_jobs.BATCH_DONE:
+            callbacks[int(run.tokens[0].removeprefix("batch:"))].append(run)
+        else:
+            runs_of[run.owner].append(run)
+    for batch_id, calls in calls_of.items():
+        row = rows[batch_id]
+        label = f"batch {batch_id} ({[call.token for call in calls]})"
+        # A call that stored a job (even one a discard limit destroyed at once) adds one.
+        created = [call for call in calls if call.status in (None, "created")]
+        owners = {call.owner for call in created if call.owner is not None}
+        failed = len(owners & record.discarded_jobs)
+        expected = (len(created), len(created) - failed, failed, 0)
+        counted = (row.total_jobs, row.completed_jobs, row.failed_jobs, row.pending_jobs)
+        if counted != expected or row.finished_at is None:
+            problems.append(f"{label} counts {counted}, expected {expected}; {row}")
+            continue
+        by_job: dict[str, list[Run]] = collections.defaultdict(list)
+        for run in callbacks[batch_id]:
+            by_job[run.owner].append(run)
+        reopened = sum(record.retries[owner] for owner in owners)
+        if not 1 <= len(by_job) <= 1 + reopened:
+            problems.append(f"{label} ran {len(by_job)} callback jobs, retried {reopened}")
+            continue
+        for owner, done in by_job.items():
+            lasting = [run for run in done if not outcome_maybe_lost(record, run)]
+            if len(lasting or done) != 1:
+                problems.append(f"{label}'s callback {owner} ran {len(done)} times: {done}")
+            enqueued = jobs[owner].created_at.timestamp()
+            for run in (run for owner_ in owners for run in runs_of[owner_]):
+                end = run.finished or killed_at(record, run) or float("inf")
+                if run.started < enqueued < end:
+                    problems.append(f"{label} finished at {enqueued} while {run} ran")
+        last = max(callbacks[batch_id], key=lambda run: run.started)
+        if last.tokens[1:] != [str(count) for count in expected[:3]]:
+            problems.append(f"{label}'s last callback read {last.tokens[1:]}, not {expected}")
+    return problems
 
 
 def check_end_state(engine: sa.Engine, record: Record) -> list[str]:
@@ -603,8 +684,9 @@ def test_every_guarantee_holds_over_a_random_mix(
         for stopped in driver.stopped:
             assert stopped.wait(30) == 0, stopped.output()
         record = driver.record
-        runs = read_runs(engine)
-        print(f"{replay}: {summary(record, runs)}")
+        every_run = read_runs(engine)
+        runs = [run for run in every_run if run.job_name != model_jobs.BATCH_DONE]
+        print(f"{replay}: {summary(record, every_run)}")
         jobs = {row.active_job_id: row for row in support.rows(engine, JOBS)}
         problems = [
             *record.violations,
@@ -612,6 +694,7 @@ def test_every_guarantee_holds_over_a_random_mix(
             *check_rates(runs),
             *check_concurrency(record, runs),
             *check_pauses(record, runs),
+            *check_batches(engine, record, every_run, jobs),
             *check_end_state(engine, record),
         ]
         assert not problems, "\n" + "\n".join(problems)

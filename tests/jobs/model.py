@@ -232,3 +232,16 @@ def _define(combination: Combination) -> t.Any:
 DEFINITIONS: dict[Combination, t.Any] = {
     combination: _define(combination) for combination in COMBINATIONS
 }
+
+
+#: The name of :func:`batch_done`'s runs in ``solidq_test_model_runs``.
+BATCH_DONE = "model_test.batch_done"
+
+
+@solidq.job(name=BATCH_DONE)
+def batch_done(batch: t.Any) -> None:
+    """The ``on_finish`` callback of the driver's batches: one run row whose tokens are the
+    batch's id and its counts as this run read them (total, completed, failed)."""
+    tokens = [f"batch:{batch.id}", *map(str, (batch.total_jobs, batch.completed_jobs))]
+    run_id, _ran_before = _start_run(BATCH_DONE, [*tokens, str(batch.failed_jobs)])
+    _end_run(run_id, "ok")
