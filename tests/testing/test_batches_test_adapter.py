@@ -281,6 +281,20 @@ def test_a_steps_job_runs_every_step_under_perform_enqueued_jobs_and_in_a_batch(
     assert callbacks_run(performed) == [("walked", batch.id, "completed", 1, 1, 0, 0)]
 
 
+def test_a_function_steps_job_that_raises_keeps_its_progress_in_memory(
+    solidq_jobs: JobRecorder,
+) -> None:
+    job = steps_jobs.failing_walk.perform_later(4, 2)
+    with pytest.raises(ValueError, match="failing at 2"):
+        solidq_jobs.perform_all()
+    assert steps_jobs.DONE == [("walk", 0), ("walk", 1)]
+    assert job.step_progress["current"] == ["walk", 2]
+
+    job.perform_now()  # its second run: from the cursor, without raising
+
+    assert steps_jobs.DONE == [("walk", 0), ("walk", 1), ("walk", 2), ("walk", 3)]
+
+
 def test_perform_now_runs_a_steps_job_and_current_job_sees_its_progress(
     solidq_jobs: JobRecorder,
 ) -> None:
