@@ -285,9 +285,11 @@ class SolidQ:
         (joining the app session's, as an enqueue does): an exception rolls back the batch
         and its jobs. ``metadata`` (JSON-storable keywords) is kept on the batch. An empty
         batch finishes as its block commits. Coalesce keys inside are scoped to the batch.
+        Under the test adapter the batch is kept in memory (:mod:`flask_solidq.testing`).
         Yields the open batch: ``batch.id``. Requires an app context.
 
         :raises TypeError: a callback isn't a job, or can't take the batch first.
+        :raises RuntimeError: under the inline adapter.
         """
         return batching.batch(on_success, on_failure, on_finish, **metadata)
 
