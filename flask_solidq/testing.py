@@ -10,8 +10,10 @@ needs an application context (pytest-flask pushes one for tests that use ``app``
             client.post("/signup", data={...})
         perform_enqueued_jobs()
 
-The pytest plugin (:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that
-switches the app to the test adapter for one test.
+``solidq.batch()`` works too: the batch is kept in memory, and its callbacks are recorded
+once its last job is performed (:mod:`flask_solidq.testing_batches`). The pytest plugin
+(:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that switches the app to
+the test adapter for one test.
 
 On the database queue instead (``SOLIDQ_ADAPTER = "solidq"``), where the controls act,
 :func:`frozen_clock` holds the time still and :func:`work_off` runs the due jobs in process
