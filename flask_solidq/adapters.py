@@ -6,7 +6,8 @@
 * ``"inline"``: performed at once, in this thread, after its arguments went through the same
   JSON round trip a stored job's do (so unstorable arguments fail here too). Waits are ignored;
   exceptions propagate to the caller of ``perform_later``.
-* ``"test"``: recorded only, for :mod:`flask_solidq.testing`.
+* ``"test"``: recorded only, for :mod:`flask_solidq.testing` (in the batch whose block is
+  open, if any: :mod:`flask_solidq.testing_batches`).
 
 Controls (``limits_rate``, ``coalesce``, ``limits_concurrency``) act only under ``"solidq"``.
 
@@ -25,6 +26,7 @@ import sqlalchemy as sa
 from flask_solidq import app_transaction
 from flask_solidq import db
 from flask_solidq import signals
+from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
 from flask_solidq.operations import enqueue as enqueue_operation
 from flask_solidq.processes import job_notices
@@ -55,7 +57,7 @@ def enqueue(job: Job, state: SolidQState | None = None) -> None:
     else:
         _round_trip_arguments(job)
         if state.adapter is Adapter.TEST:
-            state.test_jobs.append(job)
+            testing_batches.record(state, job)
     if job.successfully_enqueued and signals.enqueue.receivers:  # none: nothing to send
         signals.enqueue.send(type(job), job=job)
     if state.adapter is Adapter.INLINE:

@@ -4,6 +4,7 @@ The block is one transaction on the queue's database (joining the app session's,
 enqueue does): the batch's row is inserted first, every job enqueued inside carries its id,
 and as the block ends the jobs it stored are counted onto the row. A block that raises rolls
 back the batch and its jobs; a batch is seen by workers only once its block commits.
+Under the test adapter the batch is kept in memory instead (:mod:`flask_solidq.testing_batches`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typing as t
 from flask_solidq import app_transaction
 from flask_solidq import current
 from flask_solidq import db
+from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
@@ -40,6 +42,10 @@ def batch(
     callbacks = batches.prepare_callbacks(
         {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
     )
+    if state.adapter is Adapter.TEST:
+        with testing_batches.batch(state, callbacks, metadata, parent_id) as held:
+            yield held
+        return
     with app_transaction.joining(state), db.transaction(state.engine) as connection:
         batch_id = batches.open_batch(connection, callbacks, metadata, utcnow(), parent_id)
         opened = current.OpenBatch(batch_id)
@@ -78,6 +84,10 @@ def adding_to(batch_id: int) -> t.Iterator[current.OpenBatch]:
     :raises flask_solidq.BatchAlreadyFinished: the batch finished (or is gone) first.
     """
     state = _state_for("Adding to a batch")
+    if state.adapter is Adapter.TEST:
+        with testing_batches.adding_to(state, batch_id) as held:
+            yield held
+        return
     with app_transaction.joining(state), db.transaction(state.engine) as connection:
         opened = current.OpenBatch(batch_id)
         with current.enqueuing_into(opened):
@@ -88,14 +98,14 @@ def adding_to(batch_id: int) -> t.Iterator[current.OpenBatch]:
 def _state_for(what: str) -> SolidQState:
     """The current app's state, checked for a block of enqueues into a batch.
 
-    :raises RuntimeError: the app doesn't use the database queue, or a batch block is open.
+    :raises RuntimeError: the app uses the inline adapter, or a batch block is open.
     """
     state = get_state()
-    if state.adapter is not Adapter.SOLIDQ:
+    if state.adapter is Adapter.INLINE:
         raise RuntimeError(
-            f"{what} stores its jobs and runs its callbacks through the database queue;"
-            f" SOLIDQ_ADAPTER is {state.adapter.value!r}. Use the 'solidq' adapter (the default),"
-            " or enqueue without a batch where the test adapter is on."
+            f"{what} needs a queue to hold its jobs until they run; SOLIDQ_ADAPTER is"
+            " 'inline', which performs each job as it is enqueued. Use the 'solidq' adapter"
+            " (the default), or 'test' in tests (perform_enqueued_jobs() runs the batch)."
         )
     outer = current.open_batch()
     if outer is not None:
@@ -103,7 +113,8 @@ def _state_for(what: str) -> SolidQState:
             f"{what} inside the block of batch {outer.id}: batch blocks don't nest. Enqueue"
             " into the open block, or open the next one after it."
         )
-    state.check_tables()
+    if state.adapter is Adapter.SOLIDQ:
+        state.check_tables()
     return state
 
 
@@ -112,7 +123,10 @@ class Batches:
 
     def find(self, batch_id: int) -> Batch | None:
         """A fresh read of batch ``batch_id``: its counters, times, metadata and status; None
-        when there is no such batch (or its block hasn't committed)."""
+        when there is no such batch (or its block hasn't committed). Under the test adapter,
+        the batch in memory."""
         state = get_state()
+        if state.adapter is Adapter.TEST:
+            return definitions_batches.find(batch_id)  # the test adapter's, in memory
         state.check_tables()
         return definitions_batches.find(batch_id, state.engine)

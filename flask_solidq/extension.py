@@ -286,6 +286,7 @@ class SolidQ:
         (joining the app session's, as an enqueue does): an exception rolls back the batch
         and its jobs. ``metadata`` (JSON-storable keywords) is kept on the batch. An empty
         batch finishes as its block commits. Coalesce keys inside are scoped to the batch.
+        Under the test adapter the batch is kept in memory (:mod:`flask_solidq.testing`).
         Yields the open batch: ``batch.id``. Requires an app context.
 
         A batch opened inside a running job of a batch, or with ``parent=`` (a batch or its
@@ -296,6 +297,7 @@ class SolidQ:
         :raises TypeError: a callback isn't a job, or can't take the batch first.
         :raises flask_solidq.BatchAlreadyFinished: (as the block ends) the parent finished
             first; nothing of the block is stored.
+        :raises RuntimeError: under the inline adapter.
         """
         return batching.batch(on_success, on_failure, on_finish, parent, **metadata)
 

@@ -50,9 +50,11 @@ def solidq_jobs(app: Flask) -> t.Iterator[JobRecorder]:
     state = app.extensions["solidq"]
     adapter, state.adapter = state.adapter, Adapter.TEST
     state.test_jobs.clear()
+    state.test_batches.clear()
     with app.app_context():
         try:
             yield JobRecorder()
         finally:
             state.adapter = adapter
             state.test_jobs.clear()
+            state.test_batches.clear()

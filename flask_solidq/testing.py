@@ -10,8 +10,10 @@ needs an application context (pytest-flask pushes one for tests that use ``app``
             client.post("/signup", data={...})
         perform_enqueued_jobs()
 
-The pytest plugin (:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that
-switches the app to the test adapter for one test.
+``solidq.batch()`` works too: the batch is kept in memory, and its callbacks are recorded
+once its last job is performed (:mod:`flask_solidq.testing_batches`). The pytest plugin
+(:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that switches the app to
+the test adapter for one test.
 
 On the database queue instead (``SOLIDQ_ADAPTER = "solidq"``), where the controls act,
 :func:`frozen_clock` holds the time still and :func:`work_off` runs the due jobs in process
@@ -33,6 +35,7 @@ import contextlib
 import datetime as dt
 import typing as t
 
+from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
 from flask_solidq.frozen_clock import FrozenClock as FrozenClock
 from flask_solidq.frozen_clock import frozen_clock as frozen_clock
@@ -46,14 +49,20 @@ if t.TYPE_CHECKING:
 _UNSET: t.Any = object()
 
 
+class _HasId(t.Protocol):
+    id: int
+
+
 def enqueued_jobs() -> list[Job]:
     """The jobs recorded and not performed yet, oldest first."""
     return list(_test_state().test_jobs)
 
 
 def clear_enqueued_jobs() -> None:
-    """Forget every recorded job."""
-    _test_state().test_jobs.clear()
+    """Forget every recorded job, and the batches they were in."""
+    state = _test_state()
+    state.test_jobs.clear()
+    testing_batches.clear(state)
 
 
 @contextlib.contextmanager
@@ -65,6 +74,7 @@ def assert_enqueued_with(
     queue: str | None = None,
     priority: int | None = None,
     at: dt.datetime | None = _UNSET,
+    batch: int | _HasId | None = _UNSET,
 ) -> t.Iterator[None]:
     """Assert that the block enqueues a job matching every criterion given.
 
@@ -72,6 +82,8 @@ def assert_enqueued_with(
     :param args: the positional arguments, compared as a tuple.
     :param kwargs: the keyword arguments.
     :param at: when it is due (``None`` for now).
+    :param batch: the batch it is in (the one ``solidq.batch()`` yields, a found one, or its
+        id; ``None`` for none).
     :raises AssertionError: no job enqueued in the block matches; the message lists them.
     """
     state = _test_state()
@@ -90,6 +102,8 @@ def assert_enqueued_with(
     }
     if at is not _UNSET:
         wanted["at"] = at
+    if batch is not _UNSET:
+        wanted["batch"] = batch if batch is None or isinstance(batch, int) else batch.id
     if not any(_matches(candidate, wanted) for candidate in new_jobs):
         enqueued = "\n".join(f"  {_describe(candidate)}" for candidate in new_jobs) or "  nothing"
         raise AssertionError(f"No job enqueued with {wanted}. Enqueued in the block:\n{enqueued}")
@@ -99,7 +113,9 @@ def perform_enqueued_jobs(*, only: t.Collection[type[Job]] | None = None) -> int
     """Perform the recorded jobs in the order they were enqueued, including the jobs those
     enqueue, until none (of ``only``'s definitions, when given) is left; return how many ran.
 
-    Exceptions from a job propagate, as with ``perform_now``.
+    Exceptions from a job propagate, as with ``perform_now`` (``retry_on`` and
+    ``discard_on`` don't act). A job of a batch counts there as completed, or as failed when
+    it raised; the batch's last job records its callbacks, which the next call performs.
     """
     state = _test_state()
     performed = 0
@@ -107,7 +123,12 @@ def perform_enqueued_jobs(*, only: t.Collection[type[Job]] | None = None) -> int
         job = _next_job(state, only)
         if job is None:
             return performed
-        job.perform_now()
+        try:
+            job.perform_now()
+        except Exception:
+            testing_batches.job_ended(state, job, failed=True)
+            raise
+        testing_batches.job_ended(state, job, failed=False)
         performed += 1
 
 
@@ -126,6 +147,7 @@ def _matches(job: Job, wanted: dict[str, t.Any]) -> bool:
         "queue": job.queue_name,
         "priority": job.priority,
         "at": job.scheduled_at,
+        "batch": job.batch_id,
     }
     return all(actual[name] == value for name, value in wanted.items())
 
@@ -133,7 +155,8 @@ def _matches(job: Job, wanted: dict[str, t.Any]) -> bool:
 def _describe(job: Job) -> str:
     return (
         f"{type(job).job_name}(args={job.arguments!r}, kwargs={job.kwargs!r},"
-        f" queue={job.queue_name!r}, priority={job.priority})"
+        f" queue={job.queue_name!r}, priority={job.priority}"
+        + (f", batch={job.batch_id})" if job.batch_id is not None else ")")
     )
 
 

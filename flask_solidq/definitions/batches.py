@@ -17,6 +17,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq.config import Adapter
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.state import get_state
 
@@ -113,8 +114,14 @@ CALLBACK_KINDS = ("on_success", "on_failure", "on_finish")
 
 def find(batch_id: int, engine: sa.Engine | None = None) -> Batch | None:
     """A fresh read of batch ``batch_id`` (None if there is none, or its block hasn't
-    committed), on ``engine`` or the current app's queue database."""
-    engine = engine if engine is not None else get_state().engine
+    committed), on ``engine`` or the current app's queue database (its memory, under the
+    test adapter)."""
+    if engine is None:
+        state = get_state()
+        if state.adapter is Adapter.TEST:
+            held = state.test_batches.get(batch_id)
+            return None if held is None or held.enqueued_at is None else held.read()
+        engine = state.engine
     with db.read(engine) as connection:
         return read(connection, batch_id)
 

@@ -221,6 +221,11 @@ class Job(Resumable, RateLimitUsage):
 
     def _perform_now_on_instance(self) -> t.Any:
         self.executions += 1
+        progress = self.__dict__.get("_progress")
+        if progress is not None:
+            # Performed again (a test resuming it by hand): a new run, from its steps so far.
+            progress.met.clear()
+            progress.ran_one = False
         definition = type(self)
         signals.send(signals.perform_start, definition, job=self)
         with current.Performing(self):

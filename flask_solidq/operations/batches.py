@@ -96,7 +96,7 @@ def open_batch(
     """
     row = {
         "parent_id": parent_id,
-        "metadata": _metadata_json(metadata),
+        "metadata": metadata_json(metadata),
         **callbacks,
         "total_jobs": 0,
         "pending_jobs": 0,
@@ -108,7 +108,7 @@ def open_batch(
     return db.insert_returning_id(connection, BATCHES.insert(), row)
 
 
-def _metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
+def metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
     """The batch's extra keywords as JSON (plain JSON: they are read back as they are, by
     people and dashboards, not loaded into a job).
 
@@ -397,14 +397,14 @@ def _store_callbacks(
             if stored is None:
                 continue
             try:
-                job = _callback_job(json.loads(stored), batch)
+                job = callback_job(json.loads(stored), batch)
             except Exception:
                 logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, row.id)
                 continue
             enqueue_operation.enqueue(engine, job)  # joins the finishing transaction
 
 
-def _callback_job(stored: dict[str, t.Any], batch: Batch) -> Job:
+def callback_job(stored: dict[str, t.Any], batch: Batch) -> Job:
     """The job a stored callback runs: its definition, with the batch put first."""
     payload = stored["payload"]
     definition = registry.lookup(stored["class_name"], payload.get("job"))

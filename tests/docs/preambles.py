@@ -98,9 +98,10 @@ call = captured[0]
         15: "jobs = [reindex_product.new(101), reindex_product.new(102)]",
         16: "jobs = [reindex_product.new(103), reindex_product.new(104)]",
     },
-    # The page's first samples use the test adapter; its clock samples, the database queue.
+    # The page's first three samples use the test adapter; its clock samples, the database
+    # queue.
     "docs/testing.md": {
-        2: """
+        3: """
 from flask_solidq.config import Adapter
 from flask_solidq.state import get_state
 get_state().adapter = Adapter.SOLIDQ

@@ -459,9 +459,10 @@ def test_perform_after_commit_is_refused_inside_a_batch(app, engine):
             solidq.perform_after_commit(batch_jobs.work.new(1))
 
 
-def test_batches_need_the_database_queue(database_url):
-    with support.app_emptied_after(database_url, SOLIDQ_ADAPTER="test") as app:
-        with app.app_context(), pytest.raises(RuntimeError, match="SOLIDQ_ADAPTER is 'test'"):
+def test_batches_need_a_queue_which_the_inline_adapter_does_not_have(database_url):
+    # The test adapter's batches: tests/testing/test_batches_test_adapter.py.
+    with support.app_emptied_after(database_url, SOLIDQ_ADAPTER="inline") as app:
+        with app.app_context(), pytest.raises(RuntimeError, match="SOLIDQ_ADAPTER is 'inline'"):
             with solidq.batch():
                 pass
 

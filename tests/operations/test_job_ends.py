@@ -82,6 +82,7 @@ ENDINGS = {
     r"finished_at\s*=": {
         "operations/job_ends.py": "the writer",
         "operations/batches.py": "a batch's own finished_at",
+        "testing_batches.py": "the test adapter's batches, in memory",
         "definitions/batches.py": "reads a batch's row",
         "reads/browse.py": "reads a job's row",
         # The fast paths finish claimed jobs of no batch only (finalize._only_finished).
