@@ -32,14 +32,23 @@ class LostSteps:
     job_id: int
     #: Its failure's message when its resumptions are spent; None while it may resume.
     spent: str | None
+    #: The runs its payload counts (the dead run's, once a save wrote it).
+    executions: int | None = None
 
     def failure(self, error: str) -> str:
-        """The failed execution's error: what ``error`` (the death's) says, and where the
-        job stopped."""
+        """The failed execution's error: what ``error`` (the death's) says, where the job
+        stopped, and in which run."""
         _class, message = execute.parse_error(error)
         message = message.removesuffix("; it may not have started")
         death = f"{message}. " if message else "Its process is gone. "
-        return execute.failure_json("flask_solidq.ResumptionLimitReached", death + str(self.spent))
+        data: dict[str, t.Any] = {
+            "exception_class": "flask_solidq.ResumptionLimitReached",
+            "message": death + str(self.spent),
+            "backtrace": [],
+        }
+        if self.executions is not None:
+            data["executions"] = self.executions
+        return json.dumps(data, ensure_ascii=False)
 
 
 def of_claims(connection: sa.Connection, process_ids: t.Collection[int | None]) -> list[LostSteps]:
@@ -69,7 +78,9 @@ def _lost(job_id: int, class_name: str, stored: str | None) -> LostSteps | None:
     declared, limit = _limit(class_name, payload.get("job"))
     if limit is None or progress.resumptions < limit:
         return LostSteps(job_id, None)
-    return LostSteps(job_id, _spent(payload, progress.resumptions, declared, limit))
+    executions = payload.get("executions")
+    spent = _spent(payload, progress.resumptions, declared, limit)
+    return LostSteps(job_id, spent, executions if type(executions) is int else None)
 
 
 def _limit(class_name: str, import_path: object) -> tuple[bool, int | None]:
