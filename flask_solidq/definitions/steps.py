@@ -25,6 +25,9 @@ says whether it is stopping, and :func:`watch` gives it to the job's :class:`Pro
 (definitions can't import processes). ``advance`` and ``checkpoint`` ask it, and raise
 :class:`JobInterrupted` when it says yes. Under ``perform_now`` nothing watches: the job is
 never interrupted, and its progress lives in memory only.
+
+A run that resumes checks its steps against the saved ones (:func:`run_step`, :func:`end_run`):
+steps run in the order they were saved in, else :class:`~flask_solidq.errors.StepsChanged`.
 """
 
 from __future__ import annotations
