@@ -22,6 +22,7 @@ from flask_solidq.errors import RateLimited as RateLimited
 from flask_solidq.errors import ResumptionLimitReached as ResumptionLimitReached
 from flask_solidq.errors import SerializationError as SerializationError
 from flask_solidq.errors import SolidQError as SolidQError
+from flask_solidq.errors import StepsChanged as StepsChanged
 from flask_solidq.extension import SolidQ as SolidQ
 from flask_solidq.values import CoalesceStatus as CoalesceStatus
 

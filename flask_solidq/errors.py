@@ -75,6 +75,12 @@ class ResumptionLimitReached(SolidQError):
     ``SOLIDQ_MAX_RESUMPTIONS``) allows; it failed, its progress kept for a retry."""
 
 
+class StepsChanged(SolidQError):
+    """A job's steps no longer match its saved progress: a step saved as done or in progress
+    is reached in another order, or not at all. The job fails (no ``retry_on`` rule applies:
+    running it again changes nothing), its progress kept."""
+
+
 class RateLimited(SolidQError):
     """The API a job calls said "too many requests" (HTTP 429): raise it from the job's
     ``perform`` with how long to wait, and every rate-limit budget the job was admitted by

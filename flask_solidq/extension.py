@@ -129,6 +129,7 @@ class SolidQ:
         priority: int = 0,
         name: str | None = None,
         max_resumptions: int | None | Default = Default.CONFIG,
+        resume_errors: tuple[type[Exception], ...] = (),
     ) -> JobDecorator: ...
     def job(
         self,
@@ -138,10 +139,12 @@ class SolidQ:
         priority: int = 0,
         name: str | None = None,
         max_resumptions: int | None | Default = Default.CONFIG,
+        resume_errors: tuple[type[Exception], ...] = (),
     ) -> type[FunctionJob[..., t.Any]] | JobDecorator:
         """Make a job definition of a function; bare (``@solidq.job``) or with options
         (``@solidq.job(queue="low", priority=5, name="reindex")``). ``max_resumptions=``:
-        how many times a job with steps may resume (see ``current_job.step``).
+        how many times a job with steps may resume (see ``current_job.step``);
+        ``resume_errors=``: the errors that resume it from its saved step.
 
         The result is a :class:`Job` subclass: calling it calls the function; it has
         ``perform_later``, ``perform_now``, ``set`` and ``new``. Type checkers see the
@@ -150,7 +153,11 @@ class SolidQ:
         :raises ValueError: another job already has this name.
         """
         decorator = JobDecorator(
-            queue=queue, priority=priority, name=name, max_resumptions=max_resumptions
+            queue=queue,
+            priority=priority,
+            name=name,
+            max_resumptions=max_resumptions,
+            resume_errors=resume_errors,
         )
         return decorator if function is None else decorator(function)
 

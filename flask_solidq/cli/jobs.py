@@ -249,12 +249,11 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
     if detail.blocked_until:
         fields.append(("blocked until", describe_moment(detail.blocked_until, now)))
     if detail.steps is not None:
-        fields.append(("steps done", ", ".join(detail.steps.done) or "-"))
-        fields.append(("current step", detail.steps.current_text))
         fields.append(("resumptions", str(detail.steps.resumptions)))
     width = max(len(name) for name, _ in fields)
     lines = [f"Job {job.id}"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in fields]
+    lines += render_steps(detail)
     lines += ["", "Payload:", _indent(json.dumps(detail.payload, indent=2, ensure_ascii=False))]
     lines += render_attempts(detail, now)  # before the error: its backtrace ends the text
     if detail.error is not None:
@@ -263,6 +262,17 @@ def render_job(detail: browse.JobDetail, now: dt.datetime) -> str:
         lines += [_indent(error.message)] if error.message else []
         lines += ["", "Backtrace:", *[_indent(line) for line in error.backtrace]]
     return "\n".join(lines)
+
+
+def render_steps(detail: browse.JobDetail) -> list[str]:
+    """Each step the job reached, with its state (done, or in progress at its cursor)."""
+    if detail.steps is None:
+        return []
+    states = detail.steps.states
+    if detail.summary.state.value != "finished":
+        states = [*states, ("later steps", "not reached yet")]
+    width = max(len(name) for name, _state in states)
+    return ["", "Steps:", *[f"  {name.ljust(width)}  {state}" for name, state in states]]
 
 
 def render_attempts(detail: browse.JobDetail, now: dt.datetime) -> list[str]:

@@ -89,6 +89,8 @@ class JobDecorator:
     name: str | None = None
     #: See :class:`~flask_solidq.definitions.steps.Resumable`.
     max_resumptions: int | None | steps.Default = steps.Default.CONFIG
+    #: See :class:`~flask_solidq.definitions.steps.Resumable`.
+    resume_errors: tuple[type[Exception], ...] = ()
 
     @t.overload
     def __call__(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
@@ -101,6 +103,7 @@ class JobDecorator:
             queue=self.queue,
             priority=self.priority,
             max_resumptions=self.max_resumptions,
+            resume_errors=self.resume_errors,
         )
 
 
@@ -111,6 +114,7 @@ def make_job(
     queue: str = "default",
     priority: int = 0,
     max_resumptions: int | None | steps.Default = steps.Default.CONFIG,
+    resume_errors: tuple[type[Exception], ...] = (),
 ) -> type[FunctionJob[..., t.Any]]:
     """Make the job definition for ``function``, with the controls decorated on it.
 
@@ -119,6 +123,7 @@ def make_job(
     """
     if not callable(function) or isinstance(function, type):
         raise TypeError(f"@solidq.job decorates a function, not {function!r}.")
+    steps.check_resume_errors(resume_errors, where="@solidq.job(resume_errors=)")
     namespace = {
         "function": staticmethod(function),
         "queue_name": queue,
@@ -127,6 +132,7 @@ def make_job(
         "__qualname__": function.__qualname__,
         "__doc__": function.__doc__,
         "__wrapped__": function,
+        "resume_errors": resume_errors,
     }
     job_class = t.cast(
         "type[FunctionJob[..., t.Any]]",

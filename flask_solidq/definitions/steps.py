@@ -25,6 +25,9 @@ says whether it is stopping, and :func:`watch` gives it to the job's :class:`Pro
 (definitions can't import processes). ``advance`` and ``checkpoint`` ask it, and raise
 :class:`JobInterrupted` when it says yes. Under ``perform_now`` nothing watches: the job is
 never interrupted, and its progress lives in memory only.
+
+A run that resumes checks its steps against the saved ones (:func:`run_step`, :func:`end_run`):
+steps run in the order they were saved in, else :class:`~flask_solidq.errors.StepsChanged`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.errors import DeserializationError
 from flask_solidq.errors import ResumptionLimitReached
 from flask_solidq.errors import SerializationError
+from flask_solidq.errors import StepsChanged
 
 R = t.TypeVar("R")
 
@@ -69,6 +73,21 @@ def check_max_resumptions(value: object, *, where: str) -> int | None | Default:
     return value
 
 
+def check_resume_errors(value: object, *, where: str) -> tuple[type[Exception], ...]:
+    """``resume_errors`` as declared: a tuple of exception classes.
+
+    :raises TypeError: anything else; the message names ``where``.
+    """
+    if not isinstance(value, tuple) or not all(
+        isinstance(item, type) and issubclass(item, Exception) for item in value
+    ):
+        raise TypeError(
+            f"{where} must be a tuple of exception classes (subclasses of Exception),"
+            f" not {value!r}."
+        )
+    return value
+
+
 class Progress:
     """A job's steps: the ones done, the current one and its cursor, how many times the job
     resumed; and, for this run, the names met so far and what says the worker is stopping."""
@@ -83,8 +102,13 @@ class Progress:
         self.saver: t.Callable[[], object] | None = None
         self.save_interval = 0.0
         self.saved_at = time.monotonic()
-        self.met: set[str] = set()
+        #: The step names met in this run, in order.
+        self.met: list[str] = []
         self.ran_one = False
+        #: Whether this run saved anything new: a cursor advanced, or a step finished.
+        self.advanced = False
+        #: What was saved when the run began: (done, current step's name).
+        self.loaded: tuple[tuple[str, ...], str | None] = ((), None)
 
     @property
     def saved(self) -> bool:
@@ -176,6 +200,7 @@ class Step:
         dump_cursor(self.name, cursor)
         self._cursor = cursor
         self._progress.current = (self.name, cursor)
+        self._progress.advanced = True
         self._progress.save(due_only=True)
         self._progress.checkpoint()
 
@@ -195,6 +220,9 @@ class Resumable(DeclaredAttributes):
 
     #: How many times a job of this definition may resume from saved progress.
     max_resumptions: t.ClassVar[int | None | Default] = Default.CONFIG
+    #: Errors that resume the job from its saved step (back to its queue at once, counting a
+    #: resumption) when raised after the run advanced, instead of failing or retrying it.
+    resume_errors: t.ClassVar[tuple[type[Exception], ...]] = ()
 
     def __init_subclass__(
         cls, *, max_resumptions: int | None | Default = Default.CONFIG, **kwargs: t.Any
@@ -203,6 +231,9 @@ class Resumable(DeclaredAttributes):
         if max_resumptions is not Default.CONFIG:
             where = f"{cls.__qualname__}'s max_resumptions="
             cls.max_resumptions = check_max_resumptions(max_resumptions, where=where)
+        if "resume_errors" in cls.__dict__:
+            where = f"{cls.__qualname__}.resume_errors"
+            cls.resume_errors = check_resume_errors(cls.__dict__["resume_errors"], where=where)
 
     def step(self, name: str, function: t.Callable[..., R], *args: t.Any) -> R | None:
         """Run ``function(step, *args)`` as the step ``name``, unless it finished in an earlier
@@ -256,7 +287,8 @@ def run_step(
     runs in this run checkpoints first (Rails does the same)."""
     progress = job._steps
     _check_name(progress, name)
-    progress.met.add(name)
+    _check_order(progress, name)
+    progress.met.append(name)
     if name in progress.done:
         return None
     if progress.ran_one:
@@ -267,6 +299,7 @@ def run_step(
     result = function(Step(name, cursor, progress), *args)
     progress.done.append(name)
     progress.current = None
+    progress.advanced = True
     progress.save()
     return result
 
@@ -279,6 +312,42 @@ def _check_name(progress: Progress, name: object) -> None:
             f"Step {name!r} was already met in this run: each step of a job needs its own name,"
             " since its name is what marks it done."
         )
+
+
+def _check_order(progress: Progress, name: str) -> None:
+    """Steps run in the order they were saved in (Rails' ``InvalidStepError``): the saved
+    done steps come first, in order; then the step saved in progress.
+
+    :raises flask_solidq.errors.StepsChanged: ``name`` comes where another was saved.
+    """
+    done, current = progress.loaded
+    position = len(progress.met)
+    if position < len(done) and done[position] != name:
+        raise _changed(done[position], "done", f"perform reached {name!r} first")
+    if current is not None and current not in progress.met and name not in (current, *done):
+        raise _changed(current, "in progress", f"perform reached {name!r} first")
+
+
+def _changed(saved: str, how: str, what: str) -> StepsChanged:
+    return StepsChanged(
+        f"Step {saved!r} was saved as {how} but {what}: the job's steps changed since its"
+        " progress was saved. Restore the step, or discard the job and enqueue it again."
+    )
+
+
+def end_run(job: Resumable) -> None:
+    """Check, as a run returns, that it met every step its saved progress names.
+
+    :raises flask_solidq.errors.StepsChanged: a step saved as done or in progress when the
+        run began was never reached.
+    """
+    progress = job.__dict__.get("_progress")
+    if progress is None:
+        return
+    done, current = progress.loaded
+    for name, how in [*((name, "done") for name in done), (current, "in progress")]:
+        if name is not None and name not in progress.met:
+            raise _changed(name, how, "perform returned without reaching it")
 
 
 def watch(
@@ -313,11 +382,22 @@ def _apply_watch(job: Resumable, progress: Progress) -> None:
         progress.saved_at = time.monotonic()
 
 
-def begin_run(job: Resumable) -> None:
-    """Count a resumption if the job starts with saved progress (Rails counts the same)."""
+def begin_run(job: Resumable) -> bool:
+    """Count a resumption if the job starts with saved progress (Rails counts the same);
+    return whether it does."""
     progress = job.__dict__.get("_progress")
-    if progress is not None and progress.saved:
-        progress.resumptions += 1
+    if progress is None or not progress.saved:
+        return False
+    progress.resumptions += 1
+    return True
+
+
+def resumes_on(job: Resumable, error: BaseException) -> bool:
+    """Whether ``error`` resumes ``job`` from its saved step: it is one of the job's
+    ``resume_errors``, raised after this run saved something new (so a resumed run that
+    fails at once is not resumed again and again)."""
+    progress = job.__dict__.get("_progress")
+    return progress is not None and progress.advanced and isinstance(error, type(job).resume_errors)
 
 
 def limit_of(job: Resumable, default: int | None) -> int | None:
@@ -382,4 +462,5 @@ def load(data: t.Mapping[str, t.Any]) -> Progress:
     progress.resumptions = resumptions
     if current is not None:
         progress.current = (current[0], arguments.load_args([current[1]])[0])
+    progress.loaded = (tuple(done), None if current is None else current[0])
     return progress

@@ -116,15 +116,21 @@ def perform(
         return Outcome(claimed, OutcomeKind.FINISHED, job=job)
     interval = get_state().settings.step_save_interval or 0.0
     steps.watch(job, stopping, step_saves.saver(claimed, job, process_id), interval)
-    steps.begin_run(job)
+    if steps.begin_run(job):
+        step_saves.count_resumption(claimed, job, process_id)
     try:
         job.perform_now()
+        steps.end_run(job)
     except steps.JobInterrupted:
         return _interrupted(claimed, job)
     except errors.RateLimited as limited:
         return _rate_limited(claimed, job, limited)
+    except errors.StepsChanged as error:
+        return _fail(claimed, job, error)
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
     except Exception as error:  # noqa: BLE001
+        if steps.resumes_on(job, error):
+            return _interrupted(claimed, job, error)
         return handle_error(claimed, job, error)
     finally:
         steps.unwatch(job)
@@ -270,10 +276,13 @@ def _retry(
     )
 
 
-def _interrupted(claimed: ClaimedJob, job: Job) -> Outcome:
+def _interrupted(claimed: ClaimedJob, job: Job, cause: Exception | None = None) -> Outcome:
     """Back to its queue now, same priority, with its progress; no ``retry_on`` attempt
-    spent. Past its resumption limit, a failure instead."""
+    spent. Past its resumption limit, a failure instead; or, when one of its
+    ``resume_errors`` (``cause``) stopped it, what the job's rules say of that error."""
     error = steps.past_limit(job, get_state().settings.max_resumptions)
+    if error is not None and cause is not None:
+        return handle_error(claimed, job, cause)
     if error is not None:
         return _fail(claimed, job, error)
     retry = Retry(
@@ -283,7 +292,7 @@ def _interrupted(claimed: ClaimedJob, job: Job) -> Outcome:
         priority=claimed.priority,
         rate_limit_key=_rate_limit_key(claimed, job),
     )
-    return Outcome(claimed, OutcomeKind.INTERRUPTED, retry=retry, job=job)
+    return Outcome(claimed, OutcomeKind.INTERRUPTED, retry=retry, job=job, exception=cause)
 
 
 def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) -> Outcome:

@@ -164,12 +164,11 @@ def _remove(
 ) -> Removal:
     """Handle a gone process's claims and delete its row; say which jobs failed (their FINISH
     hooks are the caller's to run, after committing) and which went back to ready."""
-    failed: list[JobRef] = []
-    released: list[JobRef] = []
+    released, failed = release.resume_steps(connection, [row.id], error)
     if policy is OnWorkerDeath.RELEASE:
-        released = release.requeue_claims(connection, [row.id])
+        released += release.requeue_claims(connection, [row.id])
     else:
-        failed = release.fail_claims(connection, [row.id], error)
+        failed += release.fail_claims(connection, [row.id], error)
     connection.execute(PROCESSES.delete().where(PROCESSES.c.id == row.id))
     return Removal(row.id, failed, released)
 

@@ -37,6 +37,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
+from flask_solidq.operations import lost_steps
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
 
@@ -109,10 +110,17 @@ def handle_lost_claims(
     policy: OnWorkerDeath,
     error: str,
 ) -> int:
-    """Release or fail (``policy``) the claims of processes that are gone."""
+    """Resume the jobs with step progress (:func:`resume_steps`); release or fail
+    (``policy``) the other claims of processes that are gone."""
+    with db.write(engine) as connection:
+        resumed, failed = resume_steps(connection, process_ids, error)
+    controls.finish(engine, failed)
+    whose = next(iter(process_ids)) if len(process_ids) == 1 else None
+    announce_released(engine, whose, resumed, ReleaseReason.PROCESS_GONE)
+    handled = len(resumed) + len(failed)
     if policy is OnWorkerDeath.RELEASE:
-        return release_all(engine, process_ids, reason=ReleaseReason.PROCESS_GONE)
-    return fail_all(engine, process_ids, error)
+        return handled + release_all(engine, process_ids, reason=ReleaseReason.PROCESS_GONE)
+    return handled + fail_all(engine, process_ids, error)
 
 
 def requeue_claims(
@@ -175,15 +183,48 @@ def release_never_started(
 
 
 def fail_claims(
-    connection: sa.Connection, process_ids: t.Collection[int | None], error: str
+    connection: sa.Connection,
+    process_ids: t.Collection[int | None],
+    error: str,
+    job_ids: t.Collection[int] | None = None,
 ) -> list[JobRef]:
-    """In the caller's transaction: keep the claims of ``process_ids`` as failed executions,
-    counted so in their batches. The caller runs the FINISH hooks (``controls.finish``) after
-    committing."""
-    jobs = _take_claims(connection, process_ids)
+    """In the caller's transaction: keep the claims of ``process_ids`` (on ``job_ids``, when
+    given) as failed executions, counted so in their batches. The caller runs the FINISH
+    hooks (``controls.finish``) after committing."""
+    jobs = _take_claims(connection, process_ids, job_ids)
     if jobs:
         job_ends.fail(connection, [(job.id, error) for job in jobs], utcnow())
     return jobs
+
+
+class Resumed(t.NamedTuple):
+    """What :func:`resume_steps` did with the lost claims of jobs with step progress."""
+
+    #: Back to ready, to resume from their saved steps.
+    resumed: list[JobRef]
+    #: Failed, their ``max_resumptions`` spent; their FINISH hooks are the caller's to run.
+    failed: list[JobRef]
+
+
+def resume_steps(
+    connection: sa.Connection, process_ids: t.Collection[int | None], error: str
+) -> Resumed:
+    """In the caller's transaction: the claims of dead ``process_ids`` whose jobs have step
+    progress go back to ready, keeping their concurrency slots, to resume from their saved
+    steps (whatever ``SOLIDQ_ON_WORKER_DEATH`` says); those whose ``max_resumptions`` is
+    spent fail with ``error`` and where they stopped. Other claims are left to the caller.
+    A resumed job hasn't ended, so its batch's counts don't change."""
+    lost = lost_steps.of_claims(connection, process_ids)
+    resumable = [job.job_id for job in lost if job.spent is None]
+    resumed = _take_claims(connection, process_ids, resumable) if resumable else []
+    dispatch.insert_ready(connection, resumed, utcnow())
+    failed = [
+        ref
+        for job in lost
+        if job.spent is not None
+        for ref in fail_claims(connection, process_ids, job.failure(error), [job.job_id])
+    ]
+    return Resumed(resumed, failed)
 
 
 def claimed_jobs(engine: sa.Engine, process_ids: t.Collection[int]) -> list[JobRef]:
@@ -212,12 +253,19 @@ def orphaned_process_ids(engine: sa.Engine) -> list[int | None]:
         return list(connection.scalars(query))
 
 
-def _take_claims(connection: sa.Connection, process_ids: t.Collection[int | None]) -> list[JobRef]:
-    """Lock and delete the claims of ``process_ids``; return their jobs."""
+def _take_claims(
+    connection: sa.Connection,
+    process_ids: t.Collection[int | None],
+    job_ids: t.Collection[int] | None = None,
+) -> list[JobRef]:
+    """Lock and delete the claims of ``process_ids`` (on ``job_ids``, when given); return
+    their jobs."""
     ids = [process_id for process_id in process_ids if process_id is not None]
     condition: sa.ColumnElement[bool] = CLAIMED.c.process_id.in_(ids)
     if None in process_ids:
         condition = sa.or_(condition, CLAIMED.c.process_id.is_(None))
+    if job_ids is not None:
+        condition = sa.and_(condition, CLAIMED.c.job_id.in_(list(job_ids)))
     return _take(connection, condition)
 
 

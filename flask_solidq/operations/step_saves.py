@@ -44,6 +44,14 @@ def saver(claimed: ClaimedJob, job: Job, process_id: int | None) -> t.Callable[[
     return functools.partial(save, state.engine, claimed.id, process_id, job)
 
 
+def count_resumption(claimed: ClaimedJob, job: Job, process_id: int | None) -> None:
+    """Write the resumption a worker's run just counted, before the job runs: a run killed
+    outright (SIGKILL, OOM) then still counts towards ``max_resumptions``, whatever
+    ``SOLIDQ_STEP_SAVE_INTERVAL`` says. Requires an app context."""
+    if process_id is not None:
+        save(get_state().engine, claimed.id, process_id, job)
+
+
 def save(engine: sa.Engine, job_id: int, process_id: int, job: Job) -> bool:
     """Write ``job``'s payload to its row if ``process_id`` still holds its claim; return
     whether it did. A database error is logged, not raised: the job goes on, and its progress

@@ -21,11 +21,14 @@ class StepProgress:
     resumptions: int
 
     @property
-    def current_text(self) -> str:
-        """``embed (cursor 1200)``, or ``-``."""
-        if self.current is None:
-            return "-"
-        return f"{self.current} (cursor {self.cursor})"
+    def states(self) -> list[tuple[str, str]]:
+        """Each step the job reached and its state, in order: ``("prepare", "done")``,
+        ``("embed", "in progress at cursor 1200")``. Steps not reached yet are not named in
+        the payload, so not listed."""
+        states = [(name, "done") for name in self.done]
+        if self.current is not None:
+            states.append((self.current, f"in progress at cursor {self.cursor}"))
+        return states
 
 
 def of(payload: object) -> StepProgress | None:

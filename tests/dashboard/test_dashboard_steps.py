@@ -1,9 +1,11 @@
-"""Steps that resume on the job page and in ``flask solidq job ID`` (issue 21, item 10): the
-steps done, the current one with its cursor, and the resumptions, read from the payload a job
-interrupted by a stopping worker saved."""
+"""Steps that resume on the job page and in ``flask solidq job ID`` (issue 21, item 10; issue
+34): each step reached with its state (done, or in progress at its cursor), that later ones
+are not reached yet, and the resumptions, read from the payload a job interrupted by a
+stopping worker saved; a job failed with its dead worker shows the run it failed in."""
 
 from __future__ import annotations
 
+import re
 import typing as t
 
 import pytest
@@ -13,8 +15,10 @@ from tests.dashboard.test_dashboard import PREFIX
 from tests.dashboard.test_dashboard import Page
 from tests.jobs import steps as jobs
 from tests.operations.test_steps import after_items
+from tests.operations.test_steps import die
 from tests.operations.test_steps import later
 from tests.operations.test_steps import run
+from tests.operations.test_steps import store_progress
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -46,7 +50,10 @@ def test_the_job_page_shows_steps_done_the_current_step_with_its_cursor_and_resu
 
     assert response.status_code == 200
     text = Page(response.text).text
-    assert "Steps done prepare Current step walk (cursor 5) Resumptions 1" in text
+    assert (
+        "Steps prepare: done walk: in progress at cursor 5 later steps: not reached yet"
+        " Resumptions 1"
+    ) in text
 
 
 def test_flask_solidq_job_shows_the_steps(app, interrupted):
@@ -54,9 +61,13 @@ def test_flask_solidq_job_shows_the_steps(app, interrupted):
 
     assert result.exit_code == 0, result.output
     lines = [" ".join(line.split()) for line in result.output.splitlines()]
-    assert "steps done prepare" in lines
-    assert "current step walk (cursor 5)" in lines
     assert "resumptions 1" in lines
+    steps = lines.index("Steps:")
+    assert lines[steps + 1 : steps + 4] == [
+        "prepare done",
+        "walk in progress at cursor 5",
+        "later steps not reached yet",
+    ]
 
 
 def test_a_job_without_steps_shows_no_steps(app, engine):
@@ -65,5 +76,22 @@ def test_a_job_without_steps_shows_no_steps(app, engine):
     response = app.test_client().get(f"{PREFIX}/jobs/{job_id}")
     output = app.test_cli_runner().invoke(args=["solidq", "job", str(job_id)]).output
 
-    assert "Steps done" not in Page(response.text).text
-    assert "steps done" not in output
+    assert "Steps" not in Page(response.text).text
+    assert "Steps:" not in output
+
+
+def test_a_job_failed_with_its_dead_worker_shows_where_and_in_which_run(app, engine):
+    jobs.DONE.clear()
+    job_id = later(app, jobs.LimitedWalk, 10)
+    run(app, engine, stopping=after_items(4))
+    store_progress(engine, job_id, resumptions=1, executions=2)
+    die(app, engine, "fail")
+
+    page = Page(app.test_client().get(f"{PREFIX}/jobs/{job_id}").text).text
+    output = app.test_cli_runner().invoke(args=["solidq", "job", str(job_id)]).output
+
+    assert "walk: in progress at cursor 3" in page
+    assert re.search(r"Run Failed at Error Message 2 \d{4}-", page)  # its run, not "-"
+    assert "It stopped at step 'walk' (cursor 3)" in page
+    assert "run 2" in output
+    assert "run ?" not in output

@@ -72,6 +72,36 @@ def _walk_failing(step: Step, total: int, fail_at: int, error: type[Exception]) 
         step.advance(n + 1)
 
 
+#: The items before which :class:`ResumingWalk` raises TimeoutError (not where a run starts).
+TIMEOUT_AT: set[int] = set()
+
+
+class ResumingWalk(Walk, name="steps_test.resuming_walk", max_resumptions=2):
+    """:class:`Walk`, whose ``walk`` raises TimeoutError before the items in
+    :data:`TIMEOUT_AT` (but the one it starts at), which resumes it, twice at most."""
+
+    resume_errors = (TimeoutError,)
+
+    def walk(self, step: Step, total: int) -> None:
+        start = step.cursor or 0
+        for n in range(start, total):
+            if n in TIMEOUT_AT and n != start:
+                raise TimeoutError(f"timed out at {n}")
+            DONE.append(("walk", n))
+            step.advance(n + 1)
+
+
+@retry_on(TimeoutError, attempts=2, wait=0)
+class RetriedResumingWalk(ResumingWalk, name="steps_test.retried_resuming_walk"):
+    """:class:`ResumingWalk`, with a ``retry_on`` rule for TimeoutError."""
+
+
+@solidq.job(name="steps_test.resuming_function", resume_errors=(TimeoutError,))
+def resuming_function(total: int, fail_at: int) -> None:
+    """A function job resuming on TimeoutError, raised at ``fail_at`` in its first run."""
+    current_job.step("walk", _walk_failing, total, fail_at, TimeoutError)
+
+
 @solidq.job(name="steps_test.twice")
 def twice() -> None:
     """Two steps of one name."""

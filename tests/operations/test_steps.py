@@ -17,10 +17,13 @@ import sqlalchemy as sa
 
 from flask_solidq import ResumptionLimitReached
 from flask_solidq import SerializationError
+from flask_solidq import StepsChanged
 from flask_solidq import signals
+from flask_solidq.config import OnWorkerDeath
 from flask_solidq.config import load_settings
 from flask_solidq.definitions import steps
 from flask_solidq.operations import execute
+from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
 from tests import support
 from tests.controls.test_concurrency_controls import PROCESS_ID
@@ -381,3 +384,226 @@ def test_an_interrupted_job_stays_pending_in_its_batch_until_it_finishes(app, en
     assert counts() == ("pending", 1, 0)
     assert run(app, engine).kind is OutcomeKind.FINISHED
     assert counts() == ("completed", 0, 1)
+
+
+# A worker that died (issue 34): its steps jobs resume, whatever SOLIDQ_ON_WORKER_DEATH says.
+
+DEATH = execute.failure_json(
+    "flask_solidq.ProcessExitError",
+    "Worker w1 (pid 1 on h) was killed while the job was claimed; it may not have started",
+)
+
+
+def store_progress(engine: sa.Engine, job_id: int, **keys: t.Any) -> None:
+    """Store ``keys`` (``steps``, ``resumptions``) in the job's payload, as a run saved them."""
+    stored = {**payload(engine, job_id), **keys}
+    with engine.begin() as connection:
+        connection.execute(
+            JOBS.update().where(JOBS.c.id == job_id).values(arguments=json.dumps(stored))
+        )
+
+
+def die(app: Flask, engine: sa.Engine, policy: str) -> int:
+    """Claim the one ready job as :data:`PROCESS_ID`, which then dies: its claims are handled
+    as a supervisor does; return how many."""
+    claim(engine)
+    with app.app_context():
+        return release.handle_lost_claims(
+            engine, [PROCESS_ID], policy=OnWorkerDeath(policy), error=DEATH
+        )
+
+
+@pytest.mark.parametrize("policy", ["fail", "release"])
+def test_a_steps_job_whose_worker_died_resumes_from_its_saved_cursor(app, engine, done, policy):
+    job_id = later(app, jobs.Walk, 6)
+    run(app, engine, stopping=after_items(3))
+    store_progress(engine, job_id, resumptions=1)  # the dead run's, written as it started
+    done.clear()
+
+    assert die(app, engine, policy) == 1
+
+    assert ready_ids(engine) == [job_id]
+    assert support.count(engine, FAILED) == support.count(engine, CLAIMED) == 0
+    outcome = run(app, engine)
+    assert outcome.kind is OutcomeKind.FINISHED
+    assert done == [("walk", 2), ("walk", 3), ("walk", 4), ("walk", 5), ("wrap_up", None)]
+    assert t.cast(t.Any, outcome.job).step_progress["resumptions"] == 2
+
+
+@pytest.mark.parametrize("policy", ["fail", "release"])
+def test_a_steps_job_past_max_resumptions_fails_saying_where_its_dead_worker_stopped(
+    app, engine, done, policy
+):
+    job_id = later(app, jobs.LimitedWalk, 6)
+    run(app, engine, stopping=after_items(3))
+    store_progress(engine, job_id, resumptions=1)
+
+    assert die(app, engine, policy) == 1
+
+    assert ready_ids(engine) == []
+    (failure,) = support.rows(engine, FAILED)
+    error = json.loads(failure.error)
+    assert error["exception_class"] == "flask_solidq.ResumptionLimitReached"
+    assert error["message"] == (
+        "Worker w1 (pid 1 on h) was killed while the job was claimed. It stopped at step 'walk'"
+        " (cursor 2) after 1 resumption (max_resumptions=1), so it failed instead of resuming."
+        " Its progress is kept: retry the failed job to resume it."
+    )
+    assert payload(engine, job_id)["steps"] == {"done": ["prepare"], "current": ["walk", 2]}
+
+
+def test_a_job_without_step_progress_follows_on_worker_death_as_before(app, engine, done):
+    job_id = later(app, jobs.Walk, 6)
+
+    assert die(app, engine, "fail") == 1
+
+    (failure,) = support.rows(engine, FAILED)
+    assert failure.job_id == job_id
+    assert "it may not have started" in json.loads(failure.error)["message"]
+
+
+def test_a_resumed_job_and_a_failed_one_change_their_batch_as_any_job(app, engine, done):
+    with app.app_context():
+        with solidq.batch() as batch:
+            resumed = jobs.Walk.perform_later(6).provider_job_id
+    run(app, engine, stopping=after_items(3))
+
+    def counts() -> tuple[str, int, int, int]:
+        with app.app_context():
+            found = solidq.batches.find(batch.id)
+        return found.status.value, found.pending_jobs, found.completed_jobs, found.failed_jobs
+
+    assert die(app, engine, "fail") == 1
+    assert ready_ids(engine) == [resumed]
+    assert counts() == ("pending", 1, 0, 0)
+    store_progress(engine, resumed, resumptions=100)
+    assert die(app, engine, "release") == 1
+    assert counts()[1:] == (0, 0, 1)
+
+
+def test_a_worker_writes_the_resumption_a_run_counts_before_the_job_runs(app, engine, done):
+    job_id = later(app, jobs.Walk, 6)
+    run(app, engine, stopping=after_items(3))
+    seen: list[t.Any] = []
+
+    def stopping() -> bool:
+        seen.append(payload(engine, job_id)["resumptions"])
+        return False
+
+    run(app, engine, stopping=stopping, process_id=PROCESS_ID)
+
+    assert seen[0] == 1  # at the first advance, before any step finished or saved
+
+
+# resume_errors
+
+
+def test_a_resume_error_after_an_advance_resumes_the_job_from_its_saved_step(app, engine, done):
+    jobs.TIMEOUT_AT.clear()
+    jobs.TIMEOUT_AT.add(3)
+    job_id = later(app, jobs.ResumingWalk, 5)
+
+    outcome = run(app, engine)
+
+    assert outcome.kind is OutcomeKind.INTERRUPTED
+    assert isinstance(outcome.exception, TimeoutError)
+    assert ready_ids(engine) == [job_id]
+    assert support.count(engine, FAILED) == 0
+    stored = payload(engine, job_id)
+    assert stored["steps"] == {"done": ["prepare"], "current": ["walk", 3]}
+    assert "exception_executions" not in stored
+    done.clear()
+    finished = run(app, engine)
+    assert finished.kind is OutcomeKind.FINISHED
+    assert done == [("walk", 3), ("walk", 4), ("wrap_up", None)]
+    assert t.cast(t.Any, finished.job).step_progress["resumptions"] == 1
+
+
+@pytest.mark.parametrize(
+    ("definition", "spent"),
+    [(jobs.ResumingWalk, OutcomeKind.FAILED), (jobs.RetriedResumingWalk, OutcomeKind.RETRIED)],
+)
+def test_past_max_resumptions_a_resume_error_is_handled_as_any_error(
+    app, engine, done, definition, spent
+):
+    jobs.TIMEOUT_AT.clear()
+    jobs.TIMEOUT_AT.update({2, 4, 6})
+    later(app, definition, 10)
+
+    kinds = [run(app, engine).kind for _ in range(3)]
+
+    assert kinds == [OutcomeKind.INTERRUPTED, OutcomeKind.INTERRUPTED, spent]
+    if spent is OutcomeKind.FAILED:
+        (failure,) = support.rows(engine, FAILED)
+        assert json.loads(failure.error)["exception_class"] == "builtins.TimeoutError"
+
+
+def test_a_resume_error_before_the_run_advanced_is_handled_as_any_error(app, engine, done):
+    later(app, jobs.resuming_function, 5, 0)
+
+    outcome = run(app, engine)
+
+    assert outcome.kind is OutcomeKind.FAILED
+    assert isinstance(outcome.exception, TimeoutError)
+
+
+def test_a_function_job_declares_resume_errors_with_its_decorator(app, engine, done):
+    job_id = later(app, jobs.resuming_function, 5, 2)
+
+    assert run(app, engine).kind is OutcomeKind.INTERRUPTED
+    assert payload(engine, job_id)["steps"] == {"done": [], "current": ["walk", 2]}
+    assert run(app, engine).kind is OutcomeKind.FINISHED
+
+
+@pytest.mark.parametrize("value", [TimeoutError, [TimeoutError], (TimeoutError, "x"), (int,)])
+def test_resume_errors_must_be_a_tuple_of_exception_classes(value):
+    with pytest.raises(TypeError, match=r"Bad\.resume_errors must be a tuple of exception"):
+        type("Bad", (jobs.Walk,), {"resume_errors": value}, name="steps_test.bad_resume")
+    with pytest.raises(TypeError, match=r"@solidq\.job\(resume_errors=\) must be a tuple"):
+        solidq.job(name="steps_test.bad_resume_function", resume_errors=value)(lambda: None)
+
+
+# A job whose steps changed since its progress was saved.
+
+
+@pytest.mark.parametrize(
+    ("saved", "message"),
+    [
+        ({"done": ["walk"]}, "Step 'walk' was saved as done but perform reached 'prepare' first"),
+        (
+            {"done": ["prepare", "embed"]},
+            "Step 'embed' was saved as done but perform reached 'walk' first",
+        ),
+        (
+            {"done": ["prepare"], "current": ["embed", 3]},
+            "Step 'embed' was saved as in progress but perform reached 'walk' first",
+        ),
+        (
+            {"done": ["prepare", "walk", "wrap_up", "publish"]},
+            "Step 'publish' was saved as done but perform returned without reaching it",
+        ),
+    ],
+)
+def test_a_job_whose_steps_changed_since_its_progress_was_saved_fails_naming_the_step(
+    app, engine, done, saved, message
+):
+    job_id = later(app, jobs.RetriedResumingWalk, 3)
+    store_progress(engine, job_id, steps=saved)
+
+    outcome = run(app, engine)
+
+    assert outcome.kind is OutcomeKind.FAILED  # not retried: running it again changes nothing
+    assert isinstance(outcome.exception, StepsChanged)
+    assert str(outcome.exception) == (
+        f"{message}: the job's steps changed since its progress was saved. Restore the step,"
+        " or discard the job and enqueue it again."
+    )
+    assert payload(engine, job_id)["steps"] == saved
+
+
+def test_steps_saved_in_the_order_they_run_resume_as_before(app, engine, done):
+    job_id = later(app, jobs.Walk, 3)
+    store_progress(engine, job_id, steps={"done": ["prepare", "walk"]})
+
+    assert run(app, engine).kind is OutcomeKind.FINISHED
+    assert done == [("wrap_up", None)]

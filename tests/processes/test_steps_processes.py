@@ -4,7 +4,8 @@ another worker resumes it from there, even while the first still waits for its o
 job that checkpoints more often than the shutdown timeout is interrupted, never released by
 the timeout; a thread-mode worker its supervisor stops interrupts its job the same way; a
 worker killed outright loses only the progress since its last save
-(``SOLIDQ_STEP_SAVE_INTERVAL``)."""
+(``SOLIDQ_STEP_SAVE_INTERVAL``), and its job resumes whatever ``SOLIDQ_ON_WORKER_DEATH`` says,
+until ``max_resumptions`` is spent."""
 
 from __future__ import annotations
 
@@ -169,3 +170,52 @@ def test_another_worker_takes_the_interrupted_job_while_its_own_still_shuts_down
     assert first.wait(30) == 0, first.output()
     second.signal(signal.SIGTERM)
     assert second.wait(20) == 0, second.output()
+
+
+def ended(engine) -> bool:
+    """Whether a job finished or failed."""
+    return bool(runtime_support.finished_ids(engine) or runtime_support.failures(engine))
+
+
+def test_a_steps_job_whose_worker_is_killed_resumes_even_when_dead_workers_jobs_fail(
+    app, engine, launcher
+):
+    job_id = enqueue_count_up(app, 40, 0.05)
+    config = {"SOLIDQ_STEP_SAVE_INTERVAL": 0, "SOLIDQ_ON_WORKER_DEATH": "fail"}
+    work = launcher.start(config=config)
+    support.wait_until(lambda: len(counted(engine)) >= 5, timeout=30)
+    (victim,) = {pid for _n, pid in counted(engine)}
+
+    os.kill(victim, signal.SIGKILL)
+
+    support.wait_until(lambda: ended(engine), timeout=30)
+    assert runtime_support.failures(engine) == {}
+    support.wait_until(lambda: runtime_support.finished_ids(engine) == {job_id}, timeout=30)
+    after = [n for n, pid in counted(engine) if pid != victim]
+    assert after == list(range(after[0], 40)) and after[0] >= 4
+    assert stored_payload(engine, job_id)["resumptions"] == 1
+    work.signal(signal.SIGTERM)
+    assert work.wait(20) == 0, work.output()
+
+
+def test_a_killed_steps_job_past_max_resumptions_fails_naming_its_step_and_cursor(
+    app, engine, launcher
+):
+    job_id = enqueue_count_up(app, 400, 0.05)
+    config = {"SOLIDQ_STEP_SAVE_INTERVAL": 0, "SOLIDQ_MAX_RESUMPTIONS": 0}
+    work = launcher.start(config=config)
+    support.wait_until(lambda: len(counted(engine)) >= 3, timeout=30)
+    (victim,) = {pid for _n, pid in counted(engine)}
+
+    os.kill(victim, signal.SIGKILL)
+
+    support.wait_until(lambda: support.count(engine, FAILED) == 1, timeout=30)
+    (failure,) = support.rows(engine, FAILED)
+    error = json.loads(failure.error)
+    cursor = stored_payload(engine, job_id)["steps"]["current"][1]
+    assert error["exception_class"] == "flask_solidq.ResumptionLimitReached"
+    assert f"It stopped at step 'count' (cursor {cursor}) after 0 resumptions" in error["message"]
+    assert "(SOLIDQ_MAX_RESUMPTIONS=0)" in error["message"]
+    assert support.count(engine, READY) == support.count(engine, CLAIMED) == 0
+    work.signal(signal.SIGTERM)
+    assert work.wait(20) == 0, work.output()
