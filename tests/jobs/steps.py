@@ -144,3 +144,25 @@ def _count(step: Step, total: int, delay: float) -> None:
         record_run("steps_test.count", n)
         time.sleep(delay)
         step.advance(n + 1)
+
+
+@solidq.job(name="steps_test.count_labelled")
+def count_labelled(label: str, total: int, delay: float) -> None:
+    """``count``: a ``steps_test.unit`` run row ``<label>:<n>`` for each n in ``range(total)``,
+    then ``delay`` seconds of sleep, advancing after each; then ``close``: one
+    ``steps_test.closed`` row."""
+    current_job.step("count", _count_labelled, label, total, delay)
+    current_job.step("close", lambda step: record_run("steps_test.closed", label))
+
+
+def _count_labelled(step: Step, label: str, total: int, delay: float) -> None:
+    for n in range(step.cursor or 0, total):
+        record_run("steps_test.unit", f"{label}:{n}")
+        time.sleep(delay)
+        step.advance(n + 1)
+
+
+@solidq.job(name="steps_test.batch_end")
+def batch_end(batch: t.Any) -> None:
+    """A batch's ``on_finish``: a ``steps_test.batch_end`` row ``<id>:<completed>:<failed>``."""
+    record_run("steps_test.batch_end", f"{batch.id}:{batch.completed_jobs}:{batch.failed_jobs}")
