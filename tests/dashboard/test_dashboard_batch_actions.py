@@ -2,7 +2,8 @@
 (capped, the rest on the batches list's ``?parent=`` pages), and its two actions, "Retry
 failed jobs" and "Discard pending jobs" (:func:`flask_solidq.dashboard.batch_views.batch_action`),
 each offered only when there is something to act on, and refused without a CSRF token, as a
-GET, and for an unknown or malformed batch id."""
+GET, and for an unknown or malformed batch id. The children are read through the index on
+``parent_id``."""
 
 from __future__ import annotations
 
@@ -299,3 +300,25 @@ def test_an_action_on_an_unknown_or_malformed_batch_is_refused(app, engine, clie
     assert malformed.status_code == 400 and "is not a batch id" in malformed.text
     assert too_big.status_code == 400
     assert [job_state(engine, job_id) for job_id in failed] == ["failed"] * 3
+
+
+def test_the_children_read_seeks_the_parent_id_index(app, engine):
+    """The statement ``list_batches(parent=...)`` sends, as each backend plans it."""
+    statements: list[tuple[str, t.Any]] = []
+
+    def note(conn: t.Any, cursor: t.Any, statement: str, parameters: t.Any, *_: t.Any) -> None:
+        statements.append((statement, parameters))
+
+    sa.event.listen(engine, "before_cursor_execute", note)
+    try:
+        with engine.connect() as connection:
+            batch_views.batches.list_batches(connection, parent=5, limit=50)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", note)
+    ((statement, parameters),) = statements
+    explain = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
+
+    with engine.connect() as connection:
+        plan = str(connection.exec_driver_sql(explain + statement, parameters).all())
+
+    assert "ix_solidq_batches_parent_id" in plan, plan
