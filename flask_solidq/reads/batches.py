@@ -1,4 +1,5 @@
-"""Reading batches for people: a page of batches, and one batch with its jobs by state.
+"""Reading batches for people: a page of batches (or of one's children), and one batch with
+its jobs by state and whether it has jobs to retry or discard.
 Read-only; behind ``flask solidq batches`` / ``flask solidq batch`` and the dashboard.
 
 Batches are keyset-paginated on their id, newest first (``before``: the last id of the
@@ -19,6 +20,12 @@ import sqlalchemy as sa
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
+from flask_solidq.models.tables import BLOCKED
+from flask_solidq.models.tables import FAILED
+from flask_solidq.models.tables import JOBS
+from flask_solidq.models.tables import READY
+from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.operations import batches as batch_operations
 from flask_solidq.reads import browse
 
 #: The most batches one page lists.
@@ -67,15 +74,19 @@ def list_batches(
     connection: sa.Connection,
     *,
     status: BatchFilter | None = None,
+    parent: int | None = None,
     before: int | None = None,
     limit: int = 50,
 ) -> list[Batch]:
-    """Up to ``limit`` batches (only those ``status`` names), newest first, with ids below
-    ``before``. A batch whose block hasn't committed is never listed."""
+    """Up to ``limit`` batches (only those ``status`` names; only the children of batch
+    ``parent``, through the index on ``parent_id``), newest first, with ids below ``before``.
+    A batch whose block hasn't committed is never listed."""
     limit = max(1, min(limit, MAX_PAGE))
     query = sa.select(BATCHES).where(BATCHES.c.enqueued_at.is_not(None))
     if status is not None:
         query = query.where(_CONDITIONS[status])
+    if parent is not None:
+        query = query.where(BATCHES.c.parent_id == parent)
     if before is not None:
         query = query.where(BATCHES.c.id < before)
     rows = connection.execute(query.order_by(BATCHES.c.id.desc()).limit(limit))
@@ -104,3 +115,36 @@ def job_groups(
         next_before = jobs[-1].id if len(jobs) == limit else None
         groups.append(JobGroup(state, jobs, next_before))
     return groups
+
+
+@dataclasses.dataclass(frozen=True)
+class Actionable:
+    """What a batch's page offers: whether the batch or a descendant has failed jobs to
+    retry, and scheduled, blocked or ready jobs to discard."""
+
+    failed: bool
+    pending: bool
+
+
+def actionable(connection: sa.Connection, batch: Batch) -> Actionable:
+    """Whether ``batch`` and its descendants have failed / pending jobs. Its counters rule
+    most batches out unread (a descendant with failed or pending jobs counts in its parent as
+    a failed or pending job); otherwise one read of the family (one per generation) and one
+    of ``EXISTS`` conditions."""
+    if not batch.failed_jobs and not batch.pending_jobs:
+        return Actionable(failed=False, pending=False)
+    family = batch_operations.family(connection, batch.id)
+
+    def exists(execution: sa.Table) -> sa.ColumnElement[bool]:
+        joined = execution.join(JOBS, JOBS.c.id == execution.c.job_id)
+        return sa.exists(
+            sa.select(sa.literal(1)).select_from(joined).where(JOBS.c.batch_id.in_(family))
+        )
+
+    # A batch none of whose jobs (children included) is pending has none waiting.
+    pending: sa.ColumnElement[bool] = sa.false()
+    if batch.pending_jobs:
+        pending = sa.or_(exists(SCHEDULED), exists(BLOCKED), exists(READY))
+    row = connection.execute(sa.select(exists(FAILED).label("failed"), pending.label("pending")))
+    failed, waiting = row.one()
+    return Actionable(failed=bool(failed), pending=bool(waiting))

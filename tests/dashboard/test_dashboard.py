@@ -265,6 +265,9 @@ def actions(ids: World) -> list[tuple[str, dict[str, str]]]:
         ("/failed/retry", {}),
         ("/failed/discard", {}),
         ("/queues/alpha/pause", {}),
+        # No batch holds the jobs: the refusals come before the view looks.
+        ("/batches/1/retry", {}),
+        ("/batches/1/discard", {}),
     ]
 
 

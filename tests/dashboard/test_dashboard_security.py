@@ -325,6 +325,11 @@ BAD_INPUTS: list[tuple[str, str, dict[str, str]]] = [
     ("GET", f"/batches/{quote('²')}", {}),
     ("GET", f"/batches/1?state=rea{NUL}dy", {}),
     ("GET", "/batches/1?state=ready&before=-1", {}),
+    ("GET", f"/batches?parent={TOO_BIG}", {}),
+    ("GET", "/batches?parent=-1", {}),
+    ("POST", f"/batches/1{NUL}/retry", {}),
+    ("POST", f"/batches/{TOO_BIG}/retry", {}),
+    ("POST", "/batches/-1/discard", {}),
     # The control pages' cursors.
     ("GET", f"/budgets?after=k{NUL}", {}),
     ("GET", f"/concurrency?after=k{NUL}", {}),
