@@ -86,27 +86,10 @@ def test_an_app_on_schema_version_3_gets_only_versions_4_to_7_and_keeps_its_jobs
     with engine.begin() as connection:
         row = connection.execute(sa.select(JOBS).where(JOBS.c.id == job_id)).one()
         assert (row.finished_at, row.started_at, row.rate_limit_charges) == (moment, None, None)
-        batch_id = connection.execute(
-            BATCHES.insert().values(
-                total_jobs=0,
-                pending_jobs=0,
-                completed_jobs=0,
-                failed_jobs=0,
-                created_at=moment,
-                updated_at=moment,
-            )
-        ).inserted_primary_key[0]
-        connection.execute(
-            BATCHES.insert().values(
-                parent_id=batch_id,
-                total_jobs=0,
-                pending_jobs=0,
-                completed_jobs=0,
-                failed_jobs=0,
-                created_at=moment,
-                updated_at=moment,
-            )
-        )
+        empty = dict.fromkeys(("total_jobs", "pending_jobs", "completed_jobs", "failed_jobs"), 0)
+        row = {**empty, "created_at": moment, "updated_at": moment}
+        parent = connection.execute(BATCHES.insert().values(row)).inserted_primary_key[0]
+        connection.execute(BATCHES.insert().values({**row, "parent_id": parent}))
         connection.execute(
             FAILURES.insert().values(job_id=job_id, executions=1, error="{}", created_at=moment)
         )
