@@ -111,8 +111,9 @@ def import_supplier(supplier_id: int) -> None:
     batch = current_job.batch
     if batch is None:  # run on its own, outside a batch
         return
-    with batch.enqueue():
-        for product_id in product_ids:
+    for product_id in product_ids:
+        # One block per call: a block holds the coalesce keys it opens until it commits.
+        with batch.enqueue():
             reindex_product.perform_later(product_id)
 
 

@@ -89,8 +89,8 @@ def importer(supplier_id: object, product_ids: list[int]) -> None:
     PERFORMED.append(("batch_test.importer", supplier_id))
     batch = current_job.batch
     assert batch is not None
-    with batch.enqueue():
-        for product_id in product_ids:
+    for product_id in product_ids:
+        with batch.enqueue():  # one block per call, as docs/batches.md advises
             reindex.perform_later(product_id)
 
 
@@ -184,3 +184,15 @@ def opens_child(values: list[object], failing: list[object], depth: int = 1) -> 
             fail.perform_later(value)
         if depth > 1:
             opens_child.perform_later([], [], depth - 1)
+
+
+@solidq.job(name="batch_test.replace")
+@coalesce(key=lambda product_id, price: product_id, on_conflict="replace")
+def replace(product_id: object, price: object) -> None:
+    PERFORMED.append(("batch_test.replace", (product_id, price)))
+
+
+@solidq.job(name="batch_test.blank_key")
+@coalesce(key="")
+def blank_key(value: object) -> None:
+    PERFORMED.append(("batch_test.blank_key", value))

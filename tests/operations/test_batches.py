@@ -487,3 +487,64 @@ def test_metadata_that_isnt_plain_json_is_refused_before_anything_is_written(app
         with solidq.batch(started=dt.datetime(2026, 1, 1)):
             pass
     assert support.count(engine, BATCHES) == 0
+
+
+def test_the_coalesce_signal_and_blank_keys_carry_the_batch_prefix(app, engine):
+    with app.app_context(), support.signals_sent(signals.coalesce) as sent:
+        with solidq.batch() as batch:
+            batch_jobs.reindex.perform_later(7)
+            batch_jobs.blank_key.perform_later(1)
+            batch_jobs.blank_key.perform_later(2)  # joins: a blank key is one key
+        with engine.connect() as connection:
+            keys = set(connection.scalars(sa.select(KEYS.c.key)))
+    prefix = f"Batch/{batch.id}/"
+    assert [payload["key"] for _sender, payload in sent] == [
+        f"{prefix}batch_test.reindex/7",
+        f"{prefix}batch_test.blank_key/",
+        f"{prefix}batch_test.blank_key/",
+    ]
+    assert keys == {f"{prefix}batch_test.reindex/7", f"{prefix}batch_test.blank_key/"}
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 0, 2)
+
+
+def test_a_replacing_call_in_a_batch_adds_nothing_and_the_job_runs_the_last_arguments(
+    app, engine, performed
+):
+    with app.app_context():
+        with solidq.batch() as batch:
+            first = batch_jobs.replace.perform_later(5, "9.99")
+            second = batch_jobs.replace.perform_later(5, "8.99")
+    assert second.provider_job_id == first.provider_job_id
+    assert batch_of_jobs(engine) == {first.provider_job_id: batch.id}
+    assert batch_counts(app, batch.id) == ("pending", 1, 0, 0, 1)
+    run_all(app, engine)
+    assert [ran for name, ran in performed if name == "batch_test.replace"] == [(5, "8.99")]
+    assert batch_counts(app, batch.id) == ("completed", 1, 1, 0, 0)
+
+
+def test_a_call_after_its_keys_job_started_opens_another_job_of_the_batch(app, engine, performed):
+    with app.app_context():
+        with solidq.batch() as batch:
+            batch_jobs.reindex.perform_later(3)
+    (claimed,) = claim(engine, 1)
+    outcomes = perform(app, [claimed])  # it started (and ran): its key is free again
+    with app.app_context():
+        with solidq.batches.find(batch.id).enqueue():
+            later = batch_jobs.reindex.perform_later(3)
+    assert later.provider_job_id != claimed.id
+    assert batch_counts(app, batch.id) == ("pending", 2, 0, 0, 2)
+    finalize.finalize_all(engine, PROCESS_ID, outcomes, preserve_finished=False)
+    run_all(app, engine)
+    assert [ran for name, ran in performed if name == "batch_test.reindex"] == [3, 3]
+    assert batch_counts(app, batch.id) == ("completed", 2, 2, 0, 0)
+
+
+def test_an_exception_in_an_add_block_stores_none_of_it(app, engine):
+    with app.app_context():
+        with solidq.batch() as batch:
+            batch_jobs.work.set(wait=3600).perform_later(1)
+        with pytest.raises(batch_jobs.Boom), solidq.batches.find(batch.id).enqueue():
+            batch_jobs.work.perform_later(2)
+            raise batch_jobs.Boom("the block fails")
+    assert list(batch_of_jobs(engine).values()) == [batch.id]
+    assert batch_counts(app, batch.id) == ("pending", 1, 0, 0, 1)
