@@ -166,3 +166,17 @@ def _count_labelled(step: Step, label: str, total: int, delay: float) -> None:
 def batch_end(batch: t.Any) -> None:
     """A batch's ``on_finish``: a ``steps_test.batch_end`` row ``<id>:<completed>:<failed>``."""
     record_run("steps_test.batch_end", f"{batch.id}:{batch.completed_jobs}:{batch.failed_jobs}")
+
+
+@solidq.job(name="steps_test.checkpointed")
+def checkpointed(total: int) -> None:
+    """``poll``: notes the cursor it starts from, then checks ``total`` times whether the
+    worker is stopping (``step.checkpoint()``, saving nothing), noting each check."""
+    current_job.step("poll", _poll, total)
+
+
+def _poll(step: Step, total: int) -> None:
+    DONE.append(("cursor", step.cursor))
+    for index in range(total):
+        DONE.append(("poll", index))
+        step.checkpoint()

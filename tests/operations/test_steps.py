@@ -607,3 +607,15 @@ def test_steps_saved_in_the_order_they_run_resume_as_before(app, engine, done):
 
     assert run(app, engine).kind is OutcomeKind.FINISHED
     assert done == [("wrap_up", None)]
+
+
+def test_a_checkpoint_interrupts_a_stopping_worker_without_saving_a_cursor(app, engine, done):
+    job_id = later(app, jobs.checkpointed, 5)
+    outcome = run(app, engine, stopping=after_items(3))  # the cursor, then polls 0 and 1
+    assert outcome.kind is OutcomeKind.INTERRUPTED
+    assert done == [("cursor", None), ("poll", 0), ("poll", 1)]
+    assert payload(engine, job_id)["steps"] == {"done": [], "current": ["poll", None]}
+    done.clear()
+    assert run(app, engine).kind is OutcomeKind.FINISHED
+    assert done[0] == ("cursor", None)  # nothing advanced: the step starts over
+    assert len(done) == 6
