@@ -22,13 +22,13 @@ from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
-from flask_solidq.definitions.steps import Default
+from flask_solidq.definitions.step_options import Default
 from flask_solidq.lifecycle import H as _Hook
 from flask_solidq.lifecycle import Lifecycle
 from flask_solidq.lifecycle import LifecycleHooks
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
-from flask_solidq.operations.batches import Callback
+from flask_solidq.operations.batch_callbacks import Callback
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
@@ -280,26 +280,13 @@ class SolidQ:
         **metadata: t.Any,
     ) -> t.ContextManager[OpenBatch]:
         """A batch: the jobs enqueued inside the block (single or bulk) belong to it, and once
-        none of them is pending its callbacks run, once each: ``on_success`` when no job
-        failed for good, ``on_failure`` otherwise, ``on_finish`` either way. ::
-
-            with solidq.batch(on_success=publish_catalog, label="catalog") as batch:
-                for supplier_id in supplier_ids:
-                    import_supplier.perform_later(supplier_id)
-
-        A callback is a job definition or an unenqueued job (``publish.new(catalog_id)``); it
-        is called with the batch (:class:`~flask_solidq.definitions.batches.Batch`) first,
-        and is not part of the batch. The block is one transaction on the queue's database
-        (joining the app session's, as an enqueue does): an exception rolls back the batch
-        and its jobs. ``metadata`` (JSON-storable keywords) is kept on the batch. An empty
-        batch finishes as its block commits. Coalesce keys inside are scoped to the batch.
-        Under the test adapter the batch is kept in memory (:mod:`flask_solidq.testing`).
-        Yields the open batch: ``batch.id``. Requires an app context.
-
-        A batch opened inside a running job of a batch, or with ``parent=`` (a batch or its
-        id), is a child of that batch: it counts as one job of its parent, which finishes
-        only after the child has, and the child's callbacks run as jobs of the parent, before
-        the parent's own.
+        none is pending its callbacks run once each (``on_success`` when no job failed for
+        good, ``on_failure`` otherwise, ``on_finish`` either way), with the batch first. A
+        callback is a job definition or an unenqueued job, not part of the batch. The block
+        is one transaction (joining the app session's): an exception rolls back the batch and
+        its jobs. ``metadata`` (JSON keywords) is kept on the batch. Opened in a running batch
+        job, or with ``parent=`` (a batch or its id), it is a child: one job of its parent,
+        its callbacks run before the parent's. See docs/batches.md. Yields the open batch.
 
         :raises TypeError: a callback isn't a job, or can't take the batch first.
         :raises flask_solidq.BatchAlreadyFinished: (as the block ends) the parent finished

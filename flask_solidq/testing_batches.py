@@ -21,6 +21,7 @@ from flask_solidq import current
 from flask_solidq import errors
 from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
+from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import batches
 from flask_solidq.timing import utcnow
 
@@ -192,12 +193,12 @@ def _finish(state: SolidQState, held: HeldBatch) -> None:
             if stored is None:
                 continue
             try:
-                job = batches.callback_job(json.loads(stored), finished)
+                job = batch_callbacks.callback_job(json.loads(stored), finished)
             except Exception:
                 logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, held.id)
                 continue
             state.enqueue(job, state)
-    batches.announce_finished([finished])
+    batch_callbacks.announce_finished([finished])
     if parent is not None and into is not None:
         parent.total_jobs += into.stored
         parent.pending_jobs += into.stored

@@ -18,7 +18,7 @@ import inspect
 import typing as t
 
 from flask_solidq.definitions import declarations
-from flask_solidq.definitions import steps
+from flask_solidq.definitions import step_options
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.job import Job
 
@@ -88,7 +88,7 @@ class JobDecorator:
     priority: int = 0
     name: str | None = None
     #: See :class:`~flask_solidq.definitions.steps.Resumable`.
-    max_resumptions: int | None | steps.Default = steps.Default.CONFIG
+    max_resumptions: int | None | step_options.Default = step_options.Default.CONFIG
     #: See :class:`~flask_solidq.definitions.steps.Resumable`.
     resume_errors: tuple[type[Exception], ...] = ()
 
@@ -113,7 +113,7 @@ def make_job(
     name: str | None = None,
     queue: str = "default",
     priority: int = 0,
-    max_resumptions: int | None | steps.Default = steps.Default.CONFIG,
+    max_resumptions: int | None | step_options.Default = step_options.Default.CONFIG,
     resume_errors: tuple[type[Exception], ...] = (),
 ) -> type[FunctionJob[..., t.Any]]:
     """Make the job definition for ``function``, with the controls decorated on it.
@@ -123,7 +123,7 @@ def make_job(
     """
     if not callable(function) or isinstance(function, type):
         raise TypeError(f"@solidq.job decorates a function, not {function!r}.")
-    steps.check_resume_errors(resume_errors, where="@solidq.job(resume_errors=)")
+    step_options.check_resume_errors(resume_errors, where="@solidq.job(resume_errors=)")
     namespace = {
         "function": staticmethod(function),
         "queue_name": queue,

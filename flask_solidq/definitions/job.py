@@ -221,11 +221,8 @@ class Job(Resumable, RateLimitUsage):
 
     def _perform_now_on_instance(self) -> t.Any:
         self.executions += 1
-        progress = self.__dict__.get("_progress")
-        if progress is not None:
-            # Performed again (a test resuming it by hand): a new run, from its steps so far.
-            progress.met.clear()
-            progress.ran_one = False
+        if (progress := self.__dict__.get("_progress")) is not None:
+            progress.new_run()  # performed again, by hand: a new run from its steps so far
         definition = type(self)
         signals.send(signals.perform_start, definition, job=self)
         with current.Performing(self):

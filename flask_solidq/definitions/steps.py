@@ -26,20 +26,22 @@ says whether it is stopping, and :func:`watch` gives it to the job's :class:`Pro
 :class:`JobInterrupted` when it says yes. Under ``perform_now`` nothing watches: the job is
 never interrupted, and its progress lives in memory only.
 
-A run that resumes checks its steps against the saved ones (:func:`run_step`, :func:`end_run`):
-steps run in the order they were saved in, else :class:`~flask_solidq.errors.StepsChanged`.
+A run that resumes checks its steps against the saved ones (:func:`run_step`, and
+:mod:`~flask_solidq.definitions.step_runs` as it ends): steps run in the order they were saved
+in, else :class:`~flask_solidq.errors.StepsChanged`.
 """
 
 from __future__ import annotations
 
-import enum
 import time
 import typing as t
 
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.definitions.step_options import Default
+from flask_solidq.definitions.step_options import check_max_resumptions
+from flask_solidq.definitions.step_options import check_resume_errors
 from flask_solidq.errors import DeserializationError
-from flask_solidq.errors import ResumptionLimitReached
 from flask_solidq.errors import SerializationError
 from flask_solidq.errors import StepsChanged
 
@@ -53,41 +55,6 @@ class JobInterrupted(BaseException):  # noqa: N818 - a signal to unwind, like Ke
     ``StandardError`` for the same reason)."""
 
 
-class Default(enum.Enum):
-    """``max_resumptions``' default: take ``SOLIDQ_MAX_RESUMPTIONS``."""
-
-    CONFIG = "config"
-
-
-def check_max_resumptions(value: object, *, where: str) -> int | None | Default:
-    """``max_resumptions=`` as declared: an int of 0 or more, None (no limit) or the default.
-
-    :raises ValueError: anything else; the message names ``where``.
-    """
-    if value is None or value is Default.CONFIG:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(
-            f"{where} must be an int of 0 or more, or None for no limit, not {value!r}."
-        )
-    return value
-
-
-def check_resume_errors(value: object, *, where: str) -> tuple[type[Exception], ...]:
-    """``resume_errors`` as declared: a tuple of exception classes.
-
-    :raises TypeError: anything else; the message names ``where``.
-    """
-    if not isinstance(value, tuple) or not all(
-        isinstance(item, type) and issubclass(item, Exception) for item in value
-    ):
-        raise TypeError(
-            f"{where} must be a tuple of exception classes (subclasses of Exception),"
-            f" not {value!r}."
-        )
-    return value
-
-
 class Progress:
     """A job's steps: the ones done, the current one and its cursor, how many times the job
     resumed; and, for this run, the names met so far and what says the worker is stopping."""
@@ -97,7 +64,7 @@ class Progress:
         #: (step name, cursor) of the step in progress, or None between steps.
         self.current: tuple[str, t.Any] | None = None
         self.resumptions = 0
-        self.stopping: t.Callable[[], bool] = _never
+        self.stopping: t.Callable[[], bool] = never_stopping
         #: Writes the job's payload (a worker's run, with ``SOLIDQ_STEP_SAVE_INTERVAL``).
         self.saver: t.Callable[[], object] | None = None
         self.save_interval = 0.0
@@ -119,6 +86,12 @@ class Progress:
     def any(self) -> bool:
         """Whether the payload has anything of steps to keep."""
         return self.saved or self.resumptions > 0
+
+    def new_run(self) -> None:
+        """Start another run of the same job object (a test performing it again by hand):
+        from its steps so far, with none met in this run yet."""
+        self.met.clear()
+        self.ran_one = False
 
     def checkpoint(self) -> None:
         """Raise :class:`JobInterrupted` if the worker is stopping."""
@@ -172,7 +145,7 @@ class Progress:
         }
 
 
-def _never() -> bool:
+def never_stopping() -> bool:
     return False
 
 
@@ -225,7 +198,10 @@ class Resumable(DeclaredAttributes):
     resume_errors: t.ClassVar[tuple[type[Exception], ...]] = ()
 
     def __init_subclass__(
-        cls, *, max_resumptions: int | None | Default = Default.CONFIG, **kwargs: t.Any
+        cls,
+        *,
+        max_resumptions: int | None | Default = Default.CONFIG,
+        **kwargs: t.Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
         if max_resumptions is not Default.CONFIG:
@@ -250,7 +226,7 @@ class Resumable(DeclaredAttributes):
         progress = self.__dict__.get("_progress")
         if progress is None:
             progress = self.__dict__["_progress"] = Progress()
-            _apply_watch(self, progress)
+            apply_watch(self, progress)
         return t.cast(Progress, progress)
 
     def _steps_payload_keys(self) -> dict[str, t.Any]:
@@ -268,7 +244,7 @@ class Resumable(DeclaredAttributes):
         """
         if "steps" in data or "resumptions" in data:
             self.__dict__["_progress"] = progress = Progress.from_payload(data)
-            _apply_watch(self, progress)
+            apply_watch(self, progress)
         else:
             self.__dict__.pop("_progress", None)
 
@@ -323,104 +299,23 @@ def _check_order(progress: Progress, name: str) -> None:
     done, current = progress.loaded
     position = len(progress.met)
     if position < len(done) and done[position] != name:
-        raise _changed(done[position], "done", f"perform reached {name!r} first")
+        raise changed_error(done[position], "done", f"perform reached {name!r} first")
     if current is not None and current not in progress.met and name not in (current, *done):
-        raise _changed(current, "in progress", f"perform reached {name!r} first")
+        raise changed_error(current, "in progress", f"perform reached {name!r} first")
 
 
-def _changed(saved: str, how: str, what: str) -> StepsChanged:
+def changed_error(saved: str, how: str, what: str) -> StepsChanged:
     return StepsChanged(
         f"Step {saved!r} was saved as {how} but {what}: the job's steps changed since its"
         " progress was saved. Restore the step, or discard the job and enqueue it again."
     )
 
 
-def end_run(job: Resumable) -> None:
-    """Check, as a run returns, that it met every step its saved progress names.
-
-    :raises flask_solidq.errors.StepsChanged: a step saved as done or in progress when the
-        run began was never reached.
-    """
-    progress = job.__dict__.get("_progress")
-    if progress is None:
-        return
-    done, current = progress.loaded
-    for name, how in [*((name, "done") for name in done), (current, "in progress")]:
-        if name is not None and name not in progress.met:
-            raise _changed(name, how, "perform returned without reaching it")
-
-
-def watch(
-    job: Resumable,
-    stopping: t.Callable[[], bool] | None,
-    saver: t.Callable[[], object] | None = None,
-    save_interval: float = 0.0,
-) -> None:
-    """Let ``job``'s steps ask ``stopping`` whether the worker is stopping, and write their
-    progress with ``saver`` when a step finishes and every ``save_interval`` seconds at most
-    as they advance. Kept on the job until its progress is made (at its first step)."""
-    job.__dict__["_watch"] = (stopping or _never, saver, save_interval)
-    progress = job.__dict__.get("_progress")
-    if progress is not None:
-        _apply_watch(job, progress)
-
-
-def unwatch(job: Resumable) -> None:
-    """End what :func:`watch` gave ``job``, as its run ends: its saver refers to the job, and
-    that circle would keep every job a worker ran alive until the garbage collector's next
-    full pass (a worker runs thousands a second)."""
-    job.__dict__.pop("_watch", None)
-    progress = job.__dict__.get("_progress")
-    if progress is not None:
-        progress.stopping, progress.saver = _never, None
-
-
-def _apply_watch(job: Resumable, progress: Progress) -> None:
+def apply_watch(job: Resumable, progress: Progress) -> None:
     watched = job.__dict__.get("_watch")
     if watched is not None:
         progress.stopping, progress.saver, progress.save_interval = watched
         progress.saved_at = time.monotonic()
-
-
-def begin_run(job: Resumable) -> bool:
-    """Count a resumption if the job starts with saved progress (Rails counts the same);
-    return whether it does."""
-    progress = job.__dict__.get("_progress")
-    if progress is None or not progress.saved:
-        return False
-    progress.resumptions += 1
-    return True
-
-
-def resumes_on(job: Resumable, error: BaseException) -> bool:
-    """Whether ``error`` resumes ``job`` from its saved step: it is one of the job's
-    ``resume_errors``, raised after this run saved something new (so a resumed run that
-    fails at once is not resumed again and again)."""
-    progress = job.__dict__.get("_progress")
-    return progress is not None and progress.advanced and isinstance(error, type(job).resume_errors)
-
-
-def limit_of(job: Resumable, default: int | None) -> int | None:
-    """The resumption limit of ``job``: its definition's, else ``default``."""
-    declared = type(job).max_resumptions
-    return default if declared is Default.CONFIG else declared
-
-
-def past_limit(job: Resumable, default: int | None) -> ResumptionLimitReached | None:
-    """The error to fail an interrupted ``job`` with, if resuming it once more would pass its
-    limit (``default``: ``SOLIDQ_MAX_RESUMPTIONS``); None while it may resume."""
-    limit = limit_of(job, default)
-    resumptions = job._steps.resumptions
-    if limit is None or resumptions < limit:
-        return None
-    declared = type(job).max_resumptions is not Default.CONFIG
-    option = "max_resumptions" if declared else "SOLIDQ_MAX_RESUMPTIONS"
-    plural = "" if resumptions == 1 else "s"
-    return ResumptionLimitReached(
-        f"{type(job).__qualname__} was interrupted after {resumptions} resumption{plural}"
-        f" ({option}={limit}): raise the limit, or stop its workers less often. Its progress"
-        " is kept: retry the failed job to resume it."
-    )
 
 
 def dump_cursor(name: str, cursor: t.Any) -> t.Any:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 import types
 import typing as t
@@ -32,54 +31,12 @@ from flask_solidq import current
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import postgres
-from flask_solidq import signals
 from flask_solidq.definitions import arguments
-from flask_solidq.definitions import registry
-from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
-from flask_solidq.definitions.job import Job
 from flask_solidq.models.tables import BATCHES
+from flask_solidq.operations import batch_callbacks
 
 logger = logging.getLogger("flask_solidq")
-
-#: A callback: a job definition (called with the batch alone) or an unenqueued job (called
-#: with the batch, then its own arguments).
-Callback = type[Job] | Job | None
-
-
-def prepare_callbacks(callbacks: t.Mapping[str, Callback]) -> dict[str, str | None]:
-    """Each callback as stored in its ``solidq_batches`` column: checked and serialized now,
-    so a callback a worker couldn't run fails the ``solidq.batch()`` block, not the finish.
-
-    :raises TypeError: a callback isn't a job definition or job, or can't take the batch as
-        its first argument (with its own arguments after it).
-    :raises flask_solidq.SerializationError: a callback's argument can't be stored.
-    """
-    stored: dict[str, str | None] = {}
-    for kind, callback in callbacks.items():
-        if callback is None:
-            stored[kind] = None
-            continue
-        if isinstance(callback, type) and issubclass(callback, Job):
-            job = callback.new()
-        elif isinstance(callback, Job):
-            job = callback
-        else:
-            raise TypeError(
-                f"solidq.batch({kind}=...) takes a job definition or an unenqueued job"
-                f" (SomeJob.new(...)), not {callback!r}."
-            )
-        definition = type(job)
-        definition._check_arguments((_PLACEHOLDER, *job.arguments), job.kwargs)
-        stored[kind] = json.dumps(
-            {
-                "class_name": definition.job_name,
-                "queue_name": job.queue_name,
-                "priority": job.priority,
-                "payload": job.payload(),
-            }
-        )
-    return stored
 
 
 def open_batch(
@@ -268,7 +225,7 @@ def account(
     if finished:
         # PostgreSQL's listening workers hear of the callbacks as the commit lands.
         db.notify(connection, postgres.READY_CHANNEL)
-        db.after_commit_on(connection, lambda: announce_finished(finished))
+        db.after_commit_on(connection, lambda: batch_callbacks.announce_finished(finished))
     return finished
 
 
@@ -311,7 +268,7 @@ def _apply(
     batch = Batch.of(types.SimpleNamespace(**{**row._asdict(), **values, "updated_at": now}))
     into = current.OpenBatch(row.parent_id) if row.parent_id is not None else None
     with db.joining_connection(engine, connection):
-        _store_callbacks(engine, row, batch, into)
+        batch_callbacks.store(engine, row, batch, into)
     if into is None:
         return batch, None
     ended = _tally_of_block(into)
@@ -375,53 +332,6 @@ def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
     }
 
 
-def _store_callbacks(
-    engine: sa.Engine, row: t.Any, batch: Batch, into: current.OpenBatch | None
-) -> None:
-    """Enqueue the callbacks a finished ``batch`` runs, on ``connection``: outside the batch
-    (a callback is not part of it, and a coalesced one uses its key outside a batch), into
-    its parent (``into``, counted by the caller) when it is a child.
-
-    A callback that can't be built any more (its definition was removed since the batch
-    opened, or its key callable raises) is logged at ERROR and skipped: rolling the
-    finishing transaction back would undo the outcomes it stores, and retry forever."""
-    # Imported here: an enqueue may discard a job of another batch (a concurrency limit), and
-    # count it there (dispatch.make_ready), which may finish that batch: the recursion is
-    # real, so the import would be a circle (see pyproject.toml's [tool.importlinter]).
-    from flask_solidq.operations import enqueue as enqueue_operation
-
-    kinds = ["on_finish", "on_failure" if batch.failed_jobs else "on_success"]
-    with current.enqueuing_into(into):
-        for kind in sorted(kinds, key=CALLBACK_KINDS.index):
-            stored = getattr(row, kind)
-            if stored is None:
-                continue
-            try:
-                job = callback_job(json.loads(stored), batch)
-            except Exception:
-                logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, row.id)
-                continue
-            enqueue_operation.enqueue(engine, job)  # joins the finishing transaction
-
-
-def callback_job(stored: dict[str, t.Any], batch: Batch) -> Job:
-    """The job a stored callback runs: its definition, with the batch put first."""
-    payload = stored["payload"]
-    definition = registry.lookup(stored["class_name"], payload.get("job"))
-    job = definition.new()
-    job.load_payload(payload)
-    job.arguments = (batch, *job.arguments)
-    job.queue_name = stored["queue_name"]
-    job.priority = stored["priority"]
-    return job
-
-
-def announce_finished(batches: t.Iterable[Batch]) -> None:
-    """Send ``batch_finish`` for each batch finished (once its callbacks are committed)."""
-    for batch in batches:
-        signals.send_safely(signals.batch_finish, None, batch=batch, status=batch.status)
-
-
 def family(connection: sa.Connection, batch_id: int) -> list[int]:
     """Batch ``batch_id`` and its children, theirs, and so on: the batches ``retry --batch``
     and ``discard --batch`` act on, in id order. One indexed read per generation."""
@@ -434,7 +344,3 @@ def family(connection: sa.Connection, batch_id: int) -> list[int]:
         generation = [child for child in children if child not in found]
         found.update(generation)
     return sorted(found)
-
-
-#: Stands for the batch when a callback's arguments are checked before the batch exists.
-_PLACEHOLDER = object()

@@ -20,6 +20,7 @@ from flask_solidq.controls import rate_usage
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
+from flask_solidq.definitions import step_runs
 from flask_solidq.definitions import steps
 from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.operations import step_saves
@@ -115,12 +116,12 @@ def perform(
     if not runs:  # a coalesced job whose calls' records are all gone: nothing failed
         return Outcome(claimed, OutcomeKind.FINISHED, job=job)
     interval = get_state().settings.step_save_interval or 0.0
-    steps.watch(job, stopping, step_saves.saver(claimed, job, process_id), interval)
-    if steps.begin_run(job):
+    step_runs.watch(job, stopping, step_saves.saver(claimed, job, process_id), interval)
+    if step_runs.begin_run(job):
         step_saves.count_resumption(claimed, job, process_id)
     try:
         job.perform_now()
-        steps.end_run(job)
+        step_runs.end_run(job)
     except steps.JobInterrupted:
         return _interrupted(claimed, job)
     except errors.RateLimited as limited:
@@ -129,11 +130,11 @@ def perform(
         return _fail(claimed, job, error)
     # The perform wrapper: whatever the job raises becomes its outcome, never the worker's.
     except Exception as error:  # noqa: BLE001
-        if steps.resumes_on(job, error):
+        if step_runs.resumes_on(job, error):
             return _interrupted(claimed, job, error)
         return handle_error(claimed, job, error)
     finally:
-        steps.unwatch(job)
+        step_runs.unwatch(job)
     return Outcome(claimed, OutcomeKind.FINISHED, job=job)
 
 
@@ -280,7 +281,7 @@ def _interrupted(claimed: ClaimedJob, job: Job, cause: Exception | None = None) 
     """Back to its queue now, same priority, with its progress; no ``retry_on`` attempt
     spent. Past its resumption limit, a failure instead; or, when one of its
     ``resume_errors`` (``cause``) stopped it, what the job's rules say of that error."""
-    error = steps.past_limit(job, get_state().settings.max_resumptions)
+    error = step_runs.past_limit(job, get_state().settings.max_resumptions)
     if error is not None and cause is not None:
         return handle_error(claimed, job, cause)
     if error is not None:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from flask_solidq import errors
 from flask_solidq.definitions import registry
+from flask_solidq.definitions import step_options
 from flask_solidq.definitions import steps
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
@@ -91,7 +92,7 @@ def _limit(class_name: str, import_path: object) -> tuple[bool, int | None]:
     except errors.JobNotFound:
         return False, default
     limit = declared.max_resumptions
-    return (False, default) if limit is steps.Default.CONFIG else (True, limit)
+    return (False, default) if limit is step_options.Default.CONFIG else (True, limit)
 
 
 def _spent(payload: dict[str, t.Any], resumptions: int, declared: bool, limit: int) -> str:

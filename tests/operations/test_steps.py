@@ -21,7 +21,7 @@ from flask_solidq import StepsChanged
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.config import load_settings
-from flask_solidq.definitions import steps
+from flask_solidq.definitions import step_options
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
@@ -332,7 +332,7 @@ def test_max_resumptions_is_inherited_and_none_means_no_limit():
     class Unlimited(jobs.LimitedWalk, name="steps_test.unlimited", max_resumptions=None):
         pass
 
-    assert jobs.Walk.max_resumptions is steps.Default.CONFIG
+    assert jobs.Walk.max_resumptions is step_options.Default.CONFIG
     assert jobs.LimitedWalk.max_resumptions == 1
     assert Unlimited.max_resumptions is None
 
