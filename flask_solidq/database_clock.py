@@ -48,6 +48,21 @@ def now(connection: sa.Connection) -> dt.datetime:
     return as_utc(connection.scalar(query))
 
 
+#: The same readings as columns, to ride on a query that reads something else (one round trip).
+_COLUMNS = {
+    dialect: sa.literal_column(query.text.removeprefix("SELECT "), sa.DateTime(timezone=True))
+    for dialect, query in _QUERIES.items()
+}
+
+
+def column(connection: sa.Connection) -> sa.ColumnElement[dt.datetime] | None:
+    """:func:`now` as a column to select beside others (read as the statement runs); None
+    where :func:`now` needs no round trip (SQLite, a frozen clock): read :func:`now` then."""
+    if frozen_at() is not None:
+        return None
+    return _COLUMNS.get(connection.dialect.name)
+
+
 def read_now(engine: sa.Engine) -> dt.datetime:
     """:func:`now` on the open :func:`flask_solidq.db.transaction` of ``engine``, or on a
     connection of its own."""

@@ -7,6 +7,10 @@ test and gives a small recorder::
         client.post("/orders", json={...})
         assert [type(job) for job in solidq_jobs.enqueued] == [send_receipt]
         solidq_jobs.perform_all()
+
+Every test also starts with no back-off noted in the process (a job that raised
+``RateLimited`` under :func:`flask_solidq.testing.work_off` in one test pauses its budgets in
+the database, where each test's own data lives, and in the process, which outlives the test).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 
 from flask_solidq import testing
 from flask_solidq.config import Adapter
+from flask_solidq.controls import local_pauses
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -42,6 +47,14 @@ class JobRecorder:
     def clear(self) -> None:
         """Forget the enqueued jobs."""
         testing.clear_enqueued_jobs()
+
+
+@pytest.fixture(autouse=True)
+def _solidq_no_noted_pauses() -> t.Iterator[None]:
+    """Forget the back-offs a test noted in the process (see the module's docstring)."""
+    local_pauses.BOARD.forget()
+    yield
+    local_pauses.BOARD.forget()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from flask_solidq import errors
 from flask_solidq.controls import back_off
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
+from flask_solidq.controls import local_pauses
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.available import admits_available
 from flask_solidq.state import get_state
@@ -129,6 +130,8 @@ class RateLimiter:
         """
         pause = t.cast(dt.timedelta, errors.pause_of(seconds, name="back_off(seconds=)"))
         _declaration(key)  # refuses a key no registered limit covers
+        # This process's claims and starts honour it at once, before it is committed.
+        local_pauses.BOARD.note([key], pause.total_seconds())
         engine = self._engine()
         with db.write(engine) as connection:
             backed_off = back_off.pause(connection, {key: pause})

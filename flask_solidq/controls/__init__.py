@@ -19,6 +19,7 @@ from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
 from flask_solidq.controls.base import Dispatched
+from flask_solidq.controls.base import HeldAtStart as HeldAtStart
 from flask_solidq.controls.base import JobStore
 
 if t.TYPE_CHECKING:

@@ -8,19 +8,32 @@ database's clock read under those locks, as the claims that compare with it read
 ``backed_off_until`` is written in the same transaction; a pause never shortens a longer one
 already there. The arithmetic that honours it is in :mod:`~flask_solidq.controls.gcra`
 ("Backing off").
+
+A pause is worth most in the milliseconds after the 429, so a job's is not left to its
+finisher's next batch: the thread that heard it notes it in this process at once
+(:mod:`~flask_solidq.controls.local_pauses`: this process's claims and starts honour it from
+then on) and writes it in a transaction of its own before the job's outcome is handed on
+(:func:`heard`), which is when every other process's claims and starts see it. The finisher
+writes it again with the outcome (a no-op: a pause never shortens), so a failed early write
+loses nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import database_clock
+from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.controls import budgets
+from flask_solidq.controls import local_pauses
 from flask_solidq.timing import utcnow
+
+logger = logging.getLogger("flask_solidq")
 
 
 class BackedOff(t.NamedTuple):
@@ -42,11 +55,38 @@ def pause(connection: sa.Connection, pauses: t.Mapping[str, dt.timedelta]) -> Ba
     until = {}
     for key, length in pauses.items():
         budget = locked[key]
-        end = now + length
-        if budget.backed_off_until is None or budget.backed_off_until < end:
-            budget.backed_off_until = end
-        until[key] = budget.backed_off_until
+        if length > dt.timedelta(0):
+            budget.back_off(now + length)
+        until[key] = budget.backed_off_until or now
     return BackedOff(locked, now, until)
+
+
+def heard(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> None:
+    """An API said 429 to this process: note the pause of each key here at once, then write
+    it in a transaction of its own, so that other processes see it before the outcome that
+    carries it is stored. A failed write is logged, not raised: the outcome writes the same
+    pause when it is stored."""
+    for key, length in pauses.items():
+        local_pauses.BOARD.note([key], length.total_seconds())
+    if not pauses:
+        return
+    try:
+        db.retrying_deadlocks(lambda: store(engine, pauses))
+    except Exception:  # noqa: BLE001 - the outcome stores the pause anyway
+        logger.warning(
+            "SolidQ couldn't write the back-off of %s at once; it is written with the job's"
+            " outcome",
+            ", ".join(sorted(pauses)),
+            exc_info=True,
+        )
+
+
+def store(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> BackedOff:
+    """Pause the budgets of ``pauses`` in a transaction of its own (see :func:`pause`)."""
+    with db.write(engine) as connection:
+        backed_off = pause(connection, pauses)
+        budgets.save(connection, backed_off.locked, backed_off.now)
+    return backed_off
 
 
 def announce(

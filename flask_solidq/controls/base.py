@@ -62,6 +62,18 @@ class Deferral(t.NamedTuple):
     until: dt.datetime
 
 
+class HeldAtStart(Exception):  # noqa: N818 - a control's answer, not an error
+    """Raised by a START hook: the job must not start now and goes back to wait, unstarted
+    and with its claim's charges given back (a budget it was admitted by is paused: see
+    :func:`flask_solidq.controls.rate_limit.RateLimitControl.start`)."""
+
+    def __init__(self, pause: dt.timedelta | None = None) -> None:
+        super().__init__("held at start: a rate-limit budget of the job is paused")
+        #: The pause this process knows of and the database may not yet (it is stored with
+        #: the job); None when the pause it met is the database's.
+        self.pause = pause
+
+
 class ClaimClock:
     """The time a claim charges budgets with and stamps its claims with: read once, at the
     first call, from ``read`` (the claim passes the database's clock: see

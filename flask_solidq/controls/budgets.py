@@ -20,6 +20,7 @@ from flask_solidq.controls.gcra import Budget
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.timing import as_utc
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
 _LOCK = db.for_update(
@@ -135,6 +136,23 @@ def read(connection: sa.Connection, key: str) -> Budget | None:
     if row is None:
         return None
     return Budget(row.tat, row.last_slot_at, backed_off_until=row.backed_off_until)
+
+
+def paused_until(connection: sa.Connection, keys: t.Sequence[str]) -> dt.datetime | None:
+    """Until when a back-off holds any of the budgets of ``keys`` now, by the database's
+    clock (the latest end); None when none is paused. One statement, no lock: a job about to
+    start asks it (:meth:`flask_solidq.controls.rate_limit.RateLimitControl.start`)."""
+    clock = database_clock.column(connection)
+    columns = [BUDGETS.c.backed_off_until] if clock is None else [BUDGETS.c.backed_off_until, clock]
+    query = sa.select(*columns).where(
+        BUDGETS.c.key.in_(keys), BUDGETS.c.backed_off_until.is_not(None)
+    )
+    rows = connection.execute(query).all()
+    if not rows:
+        return None
+    now = database_clock.now(connection) if clock is None else as_utc(rows[0][1])
+    ends = [end for end in (as_utc(row[0]) for row in rows) if end > now]
+    return max(ends) if ends else None
 
 
 def clear_idle_in_batches(

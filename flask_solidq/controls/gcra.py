@@ -214,6 +214,12 @@ class Budget:
             and not self._pauses(now)
         )
 
+    def back_off(self, until: dt.datetime) -> None:
+        """Admit nothing before ``until`` (an API's 429); a longer pause already there is
+        kept."""
+        if self.backed_off_until is None or self.backed_off_until < until:
+            self.backed_off_until = until
+
     def _pauses(self, now: dt.datetime) -> bool:
         """Whether a back-off still holds the budget at ``now``."""
         return self.backed_off_until is not None and now < self.backed_off_until

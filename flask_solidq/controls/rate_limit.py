@@ -17,15 +17,18 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import db
 from flask_solidq import keys
 from flask_solidq import signals
 from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
+from flask_solidq.controls import local_pauses
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
+from flask_solidq.controls.base import HeldAtStart
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
@@ -292,9 +295,10 @@ class RateLimitControl(Control):
         if self._budgets_missing(connection):
             until = clock() + TABLE_MISSING_WAIT
             return [Deferral(job, charges[0].key, until) for job, charges in limited]
-        wanted = (charge.key for _job, charges in limited for charge in charges)
+        wanted = {charge.key for _job, charges in limited for charge in charges}
         states = budgets.lock(connection, wanted, utcnow())
         now = clock()
+        _write_noted_pauses(states, wanted, now)
         deferrals = []
         ahead = None if clock.charges_ahead else dt.timedelta(0)  # None: the rates' own
         for job, charges in limited:
@@ -305,6 +309,31 @@ class RateLimitControl(Control):
                 clock.charge_ahead(job.id, charged)
         budgets.save(connection, states, now)
         return deferrals
+
+    def acts_at_start(self, claimed: ClaimedJob) -> bool:
+        """A job stored with a budget key or charges (one stored before its definition
+        declared a limit is checked at its claim only)."""
+        return bool(claimed.rate_limit_key or claimed.rate_limit_charges)
+
+    def start(self, engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, None]:
+        """Refuse the start of a job a budget of which is paused now (an API's 429 after its
+        claim): paused by this process and maybe not yet stored
+        (:mod:`~flask_solidq.controls.local_pauses`), or by the database's clock (one read of
+        its budgets' rows, no lock). Jobs already running are not touched.
+
+        :raises HeldAtStart: a budget is paused; the job goes back to wait.
+        """
+        keys = [charge.key for charge in rate_charges.of(claimed)]
+        if not keys:
+            return claimed, None
+        noted = local_pauses.BOARD.remaining(keys)
+        if noted:
+            raise HeldAtStart(dt.timedelta(seconds=noted))
+        with db.read(engine) as connection:
+            paused = budgets.paused_until(connection, keys)
+        if paused is not None:
+            raise HeldAtStart()
+        return claimed, None
 
     def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:
         """Send ``defer_rate_limited`` once per job definition the claim deferred."""
@@ -343,6 +372,16 @@ class RateLimitControl(Control):
             BUDGETS.name,
         )
         return True
+
+
+def _write_noted_pauses(states: budgets.Locked, keys: t.Iterable[str], now: dt.datetime) -> None:
+    """Write into the locked budgets the pauses this process noted and may not have stored
+    yet (:mod:`~flask_solidq.controls.local_pauses`), counted from the claim's clock: the
+    claim then admits none of their jobs, and commits the pause for every other process."""
+    for key in keys:
+        remaining = local_pauses.BOARD.remaining([key])
+        if remaining:
+            states[key].back_off(now + dt.timedelta(seconds=remaining))
 
 
 def declaration_for(key: str) -> RateLimit | None:

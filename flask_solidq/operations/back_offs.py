@@ -19,6 +19,12 @@ rate limit deferred at claim does:
   back due.
 
 The ``rate_limit_back_off`` signal is sent per job once the transaction committed.
+
+A job held at its start by a pause (:attr:`~flask_solidq.operations.execute.Outcome
+.held_at_start`: admitted before the 429, not started) is stored the same way, but it never
+ran: its claim's charges are given back to its budgets (no further than the moment of the
+deferral, :meth:`~flask_solidq.controls.gcra.Budget.correct`), it pauses nothing but what
+its process heard and hadn't stored, and ``defer_rate_limited`` is sent for it instead.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import postgres
+from flask_solidq import signals
 from flask_solidq.controls import back_off
 from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.rate_charges import Charge
+from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import dispatch
 from flask_solidq.values import JobRef
@@ -63,7 +71,13 @@ def pause(connection: sa.Connection, outcomes: list[Outcome]) -> Paused:
         for charge in limits[outcome.claimed.id]:
             key = charge.key
             pauses[key] = max(pauses.get(key, dt.timedelta(0)), _pause(outcome))
-    return Paused(limits, back_off.pause(connection, pauses))
+    backed_off = back_off.pause(connection, pauses)
+    for outcome in outcomes:
+        if outcome.held_at_start:  # it never started: its claim's charges are given back
+            for charge in limits[outcome.claimed.id]:
+                budget = backed_off.locked[charge.key]
+                budget.correct(charge.rate, backed_off.now, -charge.units)
+    return Paused(limits, backed_off)
 
 
 def defer(
@@ -97,19 +111,37 @@ def defer(
     earliest = min(retry.scheduled_at for retry in retries.values())
     db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
     for outcome in outcomes:
-        keys = [charge.key for charge in paused.limits[outcome.claimed.id]]
-        until = [backed_off.until[key] for key in keys] or [backed_off.now + _pause(outcome)]
-        job = outcome.job
-        announce = functools.partial(
-            back_off.announce,
-            type(job) if job is not None else None,
-            keys,
-            max(until),
-            job_id=outcome.claimed.id,
-            class_name=outcome.claimed.class_name,
-        )
-        db.after_commit_on(connection, announce)
+        db.after_commit_on(connection, _announcement(outcome, paused, retries))
     return retries
+
+
+def _announcement(
+    outcome: Outcome, paused: Paused, retries: dict[int, Retry]
+) -> t.Callable[[], None]:
+    """What to send once the deferral committed: ``rate_limit_back_off`` for a job that heard
+    the 429, ``defer_rate_limited`` for one held at its start by a pause."""
+    keys = [charge.key for charge in paused.limits[outcome.claimed.id]]
+    if outcome.held_at_start:
+        return functools.partial(
+            signals.send_safely,
+            signals.defer_rate_limited,
+            registry.find(outcome.claimed.class_name),
+            class_name=outcome.claimed.class_name,
+            keys=keys,
+            job_ids=[outcome.claimed.id],
+            size=1,
+        )
+    backed_off = paused.backed_off
+    until = [backed_off.until[key] for key in keys] or [backed_off.now + _pause(outcome)]
+    job = outcome.job
+    return functools.partial(
+        back_off.announce,
+        type(job) if job is not None else None,
+        keys,
+        max(until),
+        job_id=outcome.claimed.id,
+        class_name=outcome.claimed.class_name,
+    )
 
 
 def _pause(outcome: Outcome) -> dt.timedelta:

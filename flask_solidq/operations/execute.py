@@ -16,6 +16,8 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
+from flask_solidq.controls import back_off
+from flask_solidq.controls import rate_charges
 from flask_solidq.controls import rate_usage
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
@@ -84,6 +86,9 @@ class Outcome(t.NamedTuple):
     #: A ``DEFERRED`` job's back-off: how long its budgets admit nothing, counted from the
     #: database's clock when the outcome is stored.
     pause: dt.timedelta | None = None
+    #: A ``DEFERRED`` job that never started: at its start its budget was paused, so it goes
+    #: back to wait and the charge its claim made is given back (see :func:`_held_at_start`).
+    held_at_start: bool = False
 
 
 def perform(
@@ -104,7 +109,10 @@ def perform(
     """
     started: list[tuple[t.Any, t.Any]] = []
     if controls.acts_at_start(claimed):
-        claimed, started = controls.start(get_state().engine, claimed)
+        try:
+            claimed, started = controls.start(get_state().engine, claimed)
+        except controls.HeldAtStart as held:
+            return _held_at_start(claimed, held)
     try:
         job = load(claimed)
         runs = controls.prepare_run(job, started) if started else True
@@ -299,10 +307,15 @@ def _interrupted(claimed: ClaimedJob, job: Job, cause: Exception | None = None) 
 def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) -> Outcome:
     """Deferred: back to scheduled once its budgets' back-off is stored, with its progress;
     the run isn't counted (``executions`` as before it), and no rule sees the error. The
-    time it runs again is the finisher's to decide (its budgets' next slot after the pause),
-    so ``retry`` holds this host's estimate until then."""
+    back-off is noted in this process and written at once, before the outcome is handed on
+    (:func:`flask_solidq.controls.back_off.heard`); the time the job runs again is the
+    finisher's to decide (its budgets' next slot after the pause), so ``retry`` holds this
+    host's estimate until then."""
     job.executions = max(0, job.executions - 1)
     pause = limited.pause(utcnow())
+    # Known in this process at once, and to the others as soon as it commits (not when the
+    # finisher stores the outcome): the calls that hurt are the ones just after the 429.
+    back_off.heard(get_state().engine, {c.key: pause for c in rate_charges.of(claimed)})
     retry = Retry(
         arguments=_dumps(job.payload()),
         scheduled_at=utcnow() + pause,
@@ -314,6 +327,24 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     return Outcome(
         claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited, pause=pause
     )
+
+
+def _held_at_start(claimed: ClaimedJob, held: controls.HeldAtStart) -> Outcome:
+    """Deferred before it started: a START hook found a budget it was admitted by paused
+    (an API's 429 heard after its claim). Nothing ran: the payload and ``executions`` stay as
+    stored, no signal of a run is sent, and the finisher gives its budgets back the charge
+    its claim made and schedules it at its slot after the pause. A pause only this process
+    knows of yet (``held.pause``) is stored with it."""
+    wait = held.pause or dt.timedelta(0)
+    retry = Retry(
+        arguments=claimed.arguments or "{}",
+        scheduled_at=utcnow() + wait,
+        queue_name=claimed.queue_name,
+        priority=claimed.priority,
+        rate_limit_key=claimed.rate_limit_key,
+        wait=wait.total_seconds(),
+    )
+    return Outcome(claimed, OutcomeKind.DEFERRED, retry=retry, pause=held.pause, held_at_start=True)
 
 
 def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:

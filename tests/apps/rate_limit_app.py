@@ -13,6 +13,7 @@ import os
 from flask import Flask
 
 from tests import support
+from tests.jobs import rate_limit_429_process  # noqa: F401 - the 429 process tests'
 from tests.jobs import rate_limit_process  # noqa: F401 - the jobs the tests enqueue
 from tests.jobs import rate_limit_stacked_process  # noqa: F401 - and the stacked ones
 

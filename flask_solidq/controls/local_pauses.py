@@ -1,0 +1,75 @@
+"""The back-offs this process knows of before the database does.
+
+A job that raises :class:`~flask_solidq.errors.RateLimited` (or code that calls
+``solidq.rate_limiter.back_off``) has just been told "stop" by the API. The pause is written to
+the budgets' rows (:mod:`~flask_solidq.controls.back_off`), and from that commit on no claim
+anywhere admits a job of those budgets; but the commit comes a transaction later, and until
+then the process that heard the 429 could claim and start another job of the same budget on a
+thread freed a moment before (measured: two jobs claimed 3 ms after the 429, started before the
+pause was written). So the pause is noted here first, at once, in the thread that heard it, and
+this process's own claims and starts read it:
+
+* a claim (:class:`~flask_solidq.controls.rate_limit.RateLimitControl`) writes a noted pause
+  into the budgets it locks, counted from the database's clock, before it admits anything;
+* a job about to start (:func:`flask_solidq.controls.rate_limit.held_at_start`) whose budget
+  is noted as paused goes back to wait instead.
+
+The note is by this host's clock (:func:`~flask_solidq.timing.utcnow`: it decides only what
+this process does, and a test's frozen clock moves it as it moves the stored pause); it holds
+for the pause's length from the moment it was heard, a hair longer than the stored pause,
+which is counted from a later reading of the database's clock. A note never shortens a longer
+one. Notes are forgotten once over, so the board holds only the pauses in force.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import typing as t
+
+from flask_solidq.timing import utcnow
+
+
+class PauseBoard:
+    """Budget key -> when its pause ends, shared by the threads of one process."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, dt.datetime] = {}
+        self._lock = threading.Lock()
+
+    def note(self, keys: t.Iterable[str], seconds: float) -> None:
+        """Note that the budgets of ``keys`` admit nothing for ``seconds`` from now."""
+        if seconds <= 0:
+            return
+        end = utcnow() + dt.timedelta(seconds=seconds)
+        with self._lock:
+            for key in keys:
+                known = self._until.get(key)
+                if known is None or known < end:
+                    self._until[key] = end
+
+    def remaining(self, keys: t.Iterable[str]) -> float:
+        """The seconds until the last of ``keys``' noted pauses ends; 0.0 when none holds."""
+        if not self._until:  # the usual case, read without the lock: no pause noted at all
+            return 0.0
+        now = utcnow()
+        longest = 0.0
+        with self._lock:
+            for key in keys:
+                end = self._until.get(key)
+                if end is None:
+                    continue
+                if end <= now:
+                    del self._until[key]
+                else:
+                    longest = max(longest, (end - now).total_seconds())
+        return longest
+
+    def forget(self) -> None:
+        """Forget every note (tests; a fresh process starts with none)."""
+        with self._lock:
+            self._until.clear()
+
+
+#: This process's board.
+BOARD = PauseBoard()
