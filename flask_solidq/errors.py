@@ -92,15 +92,29 @@ class RateLimited(SolidQError):
     nothing, and the job waits for its next slot). A date is read against this host's clock
     when raised; the pause is then counted on the database's clock, as every claim is.
 
+    ``solidq.rate_limiter.acquire`` raises it too, with ``keys``, when its budgets admit
+    nothing within its timeout: then ``retry_after`` is how long until they would, and it
+    pauses nothing (an ``acquire`` block it crosses doesn't take it for an API's 429).
+
     :raises TypeError, ValueError: ``retry_after`` is none of those.
     """
 
-    def __init__(self, retry_after: float | dt.timedelta | dt.datetime) -> None:
+    def __init__(
+        self, retry_after: float | dt.timedelta | dt.datetime, *, keys: t.Sequence[str] = ()
+    ) -> None:
         #: How long to wait (a ``timedelta``) or until when (an aware ``datetime``, UTC).
         self.retry_after = pause_of(retry_after, name="RateLimited(retry_after=)", until=True)
+        #: The budgets that admitted nothing (``acquire``'s timeout); empty for an API's 429.
+        self.keys = tuple(keys)
         when = self.retry_after
         shown = when.isoformat() if isinstance(when, dt.datetime) else f"{when.total_seconds():g}s"
-        super().__init__(f"Rate limited by the API: retry after {shown}.")
+        if self.keys:
+            budgets = ", ".join(repr(key) for key in self.keys)
+            what = "budget" if len(self.keys) == 1 else "budgets"
+            message = f"Rate limited by the {what} {budgets}: admitted again in {shown}."
+        else:
+            message = f"Rate limited by the API: retry after {shown}."
+        super().__init__(message)
 
     @classmethod
     def from_retry_after(

@@ -163,8 +163,10 @@ class SolidQ:
 
     @property
     def rate_limiter(self) -> RateLimiter:
-        """The budgets of the current app's rate limits: ``is_limited(key)``,
-        ``time_until_available(key)``, ``state(key)`` and ``clear_idle_in_batches()``."""
+        """The budgets of the current app's rate limits: ``is_limited``,
+        ``time_until_available``, ``state`` and ``back_off`` (by budget key, or by job and a
+        call's arguments), named budgets (``register``, ``acquire``) and
+        ``clear_idle_in_batches()``."""
         return RateLimiter()
 
     def perform_all_later(self, jobs: t.Iterable[_Job]) -> None:

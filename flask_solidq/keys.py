@@ -4,7 +4,8 @@ One set of rules for concurrency limits, rate limits and coalescing, as in the s
 
 * a ``str`` is a literal (``"global"``); a callable receives the job's arguments;
 * ``None`` or ``False`` as the *declaration* disables the control;
-* any other declared value (``key=123``) gives the bare, class-wide key;
+* any other declared value (``key=123``) gives the bare, class-wide key, and so does no
+  declaration at all (:data:`BARE`, ``limits_rate``'s default);
 * in a result, a SQLAlchemy model instance becomes ``ClassName/<primary key>``, a list or tuple
   is joined with ``/``, ``None`` drops out, and anything else goes through ``str()``;
 * the stored key is ``"<group or job name>/<key>"``; a key callable returning ``None`` gives the
@@ -20,6 +21,18 @@ import sqlalchemy as sa
 
 #: A key or group declaration: a literal, a callable over the job's arguments, or None/False.
 KeyDeclaration = t.Any
+
+
+class _Bare:
+    """The type of :data:`BARE`."""
+
+    def __repr__(self) -> str:
+        return "flask_solidq.keys.BARE"
+
+
+#: The ``key`` of a declaration that names none (``limits_rate(to=, per=)``): the bare budget,
+#: ``"<group or job name>"``, as a key callable that returns None gives (seed 000).
+BARE: t.Final = _Bare()
 
 #: The longest key the key columns take (``solidq_jobs.concurrency_key`` and
 #: ``rate_limit_key``, the semaphores' and budgets' ``key``): VARCHAR(255) on every database.

@@ -2,7 +2,7 @@
 
 A job raises :class:`~flask_solidq.errors.RateLimited` (stored by the finisher, which defers
 the job: :mod:`flask_solidq.operations.finalize`), or the app calls
-``solidq.rate_limiter.back_off(key, seconds)``. Either way the budgets' rows are locked as a
+``solidq.rate_limiter.back_off(key, seconds=...)``. Either way the budgets' rows are locked as a
 claim locks them (sorted by key, a missing one inserted), the pause is counted from the
 database's clock read under those locks, as the claims that compare with it read it, and
 ``backed_off_until`` is written in the same transaction; a pause never shortens a longer one

@@ -29,6 +29,9 @@ import typing as t
 
 from flask_solidq.timing import utcnow
 
+if t.TYPE_CHECKING:
+    from flask_solidq.controls.budgets import Locked
+
 
 class PauseBoard:
     """Budget key -> when its pause ends, shared by the threads of one process."""
@@ -73,3 +76,17 @@ class PauseBoard:
 
 #: This process's board.
 BOARD = PauseBoard()
+
+
+def write_into(locked: Locked, keys: t.Iterable[str], now: dt.datetime) -> bool:
+    """Write into the ``locked`` budgets of ``keys`` the pauses this process noted and may
+    not have stored yet, counted from ``now`` (the database's clock the caller read under the
+    locks); say whether any was. A claim or an ``acquire`` then admits nothing of them, and
+    its commit stores the pause for every other process."""
+    written = False
+    for key in keys:
+        remaining = BOARD.remaining([key])
+        if remaining:
+            locked[key].back_off(now + dt.timedelta(seconds=remaining))
+            written = True
+    return written

@@ -24,6 +24,7 @@ from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
 from flask_solidq.controls import local_pauses
+from flask_solidq.controls import named_budgets
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
@@ -74,6 +75,14 @@ class RateLimit(keys.Keyed):
     name: str | None = None
     #: The units one call charges: an int, or a callable of the job's arguments giving one.
     cost: int | t.Callable[..., int] = 1
+    #: The named budget it charges (``limits_rate(budget=)``; a registration's own): its key is
+    #: exactly this name, and its figures are the registration's. None for a job's own limit.
+    budget: str | None = None
+
+    @property
+    def figures(self) -> tuple[int, float, int]:
+        """``to``, ``per`` and ``burst``: what two registrations of one budget must agree on."""
+        return (self.to, self.per, self.burst)
 
     @property
     def counts_units(self) -> bool:
@@ -108,6 +117,8 @@ class RateLimit(keys.Keyed):
         name (so a group's named budgets are shared by name too)."""
         if not self.enabled:
             return None
+        if self.budget is not None:
+            return self.budget
         scope = keys.scope(self.group, job_name, args, kwargs)
         if self.name is not None:
             scope = self.name if scope is None else f"{scope}/{self.name}"
@@ -136,18 +147,25 @@ class RateLimit(keys.Keyed):
     def describe(self) -> str:
         """The declaration's options, as written."""
         name = f", name={self.name!r}" if self.name is not None else ""
-        return f"to={self.to}, per={self.per:g}, burst={self.burst}{name}"
+        if self.budget is not None:
+            return f"budget={self.budget!r}{name}"
+        return f"{self.describe_figures()}{name}"
+
+    def describe_figures(self) -> str:
+        """``to``, ``per`` and ``burst``, as written."""
+        return f"to={self.to}, per={self.per:g}, burst={self.burst}"
 
 
 def limits_rate(
     *,
-    to: int,
-    per: dt.timedelta | float,
-    key: keys.KeyDeclaration,
-    burst: int = 1,
+    to: int | None = None,
+    per: dt.timedelta | float | None = None,
+    key: keys.KeyDeclaration = keys.BARE,
+    burst: int | None = None,
     group: keys.KeyDeclaration = None,
     name: str | None = None,
-    cost: int | t.Callable[..., int] = 1,
+    cost: int | t.Callable[..., int] | None = None,
+    budget: str | None = None,
 ) -> t.Callable[[Target], Target]:
     """Admit at most ``to`` claims (or units) of the jobs sharing a budget in any window of
     ``per``.
@@ -159,59 +177,145 @@ def limits_rate(
     :param to: the most claims any ``per`` admits.
     :param per: the window, a timedelta or seconds.
     :param key: which jobs share a budget: a ``str`` literal (``"global"``), a callable over the
-        job's arguments, or ``None``/``False`` to turn the limit off.
-    :param burst: how many a quiet budget admits at once, 1 to ``to``.
+        job's arguments, or ``None``/``False`` to turn the limit off. Without it, the job's
+        bare budget: its group's or its name (as a callable returning None gives).
+    :param burst: how many a quiet budget admits at once, 1 to ``to`` (1 by default).
     :param group: share budgets with other job definitions naming the same group.
     :param name: tells a job's stacked limits apart (their budgets' keys carry it).
     :param cost: the units a call charges (tokens, an API's points): an int from 1 to
-        ``burst``, or a callable of the job's arguments returning one, evaluated at enqueue.
-        ``current_job.rate_limit_used(units)`` corrects it once the call knows what it took.
-    :raises ValueError, TypeError: an option is invalid.
+        ``burst`` (1 by default), or a callable of the job's arguments returning one, evaluated
+        at enqueue. ``current_job.rate_limit_used(units)`` corrects it once the call knows
+        what it took.
+    :param budget: charge the named budget registered with ``solidq.rate_limiter.register``
+        instead: its key is exactly that name, shared with every job and ``acquire`` naming
+        it, and ``to``, ``per`` and ``burst`` are the registration's (only ``name=`` may go
+        with it). It must be registered before the decorator runs.
+    :raises ValueError, TypeError: an option is invalid, or ``budget`` isn't registered.
     """
-    decorator = "limits_rate"
-    declaration = RateLimit(
-        to=options.positive_int(to, option="to", decorator=decorator),
-        per=options.positive_seconds(per, option="per", decorator=decorator),
-        burst=options.positive_int(burst, option="burst", decorator=decorator),
-        key=key,
-        group=group,
-        name=_checked_name(name),
-        cost=_checked_cost(cost),
-    )
-    if isinstance(declaration.cost, int) and declaration.cost > declaration.burst:
-        raise ValueError(
-            f"limits_rate(cost={cost}) can't exceed burst={burst}: no budget would ever admit"
-            " a call; raise burst= (up to to=)."
+    if budget is not None:
+        declaration = _charging_budget(
+            budget, name, to=to, per=per, key=key, burst=burst, group=group, cost=cost
         )
-    if declaration.burst > declaration.to:
-        raise ValueError(f"limits_rate(burst=) must be at most to={to}, not {burst}.")
-    minimum, what = (
-        (MIN_UNIT_INTERVAL, "unit") if declaration.counts_units else (MIN_INTERVAL, "job")
-    )
-    if declaration.interval < minimum:
-        raise ValueError(
-            f"limits_rate admits one {what} every per / (to - burst + 1) ="
-            f" {declaration.interval:g}s, which must be at least {minimum:g}s; lower to= or"
-            " raise per=."
+    elif to is None or per is None:
+        raise TypeError(
+            "limits_rate() needs to= and per= (the most claims in any window, and the window),"
+            " or budget= naming a budget registered with solidq.rate_limiter.register."
         )
-
-    if declaration.counts_units and declaration.burst == declaration.to > 1:
-        # The seed's rule, met in units: a quota spent at once refills one unit a window.
-        logger.warning(
-            "SolidQ: limits_rate(to=%s, burst=%s, cost=...) admits %s units at once, then one"
-            " unit every %gs, as burst=to does. For a quota of units, set burst to the largest"
-            " call's cost: the budget then refills at to - burst + 1 units per per.",
-            declaration.to,
-            declaration.burst,
-            declaration.burst,
-            declaration.interval,
+    else:
+        declaration = checked(
+            RateLimit(
+                to=options.positive_int(to, option="to", decorator="limits_rate"),
+                per=options.positive_seconds(per, option="per", decorator="limits_rate"),
+                burst=options.positive_int(
+                    1 if burst is None else burst, option="burst", decorator="limits_rate"
+                ),
+                key=key,
+                group=group,
+                name=_checked_name(name),
+                cost=_checked_cost(1 if cost is None else cost),
+            )
         )
 
     def apply(job_class: type[DeclaredAttributes]) -> None:
         declared.declare_on(job_class, "rate_limit", **stacked(job_class, declaration))
         concurrency.check_combinations(job_class)
 
-    return lambda target: declarations.declare(target, apply, decorator=decorator)
+    return lambda target: declarations.declare(target, apply, decorator="limits_rate")
+
+
+def checked(declaration: RateLimit, decorator: str = "limits_rate") -> RateLimit:
+    """``declaration`` once its figures are found consistent: a cost within the burst, the
+    burst within ``to``, an interval the budgets' times can hold.
+
+    :param decorator: what declared it, for the messages (``"rate_limiter.register"``).
+    :raises ValueError: they aren't.
+    """
+    to, burst, cost = declaration.to, declaration.burst, declaration.cost
+    if isinstance(cost, int) and cost > burst:
+        raise ValueError(
+            f"{decorator}(cost={cost}) can't exceed burst={burst}: no budget would ever admit"
+            " a call; raise burst= (up to to=)."
+        )
+    if burst > to:
+        raise ValueError(f"{decorator}(burst=) must be at most to={to}, not {burst}.")
+    minimum, what = (
+        (MIN_UNIT_INTERVAL, "unit") if declaration.counts_units else (MIN_INTERVAL, "job")
+    )
+    if declaration.interval < minimum:
+        raise ValueError(
+            f"{decorator} admits one {what} every per / (to - burst + 1) ="
+            f" {declaration.interval:g}s, which must be at least {minimum:g}s; lower to= or"
+            " raise per=."
+        )
+    if declaration.counts_units and burst == to > 1:
+        # The seed's rule, met in units: a quota spent at once refills one unit a window.
+        logger.warning(
+            "SolidQ: limits_rate(to=%s, burst=%s, cost=...) admits %s units at once, then one"
+            " unit every %gs, as burst=to does. For a quota of units, set burst to the largest"
+            " call's cost: the budget then refills at to - burst + 1 units per per.",
+            to,
+            burst,
+            burst,
+            declaration.interval,
+        )
+    return declaration
+
+
+def named_budget(name: object, *, to: object, per: object, burst: object = 1) -> RateLimit:
+    """The declaration of the budget ``name`` (``rate_limiter.register``), checked as
+    ``limits_rate``'s options are.
+
+    :raises ValueError, TypeError: an option is invalid, or the name isn't a non-empty ``str``
+        without ``/`` that the key column takes.
+    """
+    where = "rate_limiter.register"
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise ValueError(f"{where}() takes a non-empty str without '/' as name, not {name!r}.")
+    if len(name) > keys.MAX_KEY_LENGTH:
+        raise ValueError(
+            f"{where}() takes a name of at most {keys.MAX_KEY_LENGTH} characters (the budgets'"
+            f" key column), not {len(name)}."
+        )
+    limit = RateLimit(
+        to=options.positive_int(to, option="to", decorator=where),
+        per=options.positive_seconds(per, option="per", decorator=where),
+        burst=options.positive_int(burst, option="burst", decorator=where),
+        key=keys.BARE,
+        group=None,
+        budget=name,
+    )
+    return checked(limit, where)
+
+
+def _charging_budget(budget: object, name: object, **others: object) -> RateLimit:
+    """A job's limit that charges the registered budget ``budget``, as ``name``.
+
+    :raises TypeError: an option that the registration gives is declared too.
+    :raises ValueError: ``budget`` isn't registered.
+    """
+    if not isinstance(budget, str):
+        raise TypeError(f"limits_rate(budget=) takes a budget's name (a str), not {budget!r}.")
+    given = [option for option, value in others.items() if value is not _UNSET[option]]
+    if given:
+        options_given = ", ".join(f"{option}=" for option in given)
+        raise TypeError(
+            f"limits_rate(budget={budget!r}) takes to=, per= and burst= from the budget's"
+            f" registration and charges exactly the key {budget!r}: drop {options_given}, or"
+            " declare a limit of the job's own without budget=."
+        )
+    registered = named_budgets.required(budget, by=f"limits_rate(budget={budget!r})")
+    return dataclasses.replace(registered, name=_checked_name(name))
+
+
+#: The value each option other than ``name`` has when ``limits_rate`` isn't given it.
+_UNSET: dict[str, object] = {
+    "to": None,
+    "per": None,
+    "key": keys.BARE,
+    "burst": None,
+    "group": None,
+    "cost": None,
+}
 
 
 def stacked(job_class: type[DeclaredAttributes], declaration: RateLimit) -> dict[str, t.Any]:
@@ -298,7 +402,7 @@ class RateLimitControl(Control):
         wanted = {charge.key for _job, charges in limited for charge in charges}
         states = budgets.lock(connection, wanted, utcnow())
         now = clock()
-        _write_noted_pauses(states, wanted, now)
+        local_pauses.write_into(states, wanted, now)
         deferrals = []
         ahead = None if clock.charges_ahead else dt.timedelta(0)  # None: the rates' own
         for job, charges in limited:
@@ -374,25 +478,20 @@ class RateLimitControl(Control):
         return True
 
 
-def _write_noted_pauses(states: budgets.Locked, keys: t.Iterable[str], now: dt.datetime) -> None:
-    """Write into the locked budgets the pauses this process noted and may not have stored
-    yet (:mod:`~flask_solidq.controls.local_pauses`), counted from the claim's clock: the
-    claim then admits none of their jobs, and commits the pause for every other process."""
-    for key in keys:
-        remaining = local_pauses.BOARD.remaining([key])
-        if remaining:
-            states[key].back_off(now + dt.timedelta(seconds=remaining))
-
-
 def declaration_for(key: str) -> RateLimit | None:
-    """The ``limits_rate`` declaration whose budgets include ``key``: that of the registered
-    definition whose literal group, or whose name when it has no group (followed by the
-    limit's name for a named one), starts the key (the longest such start wins); None when no
-    registered definition's does (a group computed by a callable can't be matched from its
-    key)."""
+    """The ``limits_rate`` declaration whose budgets include ``key``: the named budget
+    registered as ``key`` (``rate_limiter.register``); else that of the registered definition
+    whose literal group, or whose name when it has no group (followed by the limit's name for
+    a named one), starts the key (the longest such start wins); None when no registered
+    definition's does (a group computed by a callable can't be matched from its key)."""
+    named = named_budgets.find(key)
+    if named is not None:
+        return named
     best: tuple[int, RateLimit] | None = None
     for definition in registry.definitions():
         for declaration in definition._declared.active_rate_limits:
+            if declaration.budget is not None:
+                continue  # a named budget's key is its name alone, found above
             group = declaration.group
             scope = definition.job_name if keys.is_disabled(group) else group
             if not isinstance(scope, str):

@@ -36,6 +36,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import errors
 from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.controls import back_off
@@ -121,7 +122,7 @@ def _announcement(
     """What to send once the deferral committed: ``rate_limit_back_off`` for a job that heard
     the 429, ``defer_rate_limited`` for one held at its start by a pause."""
     keys = [charge.key for charge in paused.limits[outcome.claimed.id]]
-    if outcome.held_at_start:
+    if not _heard_429(outcome):
         return functools.partial(
             signals.send_safely,
             signals.defer_rate_limited,
@@ -144,18 +145,28 @@ def _announcement(
     )
 
 
+def _heard_429(outcome: Outcome) -> bool:
+    """Whether the job heard an API's 429; not when it was held at its start by a pause, or
+    refused by its own budgets (``acquire`` timed out in its run: ``RateLimited`` with
+    ``keys``)."""
+    refused = isinstance(outcome.exception, errors.RateLimited) and outcome.exception.keys
+    return not (outcome.held_at_start or refused)
+
+
 def _pause(outcome: Outcome) -> dt.timedelta:
     return outcome.pause or dt.timedelta(0)
 
 
 def _due_at(outcome: Outcome, charges: list[Charge], backed_off: back_off.BackedOff) -> dt.datetime:
     """When the job is looked at again: the latest of its budgets' next slots, each after the
-    pause (taken on that budget, as a claim's deferral takes one); with no budget, the
-    pause's end."""
+    pause (taken on that budget, as a claim's deferral takes one), and not before the wait
+    its outcome asks (the pause; an ``acquire``'s time until its budgets admit); with no
+    budget, that wait's end."""
     now = backed_off.now
+    wait = now + dt.timedelta(seconds=t.cast("Retry", outcome.retry).wait)
     if not charges:
-        return now + _pause(outcome)
-    return rate_charges.defer(backed_off.locked, charges, now)[1]
+        return wait
+    return max(wait, rate_charges.defer(backed_off.locked, charges, now)[1])
 
 
 #: A deferred job's payload (its step progress; ``executions`` as before the run). Its

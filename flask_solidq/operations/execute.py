@@ -313,6 +313,10 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     host's estimate until then."""
     job.executions = max(0, job.executions - 1)
     pause = limited.pause(utcnow())
+    if limited.keys:
+        # Our own limiter refused (an ``acquire`` in the run timed out), no API said 429:
+        # the job waits that long, and pauses nothing.
+        return _waits(claimed, job, limited, pause)
     # Known in this process at once, and to the others as soon as it commits (not when the
     # finisher stores the outcome): the calls that hurt are the ones just after the 429.
     back_off.heard(get_state().engine, {c.key: pause for c in rate_charges.of(claimed)})
@@ -327,6 +331,22 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     return Outcome(
         claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited, pause=pause
     )
+
+
+def _waits(
+    claimed: ClaimedJob, job: Job, limited: errors.RateLimited, wait: dt.timedelta
+) -> Outcome:
+    """Deferred for ``wait`` (at least: its budgets' next slot may come later), pausing no
+    budget, with its progress and no run counted."""
+    retry = Retry(
+        arguments=_dumps(job.payload()),
+        scheduled_at=utcnow() + wait,
+        queue_name=claimed.queue_name,
+        priority=claimed.priority,
+        rate_limit_key=claimed.rate_limit_key,
+        wait=wait.total_seconds(),
+    )
+    return Outcome(claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited)
 
 
 def _held_at_start(claimed: ClaimedJob, held: controls.HeldAtStart) -> Outcome:

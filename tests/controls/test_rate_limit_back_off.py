@@ -331,7 +331,7 @@ def test_back_off_pauses_a_budget_from_anywhere_and_the_limiter_reports_it(app, 
         assert limiter.state(THROTTLED).next_admission_at == until
         assert limiter.state(THROTTLED).backed_off_until == until
         # A shorter pause keeps the longer one.
-        assert limiter.back_off(THROTTLED, dt.timedelta(seconds=0.5)) == until
+        assert limiter.back_off(THROTTLED, seconds=dt.timedelta(seconds=0.5)) == until
 
     assert budget(engine, THROTTLED).backed_off_until == until
     assert sent == [

@@ -161,7 +161,7 @@ def test_a_job_charged_ahead_is_held_at_its_start_by_a_back_off_committed_since(
         _burst, sixth = burst_then_one_ahead(app, engine, clock)
         tat_before = budget(engine).tat
         with app.app_context():
-            until = support.solidq.rate_limiter.back_off(KEY, jobs.PAUSE)
+            until = support.solidq.rate_limiter.back_off(KEY, seconds=jobs.PAUSE)
         local_pauses.BOARD.forget()  # as in another process: the database alone knows
         clock.advance(0.0425)  # the sixth's moment
 
@@ -227,7 +227,7 @@ def test_once_the_pause_is_over_the_held_job_runs_and_the_budget_admits_its_burs
     with frozen_clock(start=START) as clock:
         _burst, sixth = burst_then_one_ahead(app, engine, clock)
         with app.app_context():
-            support.solidq.rate_limiter.back_off(KEY, jobs.PAUSE)
+            support.solidq.rate_limiter.back_off(KEY, seconds=jobs.PAUSE)
         store(engine, perform(app, sixth))
         others = [later(app, f"after-{index}") for index in range(5)]
 
@@ -242,3 +242,26 @@ def test_once_the_pause_is_over_the_held_job_runs_and_the_budget_admits_its_burs
         assert sixth.id in [job.id for job in batch.jobs]
         store(engine, *(perform(app, job) for job in batch.jobs))
         assert "n5" in jobs.performed()
+
+
+def test_an_acquire_refused_in_a_run_defers_the_job_and_pauses_nothing(app, engine):
+    """``RateLimited`` from our own limiter (``acquire`` timed out, so it names its budgets)
+    is no API's 429: the job waits until the budget it asked would admit, and neither its own
+    budget nor the one it asked is paused."""
+    with frozen_clock(start=START):
+        with app.app_context():
+            with support.solidq.rate_limiter.acquire(jobs.OUTSIDE):  # spends the minute
+                pass
+            job_id = t.cast(int, jobs.acquiring.perform_later("refused").provider_job_id)
+        (job,) = claim_batch(engine).jobs
+
+        outcome = perform(app, job)
+
+        assert outcome.kind is OutcomeKind.DEFERRED and not outcome.held_at_start
+        assert local_pauses.BOARD.remaining([KEY, jobs.OUTSIDE]) == 0.0
+        with support.signals_sent(signals.rate_limit_back_off) as backed_off:
+            store(engine, outcome)
+        assert backed_off == []
+        assert all(row.backed_off_until is None for row in support.rows(engine, BUDGETS))
+        assert scheduled_at(engine, job_id) >= START + dt.timedelta(seconds=60)
+        assert spent_nothing(engine, job_id)

@@ -58,7 +58,8 @@ def test_each_stacked_budget_is_read_by_its_own_limit(app, engine):
         calls = limiter.state("stacked_test.points_and_calls/shop")
         points = limiter.state("stacked_test.points_and_calls/points/shop")
         # Points: 30 left of a burst of 50; a call of 31 waits a minute per unit short.
-        assert limiter.time_until_available("stacked_test.points_and_calls/points/shop", 30) == 0
+        points_key = "stacked_test.points_and_calls/points/shop"
+        assert limiter.time_until_available(points_key, units=30) == 0
         assert limiter.is_limited("stacked_test.points_and_calls/points/shop", units=31)
         # The calls' limit counts claims, burst 4: a "call of 5" is never admitted.
         with pytest.raises(ValueError, match="burst"):

@@ -149,6 +149,23 @@ sys.modules["flask_login"] = SimpleNamespace(
 """,
     ),
     "docs/enqueuing.md": ({}, JOBS),
+    # The named budgets' samples call Stripe from views and scripts.
+    "docs/rate-limits.md": (
+        {},
+        """
+class NestedStandIn:
+    '''A client whose attributes nest (stripe.Invoice.create): each does nothing.'''
+
+    def __getattr__(self, name):
+        return NestedStandIn()
+
+    def __call__(self, *args, **kwargs):
+        return None
+
+
+stripe = NestedStandIn()
+""",
+    ),
     "docs/failures.md": (
         {},
         """

@@ -23,6 +23,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_solidq import SolidQ
 from flask_solidq import signals
+from flask_solidq.controls import named_budgets
 from flask_solidq.definitions import registry
 from tests.docs import preambles
 from tests.docs.samples import Sample
@@ -47,6 +48,9 @@ class PageRun:
         # The page's jobs are registered alone: the suite's own (tests.jobs) may share names
         # with them, and a page is a fresh app of a reader's, which has none of those.
         registry._definitions.clear()
+        # So are named budgets (rate_limiter.register): a page registers its own.
+        self.budgets = dict(named_budgets._budgets)
+        named_budgets._budgets.clear()
         self.modules = {name: sys.modules.get(name) for name in STAND_IN_MODULES}
         self.receivers = {signal: set(signal.receivers) for signal in _signals()}
         config, code = preambles.preamble(page)
@@ -107,6 +111,8 @@ class PageRun:
         os.chdir(self.cwd)
         registry._definitions.clear()
         registry._definitions.update(self.registered)
+        named_budgets._budgets.clear()
+        named_budgets._budgets.update(self.budgets)
         for name, module in self.modules.items():
             if module is None:
                 sys.modules.pop(name, None)

@@ -33,7 +33,20 @@ def call(note: str, answer: str = "ok") -> None:
     if answer == "429":
         raise RateLimited(retry_after=PAUSE)
     if answer == "back_off":
-        solidq.rate_limiter.back_off(KEY, PAUSE)
+        solidq.rate_limiter.back_off(KEY, seconds=PAUSE)
+
+
+#: A named budget of one call a minute, which :func:`acquiring` takes from inside its run.
+OUTSIDE = solidq.rate_limiter.register("pause_test.outside", to=1, per=60)
+
+
+@solidq.job(name="pause_test.acquiring")
+@limits_rate(to=20, per=1, burst=5, key="global")
+def acquiring(note: str) -> None:
+    """Take an admission of :data:`OUTSIDE` without waiting: refused, ``acquire`` raises
+    ``RateLimited`` with the budget's key, which no API said."""
+    with solidq.rate_limiter.acquire(OUTSIDE, timeout=0):
+        PERFORMED.append(("pause_test.acquiring", note))
 
 
 def performed(notes: t.Iterable[str] | None = None) -> list[str]:

@@ -118,7 +118,7 @@ def test_a_back_off_from_outside_holds_back_a_job_claimed_ahead(app, workers):
     assert claimed_ahead(engine, waiting), "the job is claimed ahead when the back-off comes"
     backed_off_at = utcnow()
     with app.app_context():
-        support.solidq.rate_limiter.back_off(jobs.KEY, jobs.PAUSE)
+        support.solidq.rate_limiter.back_off(jobs.KEY, seconds=jobs.PAUSE)
     drained(engine, [first, waiting])
     workers.stop(work)
 
