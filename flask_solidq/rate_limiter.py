@@ -20,6 +20,7 @@ from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import back_off
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
@@ -60,7 +61,8 @@ class BudgetState:
 
 
 class RateLimiter:
-    """The budgets of the current app's queue. Every method requires an app context."""
+    """The budgets of the current app's queue. Every method requires an app context, and
+    raises :class:`~flask_solidq.PendingMigrations` when the budgets table is missing."""
 
     def is_limited(self, key: str, units: int = 1) -> bool:
         """True while a claim of a job with this budget key (charging ``units``, under a
@@ -82,7 +84,7 @@ class RateLimiter:
         declaration = _declaration(key)
         _check_units(units, declaration)
         rate = declaration.rate
-        with db.read(self._engine()) as connection:
+        with budget_table.required(), db.read(self._engine()) as connection:
             budget = budgets.read(connection, key) or gcra.Budget()
             now = database_clock.now(connection)
         return max(0.0, (budget.available_at(rate, now, units) - now).total_seconds())
@@ -95,7 +97,7 @@ class RateLimiter:
         """
         declaration = _declaration(key)
         rate = declaration.rate
-        with db.read(self._engine()) as connection:
+        with budget_table.required(), db.read(self._engine()) as connection:
             budget = budgets.read(connection, key) or gcra.Budget()
             waiting = budgets.waiting(connection, key)
             now = database_clock.now(connection)
@@ -130,7 +132,7 @@ class RateLimiter:
         pause = t.cast(dt.timedelta, errors.pause_of(seconds, name="back_off(seconds=)"))
         _declaration(key)  # refuses a key no registered limit covers
         engine = self._engine()
-        with db.write(engine) as connection:
+        with budget_table.required(), db.write(engine) as connection:
             backed_off = back_off.pause(connection, {key: pause})
             budgets.save(connection, backed_off.locked, backed_off.now)
             until = backed_off.until[key]
@@ -146,9 +148,10 @@ class RateLimiter:
             ``sleep_between_batches`` isn't a number of 0 or more.
         """
         check_batches(batch_size, sleep_between_batches)
-        return budgets.clear_idle_in_batches(
-            self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
-        )
+        with budget_table.required():
+            return budgets.clear_idle_in_batches(
+                self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
+            )
 
     @staticmethod
     def _engine() -> sa.Engine:

@@ -23,15 +23,18 @@ starts afresh, and logs its own ERROR.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import time
+import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import errors
 from flask_solidq.models.tables import BUDGETS
 
 logger = logging.getLogger("flask_solidq")
@@ -163,6 +166,19 @@ def exists(connection: sa.Connection) -> bool:
     """Whether the budgets table exists now (one query; the dashboard and ``status`` ask
     before reading budgets, which would fail, and on PostgreSQL abort their transaction)."""
     return sa.inspect(connection).has_table(BUDGETS.name)
+
+
+@contextlib.contextmanager
+def required() -> t.Iterator[None]:
+    """Turn the error of a statement on the missing budgets table into
+    :class:`~flask_solidq.PendingMigrations` naming it (``solidq.rate_limiter``, which is
+    asked about budgets and has no answer without them)."""
+    try:
+        yield
+    except sa.exc.DBAPIError as error:
+        if db.is_missing_table(error, BUDGETS.name):
+            raise errors.PendingMigrations([BUDGETS.name]) from error
+        raise
 
 
 def _key(connection: sa.Connection | sa.Engine) -> str:

@@ -10,19 +10,28 @@ it is checked. The same with real `flask solidq work` processes is in
 from __future__ import annotations
 
 import datetime as dt
+import html
 import logging
+import re
 import typing as t
 
 import pytest
 import sqlalchemy as sa
 
+from flask_solidq import PendingMigrations
 from flask_solidq import db
+from flask_solidq import housekeeping
 from flask_solidq.controls import budget_table
 from flask_solidq.controls import rate_limit
 from flask_solidq.operations import claim
+from flask_solidq.operations import execute
+from flask_solidq.operations import finalize
+from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import rate_limit as jobs
+from tests.jobs import rate_limit_stacked as stacked_jobs
+from tests.support.concurrency import JOBS
 from tests.support.concurrency import SCHEDULED
 
 if t.TYPE_CHECKING:
@@ -33,6 +42,19 @@ CLAIMERS = (PROCESS_ID,)
 EVERY_QUEUE = claim.QueueSelector(("*",))
 WAIT = rate_limit.TABLE_MISSING_WAIT
 AWAY = "solidq_rate_limits_away"
+GLOBAL_KEY = "rate_test.global/global"
+
+
+@pytest.fixture
+def app(database_url: str) -> t.Iterator[Flask]:
+    """Overrides conftest's ``app``: the dashboard on, to read its pages too."""
+    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
+        yield app
+
+
+@pytest.fixture(autouse=True)
+def _push_request_context() -> None:
+    """No request context pushed around the test: each client request gets its own."""
 
 
 @pytest.fixture
@@ -200,3 +222,74 @@ def test_a_migrated_table_is_found_at_the_next_look_without_a_restart(
     (found,) = [r for r in caplog.records if getattr(r, "event", None) == "rate_limits_table_found"]
     assert found.levelno == logging.INFO
     assert errors(caplog) == []
+
+
+# -- the other readers and writers of budgets ----------------------------------------------------
+
+
+def test_a_job_told_429_without_the_table_waits_out_its_pause(app, engine, table):
+    jobs.THROTTLED_CALLS.pop("gone", None)  # its fake API answers 429 to the first call
+    job_id = later(app, jobs.throttled, "gone", 1)
+    (claimed,) = claim_batch(engine).jobs
+    table.take_away()
+
+    with app.app_context():
+        outcome = execute.perform(claimed)
+        stored = finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
+
+    assert [o.kind for o in stored] == [execute.OutcomeKind.DEFERRED]
+    paused = scheduled_at(engine, job_id)
+    assert stored[0].retry is not None and paused == stored[0].retry.scheduled_at
+    assert utcnow() < paused <= utcnow() + dt.timedelta(seconds=jobs.PAUSE)
+
+
+def test_rate_limit_used_corrects_nothing_without_the_table(app, engine, table, caplog):
+    later(app, stacked_jobs.tokens, 60)
+    (claimed,) = claim_batch(engine).jobs
+    table.take_away()
+    caplog.set_level(logging.INFO, logger="flask_solidq")
+
+    with app.app_context():
+        job = execute.load(claimed)
+        assert job.rate_limit_used(10) == 0
+        assert job.rate_limit_used(10) == 0  # known missing now: no statement on it
+
+    assert len(errors(caplog)) == 1
+
+
+def test_the_rate_limiter_says_the_budgets_table_awaits_its_migration(app, table):
+    table.take_away()
+    limiter = RateLimiter()
+    with app.app_context():
+        for ask in (
+            lambda: limiter.is_limited(GLOBAL_KEY),
+            lambda: limiter.state(GLOBAL_KEY),
+            lambda: limiter.back_off(GLOBAL_KEY, 5),
+            limiter.clear_idle_in_batches,
+            lambda: housekeeping.ClearIdleBudgets().perform(),
+        ):
+            with pytest.raises(PendingMigrations, match=budget_table.NAME):
+                ask()
+
+
+def test_status_and_the_dashboard_say_the_table_is_missing(app, engine, table):
+    table.take_away()
+    deferred = later(app, jobs.global_job, "waits")
+    later(app, jobs.unlimited, "runs")
+    claim_batch(engine)
+
+    result = app.test_cli_runner().invoke(args=["solidq", "status"])
+    assert result.exit_code == 0, result.output
+    assert f"the table {budget_table.NAME} is missing" in result.output
+    assert "(1 waiting now)" in result.output
+
+    client = app.test_client()
+    page = client.get("/solidq/budgets")
+    assert page.status_code == 200
+    assert f"The table <code>{budget_table.NAME}</code> is missing" in page.get_data(as_text=True)
+
+    job_page = client.get(f"/solidq/jobs/{deferred}")
+    assert job_page.status_code == 200
+    why = html.unescape(re.sub(r"\s+", " ", job_page.get_data(as_text=True)))
+    assert f"which can't be checked: the table {budget_table.NAME} is missing" in why
+    assert support.rows(engine, JOBS, JOBS.c.id == deferred)
