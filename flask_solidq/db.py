@@ -296,6 +296,22 @@ def is_deadlock_error(original: BaseException) -> bool:
     return "database is locked" in str(original)
 
 
+def is_missing_table(error: BaseException, name: str) -> bool:
+    """Whether ``error`` says the table ``name`` doesn't exist: PostgreSQL 42P01, MySQL
+    1146, SQLite "no such table". The table's name must be in the message, so a statement
+    that failed on another missing table isn't taken for this one."""
+    original = getattr(error, "orig", None)
+    if original is None or name not in str(original):
+        return False
+    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+    if code == "42P01":
+        return True
+    args = getattr(original, "args", ())
+    if args and args[0] == 1146:
+        return True
+    return "no such table" in str(original)
+
+
 #: The first pause before a deadlocked operation runs again, in seconds; it doubles with each
 #: attempt, up to :data:`DEADLOCK_BACKOFF_CAP`, and each pause is drawn at random below it.
 DEADLOCK_BACKOFF = 0.005

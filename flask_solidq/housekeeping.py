@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 
 from flask_solidq import rate_limiter
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import maintenance
@@ -63,6 +64,9 @@ class ClearIdleBudgets(Job, name="solidq.clear_idle_budgets"):
         """:raises ValueError: ``batch_size`` below 1 or ``sleep_between_batches`` below 0
         (from ``SOLIDQ_RECURRING``'s ``kwargs``): the job fails, naming the argument."""
         rate_limiter.check_batches(batch_size, sleep_between_batches)
-        return budgets.clear_idle_in_batches(
-            get_state().engine, batch_size=batch_size, sleep_between_batches=sleep_between_batches
-        )
+        with budget_table.required():  # without the table, the job fails saying so
+            return budgets.clear_idle_in_batches(
+                get_state().engine,
+                batch_size=batch_size,
+                sleep_between_batches=sleep_between_batches,
+            )

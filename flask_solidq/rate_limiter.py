@@ -23,6 +23,7 @@ from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import admissions
 from flask_solidq.controls import budget_lookup
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import named_budgets
@@ -74,7 +75,8 @@ Target = t.Union[str, "type[Job]"]
 
 class RateLimiter:
     """The budgets of the current app's queue. Every method but :meth:`register` requires an
-    app context.
+    app context, and raises :class:`~flask_solidq.PendingMigrations` when the budgets table
+    is missing.
 
     Each method that reads or charges a budget takes a budget key (``"Stripe/global"``, a
     named budget ``"stripe"``) or a job with the arguments of a call
@@ -135,7 +137,7 @@ class RateLimiter:
             out blank).
         """
         charges = self._charges(target, args, kwargs, None, "state")
-        with db.read(self._engine()) as connection:
+        with budget_table.required(), db.read(self._engine()) as connection:
             now = database_clock.now(connection)
             states = [_state(connection, charge, now) for charge in charges]
         return max(states, key=lambda state: state.next_admission_at)
@@ -201,9 +203,10 @@ class RateLimiter:
             ``sleep_between_batches`` isn't a number of 0 or more.
         """
         check_batches(batch_size, sleep_between_batches)
-        return budgets.clear_idle_in_batches(
-            self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
-        )
+        with budget_table.required():
+            return budgets.clear_idle_in_batches(
+                self._engine(), batch_size=batch_size, sleep_between_batches=sleep_between_batches
+            )
 
     def _time_until(
         self,
@@ -216,7 +219,7 @@ class RateLimiter:
         charges = budget_lookup.charges_for(target, args, kwargs, units, asked=asked)
         if not charges:
             return 0.0
-        with db.read(self._engine()) as connection:
+        with budget_table.required(), db.read(self._engine()) as connection:
             now = database_clock.now(connection)
             at = max(
                 (budgets.read(connection, c.key) or gcra.Budget()).available_at(

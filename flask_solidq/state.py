@@ -134,12 +134,14 @@ class SolidQState:
 
     def check_tables(self) -> None:
         """Raise :class:`~flask_solidq.PendingMigrations` unless every flask-solidq table
-        (and every column a later schema version added) exists. A positive answer is cached
-        for the life of the process."""
+        (and every column a later schema version added) exists, apart from the rate limit's
+        budgets table: without it only rate-limited jobs wait (they fail closed, see
+        :mod:`flask_solidq.controls.budget_table`), so enqueueing and workers go on. A
+        positive answer is cached for the life of the process."""
         if self._tables_exist:
             return
         if not _probe_runs(self.engine):
-            missing = _missing_tables(self.engine)
+            missing = _missing_tables(self.engine) - {models.RateLimitBudget.__tablename__}
             if missing:
                 raise errors.PendingMigrations(missing)
         self._tables_exist = True

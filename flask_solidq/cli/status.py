@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typing as t
 
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.formatting import count_of
 from flask_solidq.formatting import describe_limit
@@ -60,7 +61,9 @@ def render_status(
     if semaphores:
         sections.append(render_semaphores(semaphores, now))
     waiting = budgets.waiting(connection)
-    if waiting:
+    if not budget_table.exists(connection):
+        sections.append(render_missing_budgets(waiting))
+    elif waiting:
         sections.append(render_budgets(connection, waiting, now))
     coalescing = queue_figures.coalesce_summary(connection)
     if coalescing:
@@ -178,6 +181,15 @@ def render_budgets(
                 rows.append(_budget_cells(connection, other, now, None))
     headers = ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
     return "Rate-limited jobs\n" + format_table(headers, rows, right={2, 3})
+
+
+def render_missing_budgets(waiting: t.Sequence[budgets.Waiting]) -> str:
+    """The budgets table is missing: what that does, and the fix."""
+    count = sum(entry.size for entry in waiting)
+    return (
+        f"Rate-limited jobs: the table {budget_table.NAME} is missing, so they wait a"
+        f" minute at a time instead of running ({count} waiting now). {budget_table.FIX}"
+    )
 
 
 def _budget_cells(

@@ -12,9 +12,12 @@ from __future__ import annotations
 import functools
 import typing as t
 
+import sqlalchemy as sa
+
 from flask_solidq.controls import coalescing
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.base import ClaimAgain as ClaimAgain
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Control
 from flask_solidq.controls.base import Deferral
@@ -24,8 +27,6 @@ from flask_solidq.controls.base import JobStore
 
 if t.TYPE_CHECKING:
     import datetime as dt
-
-    import sqlalchemy as sa
 
     from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
@@ -185,14 +186,23 @@ def checked_at_claim() -> frozenset[str]:
 
 def claim(connection: sa.Connection, jobs: list[ClaimedJob], clock: ClaimClock) -> list[Deferral]:
     """Run every control's CLAIM hook over the candidates, in queue order; return the jobs
-    that must wait instead of running now."""
+    that must wait instead of running now.
+
+    :raises ClaimAgain: a hook failed on the database for a reason it has remembered: roll
+        the claim back and run it again.
+    """
     deferrals: list[Deferral] = []
     for control in CONTROLS:
         deferred = {deferral.job.id for deferral in deferrals}
         candidates = [job for job in jobs if job.id not in deferred]
         if not candidates:
             break
-        deferrals.extend(control.claim(connection, candidates, clock))
+        try:
+            deferrals.extend(control.claim(connection, candidates, clock))
+        except sa.exc.DBAPIError as error:
+            if control.claim_failed(connection, error):
+                raise ClaimAgain from error
+            raise
     return deferrals
 
 

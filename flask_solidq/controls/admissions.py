@@ -27,6 +27,7 @@ from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import back_off
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import local_pauses
 from flask_solidq.controls import rate_charges
@@ -82,7 +83,7 @@ def pause_all(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> dict[s
     each key is paused now (a longer pause already there is kept)."""
     for key, length in pauses.items():  # this process honours it at once, before the commit
         local_pauses.BOARD.note([key], length.total_seconds())
-    with db.write(engine) as connection:
+    with budget_table.required(), db.write(engine) as connection:
         backed_off = back_off.pause(connection, pauses)
         budgets.save(connection, backed_off.locked, backed_off.now)
         until = backed_off.until
@@ -114,7 +115,7 @@ def _try_once(engine: sa.Engine, charges: list[Charge]) -> tuple[dt.datetime | N
     """Charge every budget if they admit within their charge-ahead; return the moment
     charged and how far ahead of the database's clock it is, or None and the seconds until
     they would all admit."""
-    with db.write(engine) as connection:
+    with budget_table.required(), db.write(engine) as connection:
         locked = budgets.lock(connection, (charge.key for charge in charges), utcnow())
         now = database_clock.now(connection)
         written = local_pauses.write_into(locked, (charge.key for charge in charges), now)

@@ -11,7 +11,8 @@ The hooks, in the order a job meets them:
 * ``dispatch`` (the job becomes due: at enqueue, or when the dispatcher finds it due): take
   what the job needs to become ready, or hold it back (block it, discard it);
 * ``claim`` (inside a worker's claim transaction, over the batch it locked): admit each job
-  or defer it to a later time, then ``after_claim`` once that transaction committed;
+  or defer it to a later time, then ``after_claim`` once that transaction committed
+  (``claim_failed`` when it raised a database error);
 * ``start`` and ``prepare_run`` (a worker is about to perform a claimed job): act on the
   start (coalescing frees the job's key and reads what it runs), then, once the job is loaded,
   give it what it runs with, or say there is nothing to run;
@@ -72,6 +73,12 @@ class HeldAtStart(Exception):  # noqa: N818 - a control's answer, not an error
         #: The pause this process knows of and the database may not yet (it is stored with
         #: the job); None when the pause it met is the database's.
         self.pause = pause
+
+
+class ClaimAgain(Exception):  # noqa: N818 - a request to the claim, not a failure
+    """A CLAIM hook failed for a reason it has now remembered (a table gone under a running
+    worker: :meth:`Control.claim_failed`): the claim's transaction rolls back, and the claim
+    runs again from the start. The database error is on ``__cause__``."""
 
 
 class ClaimClock:
@@ -237,6 +244,13 @@ class Control:
         decision depends on is locked. The claim moves the deferred jobs to scheduled
         executions in the same transaction."""
         return []
+
+    def claim_failed(self, connection: sa.Connection, error: BaseException) -> bool:
+        """CLAIM: :meth:`claim` raised the database error ``error``; whether this control
+        knows why, and has remembered it, so that the same claim run again in a fresh
+        transaction won't fail the same way (the claim is then rolled back and run once
+        more: :class:`ClaimAgain`). ``connection``'s transaction may be aborted."""
+        return False
 
     def after_claim(self, engine: sa.Engine, deferrals: list[Deferral]) -> None:
         """After the claim that deferred ``deferrals`` (by any control) committed: release

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import keys
 from flask_solidq import signals
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import gcra
@@ -37,7 +38,6 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
-from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -55,7 +55,7 @@ MIN_INTERVAL = 0.001
 MIN_UNIT_INTERVAL = 0.000001
 
 #: How long a limited job waits when the budgets table is missing, before it is looked at
-#: again (the limit fails closed).
+#: again (the limit fails closed: see :mod:`~flask_solidq.controls.budget_table`).
 TABLE_MISSING_WAIT = dt.timedelta(minutes=1)
 
 logger = logging.getLogger("flask_solidq")
@@ -365,10 +365,6 @@ class RateLimitControl(Control):
     """The hooks of ``limits_rate``: the key at enqueue, GCRA admit-or-defer inside the
     claim, the ``defer_rate_limited`` signal once the claim committed."""
 
-    def __init__(self) -> None:
-        self._table_missing: set[str] = set()
-        self._table_present: set[str] = set()
-
     def concerns_enqueue(self, declared: Declared) -> bool:
         return bool(declared.active_rate_limits)
 
@@ -433,8 +429,14 @@ class RateLimitControl(Control):
         noted = local_pauses.BOARD.remaining(keys)
         if noted:
             raise HeldAtStart(dt.timedelta(seconds=noted))
-        with db.read(engine) as connection:
-            paused = budgets.paused_until(connection, keys)
+        try:
+            with db.read(engine) as connection:
+                paused = budgets.paused_until(connection, keys)
+        except sa.exc.DBAPIError as error:
+            # The budgets table went since the claim: the limit fails closed, the job waits.
+            if db.is_missing_table(error, BUDGETS.name):
+                raise HeldAtStart() from error
+            raise
         if paused is not None:
             raise HeldAtStart()
         return claimed, None
@@ -455,27 +457,15 @@ class RateLimitControl(Control):
                 size=len(deferred),
             )
 
+    def claim_failed(self, connection: sa.Connection, error: BaseException) -> bool:
+        """A claim that found the budgets table gone (dropped or renamed under a running
+        worker) runs again, deferring the limited jobs (see :mod:`.budget_table`)."""
+        return budget_table.TABLE.noticed_missing(connection, error)
+
     def _budgets_missing(self, connection: sa.Connection) -> bool:
         """Whether ``solidq_rate_limits`` is missing: then limited jobs wait, a minute at a
-        time, and this process logs one error (the limit fails closed). Cached per database
-        for the life of the process, as the table check at enqueue is: restart workers after
-        migrating."""
-        url = connection.engine.url.render_as_string()
-        if url in self._table_missing:
-            return True
-        if url in self._table_present:
-            return False
-        if sa.inspect(connection).has_table(BUDGETS.name):
-            self._table_present.add(url)
-            return False
-        self._table_missing.add(url)
-        logger.error(
-            "SolidQ can't check rate limits: the table %s is missing, so rate-limited jobs"
-            " wait a minute at a time instead of running. Run `flask solidq install` and"
-            " `flask db upgrade`, then restart the workers.",
-            BUDGETS.name,
-        )
-        return True
+        time, and the rest run (the limit fails closed; see :mod:`.budget_table`)."""
+        return budget_table.TABLE.is_missing(connection)
 
 
 def declaration_for(key: str) -> RateLimit | None:

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import typing as t
 
+import sqlalchemy as sa
+
 from flask_solidq import database_clock
 from flask_solidq import db
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.rate_charges import Charge
@@ -35,7 +38,8 @@ class Usage:
         self._charges: list[Charge] | None = None
 
     def __call__(self, used: int, name: str | None = None) -> int:
-        """Correct the budgets by ``used`` units; return how many budgets were corrected.
+        """Correct the budgets by ``used`` units; return how many budgets were corrected
+        (none without the budgets table).
 
         Without ``name``: the limits declared with ``cost=``, or every limit when none is.
 
@@ -50,7 +54,8 @@ class Usage:
             self._charges = rate_charges.of(self._claimed)
         chosen = _chosen(self._charges, name)
         if chosen:
-            db.retrying_deadlocks(lambda: _correct(chosen, used))
+            if not db.retrying_deadlocks(lambda: _correct(chosen, used)):
+                return 0
             self._charges = [
                 Charge(charge.limit, charge.key, used) if charge in chosen else charge
                 for charge in self._charges
@@ -72,10 +77,21 @@ def _chosen(charges: list[Charge], name: str | None) -> list[Charge]:
     return weighted or list(charges)
 
 
-def _correct(charges: list[Charge], used: int) -> None:
-    with db.write(get_state().engine) as connection:
-        states = budgets.lock(connection, (charge.key for charge in charges), utcnow())
-        now = database_clock.now(connection)
-        for charge in charges:
-            states[charge.key].correct(charge.rate, now, used - charge.units)
-        budgets.save(connection, states, now)
+def _correct(charges: list[Charge], used: int) -> bool:
+    """Correct the budgets of ``charges``; False when the budgets table is missing (there is
+    nothing to correct, and the job goes on: see :mod:`.budget_table`)."""
+    engine = get_state().engine
+    try:
+        with db.write(engine) as connection:
+            if budget_table.TABLE.is_missing(connection):
+                return False
+            states = budgets.lock(connection, (charge.key for charge in charges), utcnow())
+            now = database_clock.now(connection)
+            for charge in charges:
+                states[charge.key].correct(charge.rate, now, used - charge.units)
+            budgets.save(connection, states, now)
+    except sa.exc.DBAPIError as error:
+        if budget_table.TABLE.noticed_missing(engine, error):
+            return False
+        raise
+    return True

@@ -14,6 +14,7 @@ import datetime as dt
 from flask import Blueprint
 from flask import render_template
 
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.dashboard import budget_charts
 from flask_solidq.dashboard import params
@@ -63,12 +64,18 @@ def budgets_page() -> str:
     now = utcnow()
     after = params.text_cursor("after")
     with reading.page() as connection:
-        page = control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
+        table_missing = not budget_table.exists(connection)
+        page = (
+            []
+            if table_missing
+            else control_reads.budget_page(connection, after=after, limit=PAGE_SIZE)
+        )
         keys = [row.key for row in page]
         waiting = {entry.key: entry for entry in budgets.waiting(connection, keys=keys)}
     rows = [_budget_view(row, waiting.get(row.key), now) for row in page]
     return render_template(
         "solidq/budgets.html",
+        table_missing=table_missing,
         rows=rows,
         charts=budget_charts.charts(page, now),
         after=after,

@@ -20,7 +20,7 @@ class RateLimitUsage:
         :param name: the stacked limit to correct; by default those declared with ``cost=``
             (every limit of the job when none is).
         :returns: how many budgets were corrected: 0 when no claim charged this run (the job
-            was performed in this process, not by a worker).
+            was performed in this process, not by a worker), or the budgets table is missing.
         :raises ValueError: ``units`` is negative, or no limit of the run has ``name``.
         """
         usage = self._rate_limit_usage

@@ -14,6 +14,8 @@ rate limit deferred at claim does:
   the metrics count it there);
 * no attempt recorded, and ``executions`` as before the run (the payload is saved, with any
   step progress);
+* without the budgets table (:mod:`~flask_solidq.controls.budget_table`), no budget is
+  paused: the job waits out its pause as a job without a rate limit does;
 * its concurrency slot given back once the outcome committed (the FINISH hooks, as a claim's
   deferral gives it back in its ``after_claim``); it takes one again, or blocks, when it comes
   back due.
@@ -40,6 +42,7 @@ from flask_solidq import errors
 from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.controls import back_off
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.rate_charges import Charge
@@ -67,6 +70,11 @@ def pause(connection: sa.Connection, outcomes: list[Outcome]) -> Paused:
     (see the finisher's transaction), so a job whose claim turns out lost still paused its
     budgets: the API did say 429."""
     limits = {o.claimed.id: rate_charges.of(o.claimed) for o in outcomes}
+    if any(limits.values()) and not budget_table.exists(connection):
+        # Asked each time, not remembered: a table dropped since would fail the finisher's
+        # transaction on every try. Without budgets, each job waits out its pause as a job
+        # without a rate limit does; back at a claim, it waits again while the table is gone.
+        limits = {job_id: [] for job_id in limits}
     pauses: dict[str, dt.timedelta] = {}
     for outcome in outcomes:
         for charge in limits[outcome.claimed.id]:

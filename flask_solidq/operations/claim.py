@@ -16,7 +16,9 @@ process), the claim reads the candidates' jobs first, inside the same transactio
 CLAIM hooks admit or defer each, in queue order: admitted jobs are claimed, deferred ones move
 to scheduled executions. A batch with no limited job costs the same statements as before
 (the jobs are read before the inserts instead of after); only the PostgreSQL one-statement
-claim gives way to the transaction.
+claim gives way to the transaction. A hook that fails on the database for a reason it then
+remembers (the budgets table dropped under a running worker) asks for the claim to run again
+(:class:`~flask_solidq.controls.base.ClaimAgain`): it is rolled back and run once more.
 
 A worker claiming ahead of its idle threads (``prefetch``) passes ``limited_cap``, its idle
 threads: a claim then admits (charges a budget for) at most that many rate-limited jobs, so
@@ -66,6 +68,8 @@ from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ClaimedJob as ClaimedJob
 from flask_solidq.values import JobRef
+
+T = t.TypeVar("T")
 
 INSERT_CLAIMED = CLAIMED.insert()
 
@@ -134,18 +138,18 @@ def claim_batch(
         if len(jobs) >= limit:
             break
         cap = None if limited_cap is None else max(0, limited_cap - len(limited))
+        claim_once = functools.partial(
+            _claim_from,
+            engine,
+            queue_name,
+            limit - len(jobs),
+            process_id,
+            skip_locked,
+            cap,
+            charge_ahead,
+        )
         claimed = db.retrying_deadlocks(
-            functools.partial(
-                _claim_from,
-                engine,
-                queue_name,
-                limit - len(jobs),
-                process_id,
-                skip_locked,
-                cap,
-                charge_ahead,
-            ),
-            attempts=DEADLOCK_RETRIES,
+            functools.partial(_again_if_asked, engine, claim_once), attempts=DEADLOCK_RETRIES
         )
         jobs.extend(claimed.jobs)
         deferrals.extend(claimed.deferrals)
@@ -166,6 +170,18 @@ def claim_batch(
         )
         db.after_commit(engine, announce)
     return ClaimBatch(jobs, deferrals, tuple(limited), held_back, starts)
+
+
+def _again_if_asked(engine: sa.Engine, claim_once: t.Callable[[], T]) -> T:
+    """Run ``claim_once``, and once more if a CLAIM hook asked (:class:`controls.ClaimAgain`:
+    it found a table gone under this worker, and remembered). Not inside a caller's
+    transaction, which the failure rolled back: only the caller can run that again."""
+    try:
+        return claim_once()
+    except controls.ClaimAgain:
+        if db.in_transaction(engine):
+            raise
+        return claim_once()
 
 
 def _claim_from(
@@ -306,20 +322,35 @@ def _check_late_definitions(
         return ClaimBatch(jobs, [])
     over = limited[cap:] if cap is not None else []
     over_ids = {job.id for job in over}
+    checking = [job for job in unknown if job.id not in over_ids]
+    deferrals = _again_if_asked(
+        engine, functools.partial(_check_claimed, engine, process_id, checking, over)
+    )
+    db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
+    gone = {deferral.job.id for deferral in deferrals} | over_ids
+    taken = [job for job in jobs if job.id not in gone]
+    admitted = tuple(job.id for job in taken if job.class_name in checked)
+    return ClaimBatch(taken, deferrals, admitted, len(over))
+
+
+def _check_claimed(
+    engine: sa.Engine, process_id: int, jobs: list[ClaimedJob], over: list[ClaimedJob]
+) -> list[Deferral]:
+    """In one transaction: give the claims of ``over`` back to ready, run the CLAIM hooks
+    over ``jobs``, and move the deferred ones from their claim to a scheduled execution."""
     with db.write(engine) as connection:
         clock = ClaimClock(functools.partial(database_clock.now, connection))
         if over:
             connection.execute(
                 CLAIMED.delete().where(
-                    CLAIMED.c.job_id.in_(over_ids), CLAIMED.c.process_id == process_id
+                    CLAIMED.c.job_id.in_([job.id for job in over]),
+                    CLAIMED.c.process_id == process_id,
                 )
             )
             dispatch.insert_ready(
                 connection, [JobRef.of(job) for job in over], clock.read_or_host_time()
             )
-        deferrals = controls.claim(
-            connection, [job for job in unknown if job.id not in over_ids], clock
-        )
+        deferrals = controls.claim(connection, jobs, clock)
         if deferrals:
             deferred_ids = [deferral.job.id for deferral in deferrals]
             connection.execute(
@@ -328,11 +359,7 @@ def _check_late_definitions(
                 )
             )
             _defer(connection, deferrals, clock)
-    db.after_commit(engine, functools.partial(controls.after_claim, engine, deferrals))
-    gone = {deferral.job.id for deferral in deferrals} | over_ids
-    taken = [job for job in jobs if job.id not in gone]
-    admitted = tuple(job.id for job in taken if job.class_name in checked)
-    return ClaimBatch(taken, deferrals, admitted, len(over))
+    return deferrals
 
 
 def _claim_in_one_statement(

@@ -52,6 +52,7 @@ import time
 import typing as t
 
 from flask_solidq import db
+from flask_solidq import engines
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
@@ -189,6 +190,8 @@ class Worker(Poller):
             on_stored=lambda batch: self.held.discard(outcome.claimed.id for outcome in batch),
         )
         self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
+        # One connection per thread, open before the first claim (see engines.warm).
+        engines.warm(self.engine, self.worker.threads)
         self.finisher.start()
         job_notices.listen_ready(self.wake_up)
         self._subscription = job_notices.Subscription(

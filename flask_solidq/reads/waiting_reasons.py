@@ -9,6 +9,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_charges
@@ -60,6 +61,12 @@ def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) ->
     waiting = budgets.waiting(connection, key) if key and job.state is State.DEFERRED else []
     if not key or not waiting:
         return f"It is scheduled: due at {when}."
+    if not budget_table.exists(connection):
+        return (
+            f"It waits for the rate limit {key}, which can't be checked: the table"
+            f" {budget_table.NAME} is missing, so it is looked at again a minute at a time"
+            f" (next at {when}). {budget_table.FIX}"
+        )
     charges = rate_charges.parse(detail.rate_limit_charges or "") or [("", key, 1)]
     latest = _latest_admission(connection, charges, now)
     if latest is None:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.gcra import MAX_AHEAD
@@ -938,9 +939,7 @@ def test_without_the_budgets_table_limited_jobs_wait_a_minute_and_one_error_is_l
         assert deferred_ids(again) == limited
         assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
     finally:
-        rendered = queue.url.render_as_string()
-        rate_limit.CONTROL._table_missing.discard(rendered)
-        rate_limit.CONTROL._table_present.discard(rendered)
+        budget_table.TABLE.forget()
         with app.app_context():
             app.extensions["solidq"].dispose()
             support.db.engines[None].dispose()
