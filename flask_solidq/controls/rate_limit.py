@@ -38,6 +38,7 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
