@@ -55,6 +55,13 @@ the looser-limit cap lowering a debt that a charge ahead made: a later claim rea
 up to ``charge_ahead`` behind that charge. So the cap only cuts a debt more than
 ``charge_ahead`` past ``burst * T``, which no charge under the same limit leaves.
 
+**Backing off.** An API's 429 (``RateLimited``, ``back_off``) sets ``backed_off_until``: a
+budget admits nothing before it (:meth:`Budget.admit` refuses, :meth:`Budget.available_at`
+and the slots start from it), and a longer pause is never shortened (:meth:`Budget.back_off`).
+Its ``tat`` is left as it was: after the pause the budget admits at most its burst at once,
+then one per interval, as a quiet one does. A job admitted before the pause that didn't start
+gives its charge back (:meth:`Budget.correct` with the units negative).
+
 A job the budget refuses waits for a *slot*: the next free one, ``T`` after the last slot
 handed out and not before the budget could admit it, at most :data:`MAX_AHEAD` from now. A
 slot is a hint of when to look again and never charges the budget.

@@ -23,7 +23,8 @@ run, it claims for idle threads only). The claimed-ahead jobs are claims like an
   before it starts), whatever ``SOLIDQ_ON_WORKER_DEATH`` says of the running ones;
 * rate-limited jobs are never claimed ahead: a claim admits at most as many as the worker has
   idle threads (``limited_cap``), and they go to the front of the pool's queue, so each
-  starts at once and the limit holds at job start as it does at claim. A claim that met more
+  starts within a hand-off of its admission (docs/rate-limits.md, "Admissions and starts"),
+  after a check that its budget wasn't paused since (an API's 429). A claim that met more
   of them than it could admit leaves them ready and stops there; until a claim leaves none,
   the worker claims only for idle threads, as without ``prefetch``, so they aren't starved
   by the unlimited jobs behind them. Collecting jobs are treated the same (a claimed one is
