@@ -4,7 +4,9 @@
 
 Issue 35's scenario, measured with real worker processes: per run, six jobs limited by
 ``limits_rate(to=20, per=1, burst=5)`` on a budget of the run's own, the first of which makes
-its "call" (50 ms, an API's round trip; with 5 ms, the jobs of the burst that 2 busy cores hadn't yet scheduled past their start check start a millisecond after the 429, already admitted and checked) and hears 429 with ``Retry-After: 2``. The burst admits five at once, and the
+its "call" (50 ms, an API's round trip: with 5 ms, the burst's other jobs that two
+busy cores hadn't yet run past their start check started a millisecond after the 429, admitted
+and checked before it) and hears 429 with ``Retry-After: 2``. The burst admits five at once, and the
 sixth is charged ahead of the clock (62.5 ms later) while the first is still calling. Every job
 records when it started (``time.time()`` at the top of its run) and the told job when it heard
 the 429; the gap is from the 429 to the next start of any job of the run (the told job's own
