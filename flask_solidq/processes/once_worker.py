@@ -76,7 +76,11 @@ class OnceWorker(Worker):
         return pool is not None and pool.idle_threads == pool.size and not self.held.snapshot()
 
     def _dispatch_due(self) -> None:
-        """Make every due scheduled job ready (or blocked, or coalesced), a batch at a time."""
+        """Make every due scheduled job ready (or blocked, or coalesced), a batch at a time.
+        A read comes first: the dispatch is a write transaction (on SQLite it takes the
+        database's write lock), and most polls of a busy worker find nothing due."""
+        if dispatch.next_due_in(self.engine) != 0.0:
+            return
         skip_locked = self.settings.use_skip_locked
         while True:
             count = dispatch.dispatch_due(self.engine, self.batch_size, skip_locked=skip_locked)
