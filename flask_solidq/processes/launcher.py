@@ -8,7 +8,6 @@ log subscriber), so that every process it starts logs the same way.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import typing as t
@@ -152,13 +151,7 @@ def once_specs(settings: Settings, *, overrides: WorkerOverrides, forked: bool) 
     for index, worker in enumerate(overrides.apply(settings.workers)):
         for copy in range(worker.processes if forked else 1):
             tally = Tally()
-            build = functools.partial(
-                _once_worker,
-                worker=worker,
-                tally=tally,
-                batch_size=batch_size,
-                maintain_concurrency=maintain,
-            )
+            build = _once_worker(worker, tally, batch_size=batch_size, maintain=maintain)
             slots = worker.threads + worker.prefetch
             specs.append(
                 RunnerSpec(f"worker-{index}.{copy}", build, ledger_slots=slots, tally=tally)
@@ -166,8 +159,17 @@ def once_specs(settings: Settings, *, overrides: WorkerOverrides, forked: bool) 
     return specs
 
 
-def _once_worker(app: Flask, supervisor_id: int | None, **options: t.Any) -> OnceWorker:
-    return OnceWorker(app, options.pop("worker"), supervisor_id=supervisor_id, **options)
+def _once_worker(
+    worker: WorkerSettings, tally: Tally, *, batch_size: int, maintain: bool
+) -> t.Callable[[Flask, int | None], OnceWorker]:
+    return lambda app, supervisor_id: OnceWorker(
+        app,
+        worker,
+        tally=tally,
+        batch_size=batch_size,
+        maintain_concurrency=maintain,
+        supervisor_id=supervisor_id,
+    )
 
 
 def _dispatcher(dispatcher: DispatcherSettings) -> t.Callable[[Flask, int | None], Dispatcher]:
