@@ -23,12 +23,16 @@ from flask_solidq.logging import formats
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import queues
 from flask_solidq.processes import launcher
+from flask_solidq.processes import once as once_module
 from flask_solidq.processes.outage import describe
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 from flask_solidq.values import SupervisorMode
+
+if t.TYPE_CHECKING:
+    from flask import Flask
 
 
 class SolidQGroup(AppGroup):
@@ -264,6 +268,13 @@ def resume_command(queue: str) -> None:
 )
 @click.option("--only", type=click.Choice(launcher.KINDS), default=None, help="Run only these.")
 @click.option(
+    "--once",
+    is_flag=True,
+    help="Work off every job that is ready or due, then exit: the workers dispatch due"
+    " scheduled jobs themselves; no dispatcher or scheduler runs. Exit status 0 (failed jobs"
+    " included), 128+N when stopped by signal N, 1 when a worker died.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(formats.LogLevel, case_sensitive=False),
     default=None,
@@ -285,6 +296,7 @@ def work_command(
     polling_interval: float | None,
     mode: str,
     only: str | None,
+    once: bool,
     log_level: formats.LogLevel | None,
     format_name: formats.LogFormat | None,
 ) -> None:
@@ -293,6 +305,9 @@ def work_command(
 
     With --queues, --threads, --processes, --prefetch or --polling-interval, one worker runs
     with those options instead of SOLIDQ_WORKERS.
+
+    With --once, the workers alone run until nothing they could run is ready or due, then
+    say what they worked off and what is left waiting, and why.
     """
     _queue_engine()
     overrides = launcher.WorkerOverrides(
@@ -303,12 +318,27 @@ def work_command(
         prefetch=prefetch,
     )
     _log_to_stderr(log_level, format_name)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    if once:
+        _work_once(app, mode, only, overrides)
     try:
-        app = current_app._get_current_object()  # type: ignore[attr-defined]
         supervisor = launcher.supervisor(app, mode=mode, only=only, overrides=overrides)
     except (ValueError, TypeError) as error:
         raise click.ClickException(str(error)) from error
     supervisor.run()
+
+
+def _work_once(
+    app: Flask, mode: str, only: str | None, overrides: launcher.WorkerOverrides
+) -> t.NoReturn:
+    """``work --once``: run, print the report, exit with its status."""
+    try:
+        run = once_module.OnceRun(app, mode=mode, only=only, overrides=overrides)
+    except (ValueError, TypeError) as error:
+        raise click.ClickException(str(error)) from error
+    report = run.run()
+    click.echo(report.render())
+    click.get_current_context().exit(report.exit_code)
 
 
 def _queues_option(value: str | None) -> tuple[str, ...] | None:

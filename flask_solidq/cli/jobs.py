@@ -103,7 +103,10 @@ def register(group: click.Group, engine: EngineFactory) -> None:
             page = browse.list_jobs(
                 connection, chosen, queue=queue, job=job, batch=batch, before=before, limit=limit
             )
-        click.echo(render_jobs(page, chosen, utcnow()))
+            elsewhere = elsewhere_hint(
+                connection, chosen, first_page=before is None, queue=queue, job=job, batch=batch
+            )
+        click.echo(render_jobs(page, chosen, utcnow(), elsewhere))
         if len(page) == limit:
             again = command_line(
                 state=state, queue=queue, job=job, batch=batch, limit=limit, before=page[-1].id
@@ -184,16 +187,67 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         click.echo(f"Made {_jobs(done)} due now.{_none_left(done, references, 'scheduled')}")
 
 
-def render_jobs(page: t.Sequence[browse.JobSummary], state: browse.State, now: dt.datetime) -> str:
-    """A page of jobs as a table; its last column depends on the state."""
+#: For a list of one state, the state whose jobs people look for there, and what those wait
+#: for (one job, several): a rate-limited backlog is deferred, not scheduled; a job waiting
+#: for a concurrency slot is blocked, not ready.
+_NEIGHBOURS: dict[browse.State, tuple[browse.State, str, str]] = {
+    browse.State.SCHEDULED: (
+        browse.State.DEFERRED,
+        "waits for its rate limit",
+        "wait for their rate limit",
+    ),
+    browse.State.DEFERRED: (
+        browse.State.SCHEDULED,
+        "is scheduled for later (wait=, a retry's wait, a debounce)",
+        "are scheduled for later (wait=, a retry's wait, a debounce)",
+    ),
+    browse.State.READY: (
+        browse.State.BLOCKED,
+        "waits for a concurrency slot",
+        "wait for a concurrency slot",
+    ),
+}
+
+
+def elsewhere_hint(
+    connection: sa.Connection,
+    state: browse.State,
+    *,
+    first_page: bool,
+    queue: str | None,
+    job: str | None,
+    batch: int | None,
+) -> str | None:
+    """On a list's first page: how many jobs (with the same filters) are in the state people
+    mistake for ``state``, what they wait for, and the command that lists them."""
+    if not first_page or state not in _NEIGHBOURS:
+        return None
+    neighbour, one, many = _NEIGHBOURS[state]
+    count = browse.count_jobs(connection, neighbour, queue=queue, job=job, batch=batch)
+    if not count:
+        return None
+    command = command_line(state=neighbour.value, queue=queue, job=job, batch=batch)
+    return f"{_jobs(count)} {one if count == 1 else many}: {command}"
+
+
+def render_jobs(
+    page: t.Sequence[browse.JobSummary],
+    state: browse.State,
+    now: dt.datetime,
+    elsewhere: str | None = None,
+) -> str:
+    """A page of jobs as a table; its last column depends on the state. ``elsewhere`` (see
+    :func:`elsewhere_hint`) follows the table, or the line that says there is none."""
     if not page:
-        return f"No {state.value} jobs."
+        none = f"No {state.value} jobs."
+        return f"{none} {elsewhere}" if elsewhere else none
     last, value = _LAST_COLUMN.get(state, ("ENQUEUED", _enqueued))
     rows = [
         [str(job.id), job.class_name, job.queue_name, str(job.priority), value(job, now)]
         for job in page
     ]
-    return formatting.format_table(["ID", "JOB", "QUEUE", "PRIORITY", last], rows, right={0, 3})
+    table = formatting.format_table(["ID", "JOB", "QUEUE", "PRIORITY", last], rows, right={0, 3})
+    return f"{table}\n\nNot listed: {elsewhere}" if elsewhere else table
 
 
 def _enqueued(job: browse.JobSummary, now: dt.datetime) -> str:

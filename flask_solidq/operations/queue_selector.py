@@ -53,12 +53,26 @@ class QueueSelector:
                 names.extend(name for name in matches if name not in names)
         return names
 
+    def clause(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+        """Whether ``column`` (a queue name) is one this selector claims from, in SQL."""
+        if self.all_queues:
+            return sa.true()
+        names = [queue for queue in self.queues if not queue.endswith("*")]
+        tests = [_like_prefix(column, queue[:-1]) for queue in self.queues if queue.endswith("*")]
+        if names:
+            tests.append(column.in_(names))
+        return sa.or_(*tests)
+
+
+def _like_prefix(column: sa.ColumnElement[str], prefix: str) -> sa.ColumnElement[bool]:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return column.like(f"{escaped}%", escape="\\")
+
 
 def _ready_queues_like(connection: sa.Connection, prefix: str) -> list[str]:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     query = (
         sa.select(READY.c.queue_name)
-        .where(READY.c.queue_name.like(f"{escaped}%", escape="\\"))
+        .where(_like_prefix(READY.c.queue_name, prefix))
         .distinct()
         .order_by(READY.c.queue_name)
     )

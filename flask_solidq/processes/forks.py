@@ -45,8 +45,8 @@ class ForkSupervisor(Supervisor):
 
     kind = ProcessKind.FORK_SUPERVISOR
 
-    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
-        super().__init__(app, specs)
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec], *, once: bool = False) -> None:
+        super().__init__(app, specs, once=once)
         self.children: dict[int, RunnerSpec] = {}
         #: Each worker child's start ledger, by pid (see pool.StartLedger).
         self.ledgers: dict[int, StartLedger] = {}
@@ -103,15 +103,22 @@ class ForkSupervisor(Supervisor):
             ledger = self.ledgers.pop(pid, None)
             if spec is None:
                 continue
-            self.handle_unexpected_exit(
-                functools.partial(_has_pid, pid=pid),
-                f"{spec.label} (pid {pid})",
-                _describe_status(status),
-                never_started=ledger.listed() if ledger is not None else (),
-            )
+            done = self.is_done(spec)
+            label = f"{spec.label} (pid {pid})"
+            if not done:
+                self.handle_unexpected_exit(
+                    functools.partial(_has_pid, pid=pid),
+                    label,
+                    _describe_status(status),
+                    never_started=ledger.listed() if ledger is not None else (),
+                )
             if ledger is not None:
                 ledger.close()
-            self.start_runner(spec)
+            if not done:
+                self.after_unexpected_exit(spec, f"{label} {_describe_status(status)}")
+
+    def has_runners(self) -> bool:
+        return bool(self.children)
 
     def stop_runners(self, *, immediately: bool) -> None:
         """TERM the children and wait for them (a second TERM or INT cuts the wait short),

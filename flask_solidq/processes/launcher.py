@@ -21,9 +21,11 @@ from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher
 from flask_solidq.processes.forks import ForkSupervisor
+from flask_solidq.processes.once_worker import OnceWorker
 from flask_solidq.processes.scheduler import Scheduler
 from flask_solidq.processes.supervisor import RunnerSpec
 from flask_solidq.processes.supervisor import Supervisor
+from flask_solidq.processes.tally import Tally
 from flask_solidq.processes.threads import ThreadSupervisor
 from flask_solidq.processes.worker import Worker
 from flask_solidq.recurring import tasks as recurring_tasks
@@ -73,19 +75,28 @@ def supervisor(
     mode: str = SupervisorMode.FORK,
     only: str | None = None,
     overrides: WorkerOverrides = WorkerOverrides(),
+    once: bool = False,
 ) -> Supervisor:
-    """The supervisor of the configured processes.
+    """The supervisor of the configured processes; with ``once``, of the configured workers
+    alone, each working off what is due and then stopping (``flask solidq work --once``).
 
-    :raises ValueError: an unknown mode or kind, or an invalid recurring task (its name says
-        which), so a bad schedule fails at startup.
+    :raises ValueError: an unknown mode or kind, ``only`` with ``once``, or an invalid
+        recurring task (its name says which), so a bad schedule fails at startup.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}.")
     if only is not None and only not in KINDS:
         raise ValueError(f"only must be one of {KINDS}, not {only!r}.")
+    if once and only is not None:
+        raise ValueError(
+            "--once runs workers only (each dispatches the due jobs itself): leave out --only."
+        )
     settings: Settings = app.extensions["solidq"].settings
-    specs = runner_specs(
-        settings, only=only, overrides=overrides, forked=mode == SupervisorMode.FORK
+    forked = mode == SupervisorMode.FORK
+    specs = (
+        once_specs(settings, overrides=overrides, forked=forked)
+        if once
+        else runner_specs(settings, only=only, overrides=overrides, forked=forked)
     )
     if not specs:
         raise ValueError(
@@ -96,10 +107,10 @@ def supervisor(
     if only in (None, "worker"):
         workers = overrides.apply(settings.workers)
         hint_unused_queues(workers, known_queues(settings))
-        if settings.recurring:
+        if settings.recurring and not once:
             warn_unserved_tasks(workers, _loadable_tasks(settings))
-    supervisor_class = ForkSupervisor if mode == SupervisorMode.FORK else ThreadSupervisor
-    return supervisor_class(app, specs)
+    supervisor_class = ForkSupervisor if forked else ThreadSupervisor
+    return supervisor_class(app, specs, once=once)
 
 
 def runner_specs(
@@ -128,6 +139,37 @@ def runner_specs(
             )
         )
     return specs
+
+
+def once_specs(settings: Settings, *, overrides: WorkerOverrides, forked: bool) -> list[RunnerSpec]:
+    """The ``--once`` workers: each configured worker times its ``processes`` (in fork mode),
+    as :func:`runner_specs` makes them, each with a tally of its own; no dispatcher, no
+    scheduler."""
+    batch_size = max((each.batch_size for each in settings.dispatchers), default=500)
+    maintain = any(each.concurrency_maintenance for each in settings.dispatchers)
+    specs: list[RunnerSpec] = []
+    for index, worker in enumerate(overrides.apply(settings.workers)):
+        for copy in range(worker.processes if forked else 1):
+            tally = Tally()
+            build = _once_worker(worker, tally, batch_size=batch_size, maintain=maintain)
+            slots = worker.threads + worker.prefetch
+            specs.append(
+                RunnerSpec(f"worker-{index}.{copy}", build, ledger_slots=slots, tally=tally)
+            )
+    return specs
+
+
+def _once_worker(
+    worker: WorkerSettings, tally: Tally, *, batch_size: int, maintain: bool
+) -> t.Callable[[Flask, int | None], OnceWorker]:
+    return lambda app, supervisor_id: OnceWorker(
+        app,
+        worker,
+        tally=tally,
+        batch_size=batch_size,
+        maintain_concurrency=maintain,
+        supervisor_id=supervisor_id,
+    )
 
 
 def _dispatcher(dispatcher: DispatcherSettings) -> t.Callable[[Flask, int | None], Dispatcher]:

@@ -45,6 +45,7 @@ from flask_solidq.processes.interrupts import Interrupts
 if t.TYPE_CHECKING:
     from flask import Flask
 
+    from flask_solidq.processes.tally import Tally
     from flask_solidq.values import JobRef
 
 logger = logging.getLogger("flask_solidq")
@@ -64,22 +65,32 @@ class RunnerSpec:
     #: Slots of the start ledger a forked child gets (a worker: threads + prefetch); 0 for
     #: none.
     ledger_slots: int = 0
+    #: A ``--once`` worker's tally: what it performed, and whether it found nothing left.
+    tally: Tally | None = None
 
 
 class Supervisor(Runnable):
     """The base of both modes: registration, maintenance, the supervise loop."""
 
-    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec], *, once: bool = False) -> None:
         super().__init__(app)
         self.specs = list(specs)
+        #: ``work --once``: a runner that ends is not replaced, and the supervisor stops
+        #: once none is left.
+        self.once = once
         self.interrupts = Interrupts()
         self._next_heartbeat = 0.0
         self._next_prune = 0.0
         self._stop_now = False
+        #: The interrupt that asked this supervisor to stop, if one did.
+        self.interrupted_by: int | None = None
+        #: ``--once``: the runners that ended without finding their work done (died).
+        self.lost: list[str] = []
 
     @property
     def metadata(self) -> dict[str, t.Any]:
-        return {"runners": ",".join(spec.label for spec in self.specs)}
+        runners = {"runners": ",".join(spec.label for spec in self.specs)}
+        return {**runners, "once": True} if self.once else runners
 
     def run(self) -> None:
         """Supervise until stopped; in the main thread (it installs signal handlers)."""
@@ -118,6 +129,8 @@ class Supervisor(Runnable):
             if not self.stopping:
                 self.check_runners()
                 self.maintain()
+                if self.once and not self.has_runners():
+                    self.stop()
 
     def handle_interrupts(self, arrived: t.Iterable[int]) -> None:
         """The first TERM or INT stops gracefully; QUIT, or a TERM or INT while stopping,
@@ -125,6 +138,8 @@ class Supervisor(Runnable):
         for signum in arrived:
             if self._stop_now:
                 continue
+            if self.interrupted_by is None:
+                self.interrupted_by = signum
             if signum in GRACEFUL and not self.stopping:
                 self.announce_graceful_stop(signum)
             else:
@@ -299,7 +314,8 @@ class Supervisor(Runnable):
         """A runner died on its own: the claims of its row (if it is still registered) on
         ``never_started`` jobs (its start ledger's) go back to ready, the others follow
         ``SOLIDQ_ON_WORKER_DEATH``, and the row goes."""
-        logger.warning("SolidQ %s %s; replacing it", label, description)
+        then = "not replaced (--once)" if self.once else "replacing it"
+        logger.warning("SolidQ %s %s; %s", label, description, then)
         if self.process_id is None:
             return
         try:
@@ -331,7 +347,23 @@ class Supervisor(Runnable):
                 len(released),
             )
 
+    def is_done(self, spec: RunnerSpec) -> bool:
+        """Whether the runner of ``spec``, which ended, had finished its work: a ``--once``
+        worker that found nothing left to run (its tally says so)."""
+        return self.once and spec.tally is not None and spec.tally.drained
+
+    def after_unexpected_exit(self, spec: RunnerSpec, label: str) -> None:
+        """Start a replacement; under ``--once``, note the runner as lost instead."""
+        if self.once:
+            self.lost.append(label)
+        else:
+            self.start_runner(spec)
+
     # What each mode does its own way (forks.ForkSupervisor, threads.ThreadSupervisor):
+
+    def has_runners(self) -> bool:
+        """Whether any runner is still running (or not yet reaped)."""
+        raise NotImplementedError
 
     def start_runner(self, spec: RunnerSpec) -> None:
         """Start one runner of ``spec``."""

@@ -34,8 +34,8 @@ class ThreadSupervisor(Supervisor):
 
     kind = ProcessKind.THREAD_SUPERVISOR
 
-    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec]) -> None:
-        super().__init__(app, specs)
+    def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec], *, once: bool = False) -> None:
+        super().__init__(app, specs, once=once)
         self.runners: dict[threading.Thread, tuple[RunnerSpec, Runnable]] = {}
 
     def start_runner(self, spec: RunnerSpec) -> None:
@@ -56,10 +56,15 @@ class ThreadSupervisor(Supervisor):
         for thread, (spec, runner) in list(self.runners.items()):
             if not thread.is_alive():
                 del self.runners[thread]
+                if self.is_done(spec):
+                    continue
                 self.handle_unexpected_exit(
                     functools.partial(_has_id, process_id=runner.process_id), spec.label, "stopped"
                 )
-                self.start_runner(spec)
+                self.after_unexpected_exit(spec, f"{spec.label} stopped")
+
+    def has_runners(self) -> bool:
+        return bool(self.runners)
 
     def stop_runners(self, *, immediately: bool) -> None:
         """Stop the runners and wait for their threads; a second TERM or INT ends the wait

@@ -71,6 +71,7 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
     from flask_solidq.config import WorkerSettings
+    from flask_solidq.operations.execute import Outcome
     from flask_solidq.processes.signal_safe_waker import Watched
     from flask_solidq.values import ClaimedJob
 
@@ -188,7 +189,7 @@ class Worker(Poller):
             lambda: self.process_id,
             preserve_finished=self.settings.preserve_finished_jobs,
             outage=self.outage,
-            on_stored=lambda batch: self.held.discard(outcome.claimed.id for outcome in batch),
+            on_stored=self._stored,
         )
         self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
         # One connection per thread, open before the first claim (see engines.warm).
@@ -205,6 +206,10 @@ class Worker(Poller):
 
     def watched(self) -> list[Watched]:
         return self._subscription.watched() if self._subscription is not None else []
+
+    def _stored(self, batch: list[Outcome]) -> None:
+        """The finisher stored ``batch``: its jobs are no longer held (finisher thread)."""
+        self.held.discard(outcome.claimed.id for outcome in batch)
 
     def _heard_ready(self, payload: bytes | str) -> None:
         """Another process made jobs ready: wake up, unless it named queues this worker

@@ -168,6 +168,23 @@ def list_jobs(
     return [summary(row, state) for row in rows]
 
 
+def count_jobs(
+    connection: sa.Connection,
+    state: State,
+    *,
+    queue: str | None = None,
+    job: str | None = None,
+    batch: int | None = None,
+) -> int:
+    """How many jobs are in ``state`` (of ``queue``, of the job named ``job``, of the batch
+    whose id is ``batch``)."""
+    query = select_jobs(state, queue=queue, job=job)
+    if batch is not None:
+        query = query.where(JOBS.c.batch_id == batch)
+    counted = sa.select(sa.func.count()).select_from(query.subquery())
+    return int(connection.scalar(counted) or 0)
+
+
 def select_jobs(
     state: State,
     *extra: sa.ColumnElement[t.Any],

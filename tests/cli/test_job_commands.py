@@ -14,6 +14,9 @@ from flask_solidq import models
 from flask_solidq.reads import browse
 from tests import support
 from tests.jobs import job_action as jobs
+from tests.jobs import rate_limit as rate_limit_jobs
+from tests.operations.test_job_actions import blocked_job
+from tests.operations.test_job_actions import deferred_job
 from tests.operations.test_job_actions import detail
 from tests.operations.test_job_actions import enqueue
 from tests.operations.test_job_actions import failed_job
@@ -102,6 +105,61 @@ def test_jobs_filters_by_queue_and_job_and_says_when_there_are_none(app, engine)
     none = run(app, "jobs", "--state", "ready", "--queue", "nowhere")
     assert none.output.strip() == "No ready jobs."
     assert run(app, "jobs").output.strip() == "No failed jobs."
+
+
+def test_an_empty_scheduled_list_names_the_jobs_their_rate_limit_deferred_and_how_to_list_them(
+    app, engine
+):
+    # A rate-limited backlog: one claim admits the first job, its budget defers the rest.
+    ids = [enqueue(app, rate_limit_jobs.global_job, f"call-{index}") for index in range(4)]
+    batch = support.claim_everything(engine, process_id=7)
+    assert [job.id for job in batch.jobs] == ids[:1]
+    assert len(batch.deferrals) == 3
+
+    scheduled = run(app, "jobs", "--state", "scheduled")
+
+    assert scheduled.exit_code == 0, scheduled.output
+    assert scheduled.output.strip() == (
+        "No scheduled jobs. 3 jobs wait for their rate limit: flask solidq jobs --state deferred"
+    )
+    deferred = run(app, "jobs", "--state", "deferred")
+    assert table_ids(deferred.output) == sorted(ids[1:], reverse=True)
+    assert "Not listed" not in deferred.output
+    # The filters go with the hint, and count with it.
+    filtered = run(app, "jobs", "--state", "scheduled", "--job", "rate_test.global")
+    assert filtered.output.strip() == (
+        "No scheduled jobs. 3 jobs wait for their rate limit:"
+        " flask solidq jobs --state deferred --job rate_test.global"
+    )
+    other = run(app, "jobs", "--state", "scheduled", "--queue", "elsewhere")
+    assert other.output.strip() == "No scheduled jobs."
+
+
+def test_a_list_says_how_many_jobs_wait_in_the_state_they_are_mistaken_for(app, engine):
+    later = scheduled_job(app, "later")
+    deferred = deferred_job(app, engine, "deferred")
+    ready, blocked = blocked_job(app, "acct")
+
+    scheduled = run(app, "jobs", "--state", "scheduled")
+    assert table_ids(scheduled.output) == [later]
+    assert scheduled.output.rstrip().endswith(
+        "\n\nNot listed: 1 job waits for its rate limit: flask solidq jobs --state deferred"
+    )
+    back = run(app, "jobs", "--state", "deferred")
+    assert table_ids(back.output) == [deferred]
+    assert back.output.rstrip().endswith(
+        "\n\nNot listed: 1 job is scheduled for later (wait=, a retry's wait, a debounce):"
+        " flask solidq jobs --state scheduled"
+    )
+    ready_list = run(app, "jobs", "--state", "ready")
+    assert table_ids(ready_list.output) == [ready]
+    assert ready_list.output.rstrip().endswith(
+        "\n\nNot listed: 1 job waits for a concurrency slot: flask solidq jobs --state blocked"
+    )
+    # A later page doesn't repeat it; the states nobody mistakes get none.
+    assert "Not listed" not in run(app, "jobs", "--state", "ready", "--before", ready + 1).output
+    assert "Not listed" not in run(app, "jobs", "--state", "blocked").output
+    assert table_ids(run(app, "jobs", "--state", "blocked").output) == [blocked]
 
 
 def test_a_full_page_ends_with_the_command_for_the_next_one(app, engine):

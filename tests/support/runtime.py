@@ -131,7 +131,12 @@ class Launcher:
     prefix: t.Sequence[str] = ()
     started: list[WorkProcess] = dataclasses.field(default_factory=list)
 
-    def start(self, *args: str, config: dict[str, t.Any] | None = None) -> WorkProcess:
+    def start(
+        self,
+        *args: str,
+        config: dict[str, t.Any] | None = None,
+        app_module: str = "tests.apps.worker_app",
+    ) -> WorkProcess:
         """Start ``flask solidq work *args`` with the fast settings and ``config``."""
         log_path = self.directory / f"work-{len(self.started)}.log"
         process = WorkProcess(
@@ -139,6 +144,7 @@ class Launcher:
             ["work", *args],
             config=config,
             log_path=log_path,
+            app_module=app_module,
             prefix=self.prefix,
         )
         self.started.append(process)
