@@ -72,12 +72,16 @@ CONFIG: dict[str, t.Any] = {
     "SOLIDQ_PROCESS_ALIVE_THRESHOLD": 60,
 }
 
-#: How much later than its admission a job may start for the start-time check: the worker
-#: hands a claimed job to an idle thread of its own process, with no query in between, which
-#: takes milliseconds; 0.2 s leaves room for a loaded 2-core machine. Starts that each lag
-#: their admission by at most HANDOFF keep the bound over windows of ``per - HANDOFF``: two
-#: starts in such a window were admitted in a window of ``per``.
-HANDOFF = 0.2
+#: How much later than its admission a job may start for the start-time check. The worker
+#: hands a claimed job to an idle thread of its own process once the claim committed, and the
+#: job reads its budget's pause (one query) before it starts: milliseconds, mostly. But the
+#: admission is stamped when the claim read the clock, and a fresh worker's first claim then
+#: runs its statements for the first time; on MariaDB on this loaded 2-core machine that put
+#: the first job's start 0.22 to 0.29 s after its admission about once in seven runs (seen
+#: before the start check too). Starts that each lag their admission by at most HANDOFF keep
+#: the bound over windows of ``per - HANDOFF``: two starts in such a window were admitted in a
+#: window of ``per`` (docs/rate-limits.md, "Admissions and starts").
+HANDOFF = 0.35
 
 #: How soon a job whose budget has room must be admitted after it is enqueued: the workers
 #: poll every 0.05 s, so this leaves room for a loaded machine, and is still well below the
@@ -237,7 +241,10 @@ def check_guarantee(found: list[Run], limit: Limit) -> None:
     assert too_close(admissions, limit) == []
     assert all(run.started_at >= run.admitted_at for run in found)
     starts = [run.started_at for run in found]
-    assert most_in_a_window(starts, limit.per - HANDOFF) <= limit.to, [
+    # A limit whose window is shorter than the hand-off says nothing of starts; its
+    # admissions, checked above, are exact.
+    window = max(limit.per - HANDOFF, 0.0)
+    assert window == 0.0 or most_in_a_window(starts, window) <= limit.to, [
         (seconds(run.admitted_at - found[0].admitted_at), seconds(run.started_at - run.admitted_at))
         for run in found
     ]
