@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from flask_solidq import database_clock
 from flask_solidq import db
 from flask_solidq import signals
+from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import local_pauses
 from flask_solidq.timing import utcnow
@@ -71,14 +72,29 @@ def heard(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> None:
     if not pauses:
         return
     try:
-        db.retrying_deadlocks(lambda: store(engine, pauses))
+        db.retrying_deadlocks(lambda: _store_unless_missing(engine, pauses))
+    except sa.exc.DBAPIError as error:
+        if budget_table.TABLE.noticed_missing(engine, error):
+            return  # no budgets to pause: the limit fails closed (see budget_table)
+        _log_unwritten(pauses)
     except Exception:  # noqa: BLE001 - the outcome stores the pause anyway
-        logger.warning(
-            "SolidQ couldn't write the back-off of %s at once; it is written with the job's"
-            " outcome",
-            ", ".join(sorted(pauses)),
-            exc_info=True,
-        )
+        _log_unwritten(pauses)
+
+
+def _store_unless_missing(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> None:
+    with db.write(engine) as connection:
+        if budget_table.TABLE.is_missing(connection):
+            return
+        backed_off = pause(connection, pauses)
+        budgets.save(connection, backed_off.locked, backed_off.now)
+
+
+def _log_unwritten(pauses: t.Mapping[str, dt.timedelta]) -> None:
+    logger.warning(
+        "SolidQ couldn't write the back-off of %s at once; it is written with the job's outcome",
+        ", ".join(sorted(pauses)),
+        exc_info=True,
+    )
 
 
 def store(engine: sa.Engine, pauses: t.Mapping[str, dt.timedelta]) -> BackedOff:

@@ -68,11 +68,15 @@ class HeldAtStart(Exception):  # noqa: N818 - a control's answer, not an error
     and with its claim's charges given back (a budget it was admitted by is paused: see
     :func:`flask_solidq.controls.rate_limit.RateLimitControl.start`)."""
 
-    def __init__(self, pause: dt.timedelta | None = None) -> None:
+    def __init__(
+        self, pause: dt.timedelta | None = None, *, wait: dt.timedelta | None = None
+    ) -> None:
         super().__init__("held at start: a rate-limit budget of the job is paused")
         #: The pause this process knows of and the database may not yet (it is stored with
         #: the job); None when the pause it met is the database's.
         self.pause = pause
+        #: How long the job waits at least, when no pause says (the budgets table is gone).
+        self.wait = wait if wait is not None else pause
 
 
 class ClaimAgain(Exception):  # noqa: N818 - a request to the claim, not a failure

@@ -38,7 +38,6 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
-from flask_solidq.models.tables import BUDGETS
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -434,9 +433,10 @@ class RateLimitControl(Control):
             with db.read(engine) as connection:
                 paused = budgets.paused_until(connection, keys)
         except sa.exc.DBAPIError as error:
-            # The budgets table went since the claim: the limit fails closed, the job waits.
-            if db.is_missing_table(error, BUDGETS.name):
-                raise HeldAtStart() from error
+            # The budgets table went since the claim: the limit fails closed, the job waits
+            # as a claim without the table would defer it.
+            if budget_table.TABLE.noticed_missing(engine, error):
+                raise HeldAtStart(wait=TABLE_MISSING_WAIT) from error
             raise
         if paused is not None:
             raise HeldAtStart()

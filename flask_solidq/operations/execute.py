@@ -355,7 +355,7 @@ def _held_at_start(claimed: ClaimedJob, held: controls.HeldAtStart) -> Outcome:
     stored, no signal of a run is sent, and the finisher gives its budgets back the charge
     its claim made and schedules it at its slot after the pause. A pause only this process
     knows of yet (``held.pause``) is stored with it."""
-    wait = held.pause or dt.timedelta(0)
+    wait = held.wait or dt.timedelta(0)
     retry = Retry(
         arguments=claimed.arguments or "{}",
         scheduled_at=utcnow() + wait,

@@ -231,16 +231,33 @@ def test_a_job_told_429_without_the_table_waits_out_its_pause(app, engine, table
     jobs.THROTTLED_CALLS.pop("gone", None)  # its fake API answers 429 to the first call
     job_id = later(app, jobs.throttled, "gone", 1)
     (claimed,) = claim_batch(engine).jobs
-    table.take_away()
+    before = utcnow()
 
     with app.app_context():
         outcome = execute.perform(claimed)
+        table.take_away()  # gone before the finisher stores the outcome
         stored = finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
 
     assert [o.kind for o in stored] == [execute.OutcomeKind.DEFERRED]
     paused = scheduled_at(engine, job_id)
     assert stored[0].retry is not None and paused == stored[0].retry.scheduled_at
-    assert utcnow() < paused <= utcnow() + dt.timedelta(seconds=jobs.PAUSE)
+    pause = dt.timedelta(seconds=jobs.PAUSE)
+    assert before + pause < paused <= utcnow() + pause
+
+
+def test_a_job_claimed_before_the_table_went_is_held_at_its_start_a_minute(app, engine, table):
+    job_id = later(app, jobs.throttled, "held", 0)
+    (claimed,) = claim_batch(engine).jobs
+    table.take_away()
+    before = utcnow()
+
+    with app.app_context():
+        outcome = execute.perform(claimed)
+        finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
+
+    assert outcome.kind is execute.OutcomeKind.DEFERRED and outcome.held_at_start
+    assert "held" not in jobs.THROTTLED_CALLS  # it never ran
+    assert scheduled_at(engine, job_id) >= before + dt.timedelta(minutes=1)
 
 
 def test_rate_limit_used_corrects_nothing_without_the_table(app, engine, table, caplog):
@@ -264,7 +281,7 @@ def test_the_rate_limiter_says_the_budgets_table_awaits_its_migration(app, table
         for ask in (
             lambda: limiter.is_limited(GLOBAL_KEY),
             lambda: limiter.state(GLOBAL_KEY),
-            lambda: limiter.back_off(GLOBAL_KEY, 5),
+            lambda: limiter.back_off(GLOBAL_KEY, seconds=5),
             limiter.clear_idle_in_batches,
             lambda: housekeeping.ClearIdleBudgets().perform(),
         ):
