@@ -316,37 +316,33 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     if limited.keys:
         # Our own limiter refused (an ``acquire`` in the run timed out), no API said 429:
         # the job waits that long, and pauses nothing.
-        return _waits(claimed, job, limited, pause)
+        return Outcome(
+            claimed,
+            OutcomeKind.DEFERRED,
+            retry=_deferral(claimed, _dumps(job.payload()), pause),
+            job=job,
+            exception=limited,
+        )
     # Known in this process at once, and to the others as soon as it commits (not when the
     # finisher stores the outcome): the calls that hurt are the ones just after the 429.
     back_off.heard(get_state().engine, {c.key: pause for c in rate_charges.of(claimed)})
-    retry = Retry(
-        arguments=_dumps(job.payload()),
-        scheduled_at=utcnow() + pause,
-        queue_name=claimed.queue_name,
-        priority=claimed.priority,
-        rate_limit_key=claimed.rate_limit_key,
-        wait=pause.total_seconds(),
-    )
+    retry = _deferral(claimed, _dumps(job.payload()), pause)
     return Outcome(
         claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited, pause=pause
     )
 
 
-def _waits(
-    claimed: ClaimedJob, job: Job, limited: errors.RateLimited, wait: dt.timedelta
-) -> Outcome:
-    """Deferred for ``wait`` (at least: its budgets' next slot may come later), pausing no
-    budget, with its progress and no run counted."""
-    retry = Retry(
-        arguments=_dumps(job.payload()),
+def _deferral(claimed: ClaimedJob, arguments: str, wait: dt.timedelta) -> Retry:
+    """The retry of a job deferred for ``wait`` at least (its budgets' next slot, which the
+    finisher takes, may come later), with ``arguments`` as its payload."""
+    return Retry(
+        arguments=arguments,
         scheduled_at=utcnow() + wait,
         queue_name=claimed.queue_name,
         priority=claimed.priority,
         rate_limit_key=claimed.rate_limit_key,
         wait=wait.total_seconds(),
     )
-    return Outcome(claimed, OutcomeKind.DEFERRED, retry=retry, job=job, exception=limited)
 
 
 def _held_at_start(claimed: ClaimedJob, held: controls.HeldAtStart) -> Outcome:
@@ -355,15 +351,7 @@ def _held_at_start(claimed: ClaimedJob, held: controls.HeldAtStart) -> Outcome:
     stored, no signal of a run is sent, and the finisher gives its budgets back the charge
     its claim made and schedules it at its slot after the pause. A pause only this process
     knows of yet (``held.pause``) is stored with it."""
-    wait = held.wait or dt.timedelta(0)
-    retry = Retry(
-        arguments=claimed.arguments or "{}",
-        scheduled_at=utcnow() + wait,
-        queue_name=claimed.queue_name,
-        priority=claimed.priority,
-        rate_limit_key=claimed.rate_limit_key,
-        wait=wait.total_seconds(),
-    )
+    retry = _deferral(claimed, claimed.arguments or "{}", held.wait or dt.timedelta(0))
     return Outcome(claimed, OutcomeKind.DEFERRED, retry=retry, pause=held.pause, held_at_start=True)
 
 
