@@ -19,8 +19,8 @@ make).
 One ``flask solidq work`` per backend (2 worker processes of 3 threads, polling every 0.05 s,
 a dispatcher polling every 0.05 s), in a scratch database; a run starts every 0.6 s, so runs
 overlap and some jobs wait for a thread, as on a busy worker. Printed per backend: runs, the
-least, median and largest gap, how many jobs started inside a pause, and the latest of
-those starts after its 429.
+least, median and largest gap, how many jobs started inside a pause, how many of those in
+the told job's own process (the promise: none), and the latest of those starts after its 429.
 
 This module is also the app the workers run (``bench.rate_limit_429:create_app``).
 """
@@ -63,6 +63,7 @@ starts = sa.Table(
     sa.Column("run", sa.Integer, nullable=False, index=True),
     sa.Column("n", sa.Integer, nullable=False),
     sa.Column("started_at", sa.Double(), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
     #: The moment the told job heard 429 (None for the other rows).
     sa.Column("told_at", sa.Double()),
 )
@@ -80,14 +81,16 @@ def call(run: int, n: int) -> None:
             .select_from(starts)
             .where(starts.c.run == run, starts.c.told_at.is_not(None))
         )
-        connection.execute(starts.insert(), {"run": run, "n": n, "started_at": started_at})
+        connection.execute(
+            starts.insert(), {"run": run, "n": n, "started_at": started_at, "pid": os.getpid()}
+        )
     if n != 0 or told_before:
         return
     threading.Event().wait(CALL)
     told_at = time.time()
     # Written beside the raise, not before it: a write first would put the measured 429 a
     # round trip before the raise, and count the starts of that round trip against the pause.
-    row = {"run": run, "n": n, "started_at": told_at, "told_at": told_at}
+    row = {"run": run, "n": n, "started_at": told_at, "told_at": told_at, "pid": os.getpid()}
     threading.Thread(target=_insert, args=(engine, row)).start()
     raise RateLimited(retry_after=RETRY_AFTER)
 
@@ -135,19 +138,22 @@ def measure(backend: str, server_url: str, runs: int) -> list[t.Any]:
         log.close()
         engine.dispose()
         drop()
-    gaps, inside = [], []
+    gaps, inside, inside_told_process = [], [], 0
     for run in range(runs):
         mine = [row for row in rows if row.run == run]
-        told = [row.told_at for row in mine if row.told_at is not None]
+        told = [row for row in mine if row.told_at is not None]
         if not told:
             continue
-        after = [row.started_at for row in mine if row.told_at is None and row.started_at > told[0]]
+        told_at, told_pid = told[0].told_at, told[0].pid
+        after = [row for row in mine if row.told_at is None and row.started_at > told_at]
         if not after:
             continue
-        gaps.append(min(after) - told[0])
-        inside += [start - told[0] for start in after if start - told[0] < RETRY_AFTER]
+        gaps.append(min(row.started_at for row in after) - told_at)
+        early = [row for row in after if row.started_at - told_at < RETRY_AFTER]
+        inside += [row.started_at - told_at for row in early]
+        inside_told_process += sum(1 for row in early if row.pid == told_pid)
     if not gaps:
-        return [backend, 0, "-", "-", "-", "-", "-"]
+        return [backend, 0, "-", "-", "-", "-", "-", "-"]
     return [
         backend,
         len(gaps),
@@ -155,6 +161,7 @@ def measure(backend: str, server_url: str, runs: int) -> list[t.Any]:
         f"{statistics.median(gaps):.3f}",
         f"{max(gaps):.3f}",
         len(inside),
+        inside_told_process,
         f"{max(inside) * 1000:.1f}" if inside else "-",
     ]
 
@@ -176,6 +183,7 @@ def main() -> None:
         "median",
         "largest",
         "starts inside a pause",
+        "of them in the told process",
         "latest of them (ms)",
     ]
     print(common.table(headers, rows))
