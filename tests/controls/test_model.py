@@ -1,8 +1,8 @@
 """One model for every guarantee at once (issue 19): a seeded driver runs real `flask solidq
 work` processes on each backend over a random mix of every combination of the three controls
 (:mod:`tests.jobs.model`), failures that ``retry_on`` retries, failures retried or discarded by
-hand, a queue paused and resumed, and workers stopped (SIGTERM) or killed (SIGKILL) and
-replaced; then it checks what ran against what must hold:
+hand, an API's 429 (``RateLimited``) now and then, a queue paused and resumed, and workers
+stopped (SIGTERM) or killed (SIGKILL) and replaced; then it checks what ran against what must hold:
 
 * every call is accounted for exactly once: it ran, in one successful run of the job its
   enqueue named (a collecting job's calls all in that one run; a replacing job runs its last
@@ -12,6 +12,8 @@ replaced; then it checks what ran against what must hold:
   job on its first way to ready; never a coalesced job's retry);
 * no half-open window of ``per`` holds more than ``to`` admissions of one budget (the claims'
   ``created_at``, the clock the limit admitted by);
+* no job of a budget starts while a 429 heard by a job of it holds the budget, in any process
+  (but for one whose start check came just before the 429 or the pause's commit);
 * no concurrency key ever ran more than ``to`` jobs at once (each run's interval; a killed
   worker's runs end when it was killed);
 * no job enqueued into a paused queue was claimed while it was paused;
@@ -86,6 +88,18 @@ DRAIN_TIMEOUT = 90.0
 #: How long after a run ends its outcome may still be uncommitted: the worker's finisher
 #: stores outcomes in batches within milliseconds; a second leaves room for a loaded machine.
 OUTCOME_COMMIT = 1.0
+
+#: The share of a rate-limited definition's calls whose first run hears 429.
+SHARE_429 = 0.25
+#: How long after a 429 a job of its budget may still start: one whose start check came
+#: before the 429 (in its process) or before the pause's commit (in others), descheduled
+#: for a moment on a loaded machine before its run records its start. This is longer than a
+#: ``to=3, per=1`` claim charges ahead (83 ms), so this check holds the claims to the pause,
+#: not the start check: with that switched off, seeds 1-6 still passed on all three databases.
+#: tests/controls/test_rate_limit_pause_at_once.py and
+#: tests/processes/test_rate_limit_429_processes.py hold the start check, on a frozen clock
+#: and with a 50 ms call; here the pause meets every other feature.
+START_AFTER_429 = 0.15
 
 #: The seed CI runs on each backend.
 CI_SEEDS = (1,)
@@ -240,6 +254,10 @@ class Driver:
             mode = self.rng.choices(
                 ("ok", "flaky", "fail"), (60, 15, 25) if batch else (80, 12, 8)
             )[0]
+            # A rate-limited call hears 429 now and then: its pause meets jobs charged ahead,
+            # retries, coalescing, concurrency slots and batches.
+            if combination.rate and self.rng.random() < SHARE_429:
+                mode = "429"
             key = self.rng.choice(KEYS[:2] if self.rng.random() < 0.8 else KEYS)
             seconds = round(self.rng.uniform(0.01, 0.2 if self.rng.random() < 0.8 else 0.6), 3)
             drawn.append((key, f"t{self.serial}", mode, seconds))
@@ -509,6 +527,24 @@ def check_rates(runs: list[Run]) -> list[str]:
     return problems
 
 
+def check_429s(runs: list[Run]) -> list[str]:
+    """No job of a budget starts while a 429 heard by one of its jobs holds it (from
+    :data:`START_AFTER_429` after the 429 to the end of its ``Retry-After``), in any
+    process."""
+    problems = []
+    for told in runs:
+        if told.outcome != "rate_limited" or told.finished is None:
+            continue
+        opens, closes = told.finished + START_AFTER_429, told.finished + model_jobs.RETRY_AFTER
+        problems.extend(
+            f"budget {told.budget_key}: {run} started {run.started - told.finished:.3f}s after"
+            f" the 429 of {told}"
+            for run in runs
+            if run.budget_key == told.budget_key and opens < run.started < closes
+        )
+    return problems
+
+
 def check_concurrency(record: Record, runs: list[Run]) -> list[str]:
     """Never more than ``to`` runs of one concurrency key at once."""
     limits = {combination.name: combination for combination in model_jobs.COMBINATIONS}
@@ -692,6 +728,7 @@ def test_every_guarantee_holds_over_a_random_mix(
             *record.violations,
             *check_calls(record, runs, jobs),
             *check_rates(runs),
+            *check_429s(runs),
             *check_concurrency(record, runs),
             *check_pauses(record, runs),
             *check_batches(engine, record, every_run, jobs),

@@ -12,11 +12,14 @@ those combinations are left out, the 18 others are all here.
 Every call is ``(key, token, mode, seconds)``: ``token`` names the call (the test accounts for
 each), ``mode`` says how its job's first run ends (``"ok"``; ``"flaky"``: :class:`Flaky`,
 which ``retry_on`` retries; ``"fail"``: :class:`Broken`, which fails the job for the test to
-retry or discard by hand), ``seconds`` how long the run sleeps. A job fails only on its first
-run (a run row for its job id already there means a later one), so every job can finish.
+retry or discard by hand; ``"429"``, for rate-limited definitions only: the API says "too many
+requests", ``RateLimited(retry_after=RETRY_AFTER)``), ``seconds`` how long the run sleeps. A
+job fails (or hears 429) only on its first run (a run row for its job id already there means a
+later one), so every job can finish.
 
 Each run leaves one row, written as it starts and updated as it ends: the job row, the tokens
-it ran, the times it started and ended (``time.time()``, one machine), its claim's
+it ran, the times it started and ended (``time.time()``, one machine; a 429's run ends at the
+moment it raises), its claim's
 ``created_at`` (the clock value its rate limit admitted it by) and its keys as stored.
 
 Every name starts with ``model_test.`` (job names are process-wide).
@@ -26,12 +29,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import typing as t
 
 import sqlalchemy as sa
 from flask import current_app
 
+from flask_solidq import RateLimited
 from flask_solidq import coalesce
 from flask_solidq import current_job
 from flask_solidq import db as solidq_db
@@ -50,6 +55,9 @@ RATE_PER = 1.0
 MAX_CALLS = 3
 #: A lease far longer than any run: a slot comes back by its holder's outcome, not by expiry.
 CONCURRENCY_DURATION = 60.0
+#: What a 429 says to wait, in seconds: longer than a run, so jobs charged ahead of the clock
+#: and jobs queued for a thread meet the pause.
+RETRY_AFTER = 0.6
 #: The two queues definitions alternate between, so the test can pause one.
 QUEUES = ("model_a", "model_b")
 
@@ -171,9 +179,26 @@ def _start_run(job_name: str, tokens: list[str]) -> tuple[int, bool]:
 
 
 def _end_run(run_id: int, outcome: str) -> None:
-    with solidq_db.write(_engine()) as connection:
+    _end_with(_engine(), run_id, outcome, time.time())
+
+
+def _hear_429(run_id: int) -> t.NoReturn:
+    """End the run as the API's 429 comes back: its end is the moment of the raise, written by
+    another thread beside it (written first, the write's round trip would fall between the
+    recorded 429 and the one the worker hears, and starts in it would count against the
+    pause). The process waits for that thread before it exits."""
+    told_at = time.time()
+    engine = _engine()
+    threading.Thread(
+        target=lambda: _end_with(engine, run_id, "rate_limited", told_at), daemon=False
+    ).start()
+    raise RateLimited(retry_after=RETRY_AFTER)
+
+
+def _end_with(engine: sa.Engine, run_id: int, outcome: str, finished: float) -> None:
+    with solidq_db.write(engine) as connection:
         connection.execute(
-            RUNS.update().where(RUNS.c.id == run_id).values(finished=time.time(), outcome=outcome)
+            RUNS.update().where(RUNS.c.id == run_id).values(finished=finished, outcome=outcome)
         )
 
 
@@ -183,6 +208,8 @@ def run(job_name: str, calls: list[tuple[t.Any, ...]]) -> None:
     run_id, ran_before = _start_run(job_name, [str(call[1]) for call in calls])
     time.sleep(max(float(call[3]) for call in calls))
     modes = {call[2] for call in calls}
+    if not ran_before and "429" in modes:
+        _hear_429(run_id)
     if not ran_before and "fail" in modes:
         _end_run(run_id, "broken")
         raise Broken(f"{job_name}: first run fails on purpose")
