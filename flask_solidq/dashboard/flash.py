@@ -32,6 +32,9 @@ SALT = "flask-solidq.dashboard.flash"
 #: Seconds a message waits for its page: a redirect is followed at once, and a message found
 #: later (a tab restored the next day) would say something stale.
 MAX_AGE = 60
+#: The longest message a cookie carries, in characters: a browser drops a cookie over 4 kB
+#: (and with it the message), so a message built from a huge name is cut rather than lost.
+MAX_MESSAGE = 500
 
 _SHOWN_KEY = "flask_solidq.flash_shown"
 
@@ -48,7 +51,10 @@ def _path() -> str:
 
 def redirect_saying(location: str, message: str) -> Response:
     """A 303 to ``location`` (a path of the dashboard built with ``url_for``: no redirect
-    leaves the dashboard) that says ``message`` on the page it leads to."""
+    leaves the dashboard) that says ``message`` on the page it leads to (its first
+    :data:`MAX_MESSAGE` characters)."""
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
     response = redirect(location, code=303)
     response.set_cookie(
         COOKIE,

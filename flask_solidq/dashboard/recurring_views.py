@@ -86,7 +86,8 @@ def run_now(key: str) -> Response:
     if entry is None:
         return flash.redirect_saying(
             back,
-            f"Recurring task {key} is not in this app's SOLIDQ_RECURRING: nothing enqueued.",
+            f"Recurring task {params.shown(key)} is not in this app's SOLIDQ_RECURRING:"
+            " nothing enqueued.",
         )
     try:
         task = recurring_tasks.RecurringTask.from_settings(entry)

@@ -104,7 +104,7 @@ def test_run_now_of_a_task_this_app_does_not_configure_enqueues_nothing(app, eng
     response = post(client, "/recurring/elsewhere/run")
 
     assert done_message(response) == (
-        "Recurring task elsewhere is not in this app's SOLIDQ_RECURRING: nothing enqueued."
+        "Recurring task 'elsewhere' is not in this app's SOLIDQ_RECURRING: nothing enqueued."
     )
     assert support.rows(engine, JOBS) == []
 
