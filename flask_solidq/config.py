@@ -13,6 +13,7 @@ import enum
 import typing as t
 
 from flask_solidq import config_keys as read
+from flask_solidq import identifiers
 from flask_solidq.timing import to_seconds
 
 
@@ -295,6 +296,8 @@ def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
     names = [part for part in names if part]
     if not names:
         raise ValueError(f'{name} names no queue; use "*" for every queue.')
+    for part in names:
+        identifiers.check_name(part, f"queue {part[:40]!r} in {name}")
     return tuple(dict.fromkeys(names))
 
 

@@ -15,6 +15,7 @@ import click
 from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq.cli import jobs as cli_jobs
+from flask_solidq.cli import params
 from flask_solidq.reads import batches
 from flask_solidq.timing import utcnow
 
@@ -36,9 +37,7 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
     @click.option(
         "--limit", type=click.IntRange(1, batches.MAX_PAGE), default=50, show_default=True
     )
-    @click.option(
-        "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."
-    )
+    @click.option("--before", type=params.BATCH_ID, default=None, help="Page: ids below this.")
     def batches_command(status: str | None, limit: int, before: int | None) -> None:
         """List batches, newest first, a page at a time."""
         chosen = batches.BatchFilter(status) if status else None
@@ -50,7 +49,7 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
             click.echo(f"\nMore: {again}")
 
     @group.command("batch")
-    @click.argument("batch_id", type=click.IntRange(0, cli_jobs.MAX_ID), metavar="ID")
+    @click.argument("batch_id", type=params.BATCH_ID, metavar="ID")
     @click.option(
         "--limit",
         type=click.IntRange(1, batches.MAX_PAGE),
