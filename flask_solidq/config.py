@@ -342,6 +342,9 @@ def _recurring(value: object) -> tuple[RecurringSettings, ...]:
     tasks = []
     for key, entry in value.items():
         name = f"SOLIDQ_RECURRING[{key!r}]"
+        problem = identifiers.name_problem(str(key), "task name")
+        if problem is not None:
+            raise ValueError(f"{name}: {problem}")
         if not isinstance(entry, dict):
             raise TypeError(f"{name} must be a dict, not {type(entry).__name__}.")
         unknown = sorted(set(entry) - set(RECURRING_KEYS))
