@@ -32,6 +32,10 @@ if t.TYPE_CHECKING:
 #: The blueprint's name: ``url_for("solidq_dashboard.overview")``.
 NAME = "solidq_dashboard"
 
+#: The ``SOLIDQ_*`` keys the dashboard reads itself, beside those of
+#: :data:`flask_solidq.config.DEFAULTS`.
+SETTINGS = (csrf.SECRET_KEY_SETTING, live.SETTING)
+
 
 def register(app: Flask, url_prefix: str) -> None:
     """Add the dashboard to ``app`` at ``url_prefix``."""
