@@ -34,9 +34,7 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
         default=None,
         help="Only open batches (jobs pending), finished ones, or finished with failures.",
     )
-    @click.option(
-        "--limit", type=click.IntRange(1, batches.MAX_PAGE), default=50, show_default=True
-    )
+    @click.option("--limit", type=params.Count(1, batches.MAX_PAGE), default=50, show_default=True)
     @click.option("--before", type=params.BATCH_ID, default=None, help="Page: ids below this.")
     def batches_command(status: str | None, limit: int, before: int | None) -> None:
         """List batches, newest first, a page at a time."""
@@ -52,7 +50,7 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
     @click.argument("batch_id", type=params.BATCH_ID, metavar="ID")
     @click.option(
         "--limit",
-        type=click.IntRange(1, batches.MAX_PAGE),
+        type=params.Count(1, batches.MAX_PAGE),
         default=10,
         show_default=True,
         help="Jobs listed per state.",

@@ -92,7 +92,7 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         default=None,
         help="Only jobs of this batch (its id).",
     )
-    @click.option("--limit", type=click.IntRange(1, browse.MAX_PAGE), default=50, show_default=True)
+    @click.option("--limit", type=params.Count(1, browse.MAX_PAGE), default=50, show_default=True)
     @click.option("--before", type=params.JOB_ID, default=None, help="Page: ids below this.")
     def jobs_command(
         state: str,

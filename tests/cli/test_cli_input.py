@@ -171,6 +171,8 @@ BAD_COUNTS = [
     ("status", "--failed", "-1"),
     ("health", "--supervisor-pid", str(2**40)),
     ("work", "--threads", arabic_indic(2)),
+    ("jobs", "--limit", arabic_indic(5)),
+    ("batches", "--limit", "0"),
 ]
 
 
