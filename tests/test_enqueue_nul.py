@@ -2,8 +2,8 @@
 on every backend: PostgreSQL refuses it in text, SQLite would store it (and the dashboard
 then answers 400 for that queue, the metrics print a raw NUL). Queue names (the class's, a
 decorator's, ``set(queue=)``, a worker's queue list, a pause), concurrency, rate-limit and
-coalesce keys (from ``key=`` callables, at enqueue), named budgets, and recurring tasks'
-names and queues."""
+coalesce keys (from ``key=`` callables, at enqueue), job names, named budgets, and recurring
+tasks' names and queues."""
 
 from __future__ import annotations
 
@@ -109,6 +109,20 @@ def test_a_job_declared_with_a_nul_in_its_queue_name_is_refused():
         @solidq.job(name="enqueue_nul.declared", queue=f"mail{NUL}")
         def declared() -> None:
             pass
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [(f"send{NUL}mail", "holds a NUL character"), ("j" * 256, "it takes at most 255")],
+)
+def test_a_job_name_its_column_cant_keep_is_refused_when_the_job_is_declared(name, message):
+    with pytest.raises(ValueError, match=f"The name of job .*declared .*{message}"):
+
+        @solidq.job(name=name)
+        def declared() -> None:
+            pass
+
+    assert name not in registry.names()
 
 
 def test_pausing_a_queue_named_with_a_nul_is_refused(app, engine):
