@@ -13,6 +13,7 @@ import enum
 import typing as t
 
 from flask_solidq import config_keys as read
+from flask_solidq import identifiers
 from flask_solidq.timing import to_seconds
 
 
@@ -295,6 +296,8 @@ def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
     names = [part for part in names if part]
     if not names:
         raise ValueError(f'{name} names no queue; use "*" for every queue.')
+    for part in names:
+        identifiers.check_name(part, f"queue {part[:40]!r} in {name}")
     return tuple(dict.fromkeys(names))
 
 
@@ -339,6 +342,9 @@ def _recurring(value: object) -> tuple[RecurringSettings, ...]:
     tasks = []
     for key, entry in value.items():
         name = f"SOLIDQ_RECURRING[{key!r}]"
+        problem = identifiers.name_problem(str(key), "task name")
+        if problem is not None:
+            raise ValueError(f"{name}: {problem}")
         if not isinstance(entry, dict):
             raise TypeError(f"{name} must be a dict, not {type(entry).__name__}.")
         unknown = sorted(set(entry) - set(RECURRING_KEYS))

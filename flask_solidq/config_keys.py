@@ -4,10 +4,39 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
+import logging
 import typing as t
 
 from flask_solidq.timing import to_seconds
+
+logger = logging.getLogger("flask_solidq")
+
+#: The prefix of flask-solidq's keys: an app key with it that flask-solidq doesn't read is
+#: most likely a misspelling.
+PREFIX = "SOLIDQ_"
+
+
+def misspelled(config: t.Mapping[str, t.Any], known: t.Collection[str]) -> list[str]:
+    """A line for each ``SOLIDQ_*`` key of ``config`` that isn't in ``known``, naming the
+    closest known key when one is close: a misspelled key would otherwise leave its setting
+    at the default without a word."""
+    lines = []
+    for key in sorted(name for name in config if isinstance(name, str)):
+        if key.startswith(PREFIX) and key not in known:
+            line = f"{key} is not a flask-solidq setting"
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            lines.append(
+                f"{line}; did you mean {close[0]}?" if close else f"{line}; it is ignored."
+            )
+    return lines
+
+
+def warn_misspelled(config: t.Mapping[str, t.Any], known: t.Collection[str]) -> None:
+    """Log a warning for each key :func:`misspelled` finds (once, when the app is set up)."""
+    for line in misspelled(config, known):
+        logger.warning("SolidQ: %s", line)
 
 
 def known_keys(values: dict[str, t.Any], defaults: dict[str, t.Any], name: str) -> dict[str, t.Any]:

@@ -12,10 +12,12 @@ from flask_solidq import adapters
 from flask_solidq import app_transaction
 from flask_solidq import batching
 from flask_solidq import cli
+from flask_solidq import config_keys
 from flask_solidq import current
 from flask_solidq import dashboard
 from flask_solidq import db
 from flask_solidq import models
+from flask_solidq.config import DEFAULTS
 from flask_solidq.config import load_settings
 from flask_solidq.current import OpenBatch
 from flask_solidq.definitions.calls import Call
@@ -95,6 +97,7 @@ class SolidQ:
                 " and this app has none. Call `db.init_app(app)` before `solidq.init_app(app)`."
             )
         settings = load_settings(app.config)
+        config_keys.warn_misspelled(app.config, {*DEFAULTS, *dashboard.SETTINGS})
         binds = app.config.get("SQLALCHEMY_BINDS") or {}
         if settings.bind is not None and settings.bind not in binds:
             raise ValueError(

@@ -19,6 +19,8 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import identifiers
+
 #: A key or group declaration: a literal, a callable over the job's arguments, or None/False.
 KeyDeclaration = t.Any
 
@@ -36,17 +38,24 @@ BARE: t.Final = _Bare()
 
 #: The longest key the key columns take (``solidq_jobs.concurrency_key`` and
 #: ``rate_limit_key``, the semaphores' and budgets' ``key``): VARCHAR(255) on every database.
-MAX_KEY_LENGTH = 255
+MAX_KEY_LENGTH = identifiers.MAX_NAME_LENGTH
 
 
 def check_length(key: str | None, job_name: str, what: str) -> None:
-    """Refuse a key longer than its column takes, the same on every database (SQLite would
-    store it, PostgreSQL and MySQL refuse it), before anything is written.
+    """Refuse a key its column can't keep, the same on every database (SQLite would store
+    it, PostgreSQL and MySQL refuse it), before anything is written: longer than the column
+    takes, or holding a NUL character.
 
     :param what: the key's name in the message (``"concurrency key"``).
-    :raises ValueError: ``key`` is longer than :data:`MAX_KEY_LENGTH` characters. The message
-        names the job, the length and the limit, never the key (it is built from arguments).
+    :raises ValueError: ``key`` is longer than :data:`MAX_KEY_LENGTH` characters or holds a
+        NUL. The message names the job and what is wrong, never the key (it is built from
+        arguments).
     """
+    if key is not None and identifiers.has_nul(key):
+        raise ValueError(
+            f"{job_name}'s {what} holds a NUL character (\\x00), which no database column"
+            " keeps. Leave it out of what the key or group returns."
+        )
     if key is not None and len(key) > MAX_KEY_LENGTH:
         raise ValueError(
             f"{job_name}'s {what} is {len(key)} characters long; its column takes at most"

@@ -16,6 +16,7 @@ from flask_solidq import install as install_module
 from flask_solidq.cli import batches as cli_batches
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
+from flask_solidq.cli import params
 from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
 from flask_solidq.errors import SolidQError
@@ -159,7 +160,14 @@ def _url_of_engine_being_built(error: BaseException) -> sa.URL | None:
 
 
 @solidq_group.command("status")
-@click.option("--failed", "failed_limit", default=20, show_default=True, help="Failed jobs shown.")
+@click.option(
+    "--failed",
+    "failed_limit",
+    type=params.Count(0),
+    default=20,
+    show_default=True,
+    help="Failed jobs shown.",
+)
 def status_command(failed_limit: int) -> None:
     """Show queues (jobs per state, latency, pauses), processes, the latest failed jobs,
     blocked jobs and semaphores, rate-limit budgets with waiting jobs (limit, available
@@ -172,11 +180,11 @@ def status_command(failed_limit: int) -> None:
 @solidq_group.command("clear-finished")
 @click.option(
     "--older-than",
-    type=click.FloatRange(min=0),
+    type=params.Seconds(),
     default=None,
     help="Seconds since a job finished (default: SOLIDQ_CLEAR_FINISHED_JOBS_AFTER).",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--batch-size", type=params.Count(1), default=500, show_default=True)
 def clear_finished_command(older_than: float | None, batch_size: int) -> None:
     """Delete finished jobs older than a threshold, in batches; then the finished batches as
     old that have no job left."""
@@ -197,10 +205,8 @@ def clear_finished_command(older_than: float | None, batch_size: int) -> None:
 
 
 @solidq_group.command("clear-idle-budgets")
-@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
-@click.option(
-    "--sleep-between-batches", type=click.FloatRange(min=0), default=0.0, show_default=True
-)
+@click.option("--batch-size", type=params.Count(1), default=500, show_default=True)
+@click.option("--sleep-between-batches", type=params.Seconds(), default=0.0, show_default=True)
 def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) -> None:
     """Delete rate-limit budgets that are full and hold no waiting job's slot, in batches.
     Clearing never changes what is admitted."""
@@ -217,21 +223,32 @@ cli_monitoring.register(solidq_group, lambda: _queue_engine())  # health, metric
 
 
 @solidq_group.command("pause")
-@click.argument("queue")
+@click.argument("queue", type=params.QUEUE_NAME)
 def pause_command(queue: str) -> None:
-    """Pause QUEUE: workers claim nothing from it until it is resumed."""
+    """Pause QUEUE: workers claim nothing from it until it is resumed. A queue with no jobs
+    yet can be paused before its first one (a warning says so, in case the name is
+    misspelled)."""
+    engine = _queue_engine()
     try:
-        paused = queues.pause(_queue_engine(), queue)
+        empty = not queues.has_jobs(engine, queue)
+        paused = queues.pause(engine, queue)
     except (TypeError, ValueError) as error:
         raise click.BadParameter(str(error), param_hint="QUEUE") from error
     if paused:
         click.echo(f"Paused queue {queue!r}.")
     else:
         click.echo(f"Queue {queue!r} was already paused.")
+    if paused and empty:
+        click.echo(
+            f"Warning: queue {queue!r} has no jobs yet; paused anyway (workers will claim none"
+            " of its jobs until it is resumed). Check the name if you meant a queue in use:"
+            " `flask solidq status` lists them.",
+            err=True,
+        )
 
 
 @solidq_group.command("resume")
-@click.argument("queue")
+@click.argument("queue", type=params.QUEUE_NAME)
 def resume_command(queue: str) -> None:
     """Resume QUEUE: workers claim from it again."""
     if queues.resume(_queue_engine(), queue):
@@ -248,18 +265,18 @@ def resume_command(queue: str) -> None:
     callback=lambda _ctx, _param, value: _queues_option(value),
     help='Queues to work, in order: "a,b", "*", "prefix*".',
 )
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads per worker.")
-@click.option("--processes", type=click.IntRange(min=1), default=None, help="Worker processes.")
+@click.option("--threads", type=params.Count(1), default=None, help="Threads per worker.")
+@click.option("--processes", type=params.Count(1), default=None, help="Worker processes.")
 @click.option(
     "--prefetch",
-    type=click.IntRange(min=0),
+    type=params.Count(0),
     default=None,
     help="At most this many jobs each worker claims ahead of its idle threads while a backlog"
     " lasts, fewer for longer jobs (0: only for idle threads).",
 )
 @click.option(
     "--polling-interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=params.Seconds(positive=True),
     default=None,
     help="Seconds between polls of an idle worker.",
 )

@@ -15,6 +15,7 @@ import click
 from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq.cli import jobs as cli_jobs
+from flask_solidq.cli import params
 from flask_solidq.reads import batches
 from flask_solidq.timing import utcnow
 
@@ -33,12 +34,8 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
         default=None,
         help="Only open batches (jobs pending), finished ones, or finished with failures.",
     )
-    @click.option(
-        "--limit", type=click.IntRange(1, batches.MAX_PAGE), default=50, show_default=True
-    )
-    @click.option(
-        "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."
-    )
+    @click.option("--limit", type=params.Count(1, batches.MAX_PAGE), default=50, show_default=True)
+    @click.option("--before", type=params.BATCH_ID, default=None, help="Page: ids below this.")
     def batches_command(status: str | None, limit: int, before: int | None) -> None:
         """List batches, newest first, a page at a time."""
         chosen = batches.BatchFilter(status) if status else None
@@ -50,10 +47,10 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
             click.echo(f"\nMore: {again}")
 
     @group.command("batch")
-    @click.argument("batch_id", type=click.IntRange(0, cli_jobs.MAX_ID), metavar="ID")
+    @click.argument("batch_id", type=params.BATCH_ID, metavar="ID")
     @click.option(
         "--limit",
-        type=click.IntRange(1, batches.MAX_PAGE),
+        type=params.Count(1, batches.MAX_PAGE),
         default=10,
         show_default=True,
         help="Jobs listed per state.",

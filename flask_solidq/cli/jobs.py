@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
+import sys
 import typing as t
 
 import click
@@ -15,6 +16,8 @@ import sqlalchemy as sa
 
 from flask_solidq import db
 from flask_solidq import formatting
+from flask_solidq import identifiers
+from flask_solidq.cli import params
 from flask_solidq.operations import actions
 from flask_solidq.reads import browse
 from flask_solidq.timing import utcnow
@@ -26,16 +29,20 @@ EngineFactory = t.Callable[[], sa.Engine]
 
 #: The largest id a ``bigint`` primary key holds: an id option above it is a usage error, not
 #: the driver's (PostgreSQL refuses the parameter).
-MAX_ID = 2**63 - 1
+MAX_ID = identifiers.MAX_ID
+
+#: What --yes says: the commands that ask need it where nobody can answer.
+YES_HELP = "Don't ask for confirmation (needed where stdin is no terminal: scripts, cron)."
 
 #: The times the --failed-before/--failed-after options take (UTC).
 TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"]
 
 _FILTER_OPTIONS = [
-    click.option("--queue", default=None, help="Only jobs of this queue."),
-    click.option("--job", default=None, help="Only jobs of this job name."),
+    click.option("--queue", type=params.QUEUE_NAME, default=None, help="Only jobs of this queue."),
+    click.option("--job", type=params.JOB_NAME, default=None, help="Only jobs of this job name."),
     click.option(
         "--error-class",
+        type=params.Name("error class"),
         default=None,
         help="Failed jobs whose error is of this class (ValueError or builtins.ValueError).",
     ),
@@ -53,7 +60,7 @@ _FILTER_OPTIONS = [
     ),
     click.option(
         "--batch",
-        type=click.IntRange(0, MAX_ID),
+        type=params.BATCH_ID,
         default=None,
         help="Only jobs of this batch and of its child batches (implies --all).",
     ),
@@ -77,18 +84,16 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         default="failed",
         show_default=True,
     )
-    @click.option("--queue", default=None, help="Only jobs of this queue.")
-    @click.option("--job", default=None, help="Only jobs of this job name.")
+    @click.option("--queue", type=params.QUEUE_NAME, default=None, help="Only jobs of this queue.")
+    @click.option("--job", type=params.JOB_NAME, default=None, help="Only jobs of this job name.")
     @click.option(
         "--batch",
-        type=click.IntRange(0, MAX_ID),
+        type=params.BATCH_ID,
         default=None,
         help="Only jobs of this batch (its id).",
     )
-    @click.option("--limit", type=click.IntRange(1, browse.MAX_PAGE), default=50, show_default=True)
-    @click.option(
-        "--before", type=click.IntRange(min=1), default=None, help="Page: ids below this."
-    )
+    @click.option("--limit", type=params.Count(1, browse.MAX_PAGE), default=50, show_default=True)
+    @click.option("--before", type=params.JOB_ID, default=None, help="Page: ids below this.")
     def jobs_command(
         state: str,
         queue: str | None,
@@ -114,8 +119,8 @@ def register(group: click.Group, engine: EngineFactory) -> None:
             click.echo(f"\nMore: {again}")
 
     @group.command("job")
-    @click.argument("reference")
-    def job_command(reference: str) -> None:
+    @click.argument("reference", type=params.JOB_REFERENCE)
+    def job_command(reference: int | str) -> None:
         """Show one job whole: REFERENCE is its provider_job_id or its job_id."""
         with db.read(engine()) as connection:
             detail = browse.find_job(connection, reference)
@@ -124,11 +129,13 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         click.echo(render_job(detail, utcnow()))
 
     @group.command("retry")
-    @click.argument("references", nargs=-1)
+    @click.argument("references", nargs=-1, type=params.JOB_REFERENCE)
     @click.option("--all", "all_", is_flag=True, help="Every failed job the filters match.")
     @_filter_options
-    @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
-    def retry_command(references: tuple[str, ...], all_: bool, yes: bool, **options: t.Any) -> None:
+    @click.option("--yes", is_flag=True, help=YES_HELP)
+    def retry_command(
+        references: tuple[int | str, ...], all_: bool, yes: bool, **options: t.Any
+    ) -> None:
         """Retry failed jobs: the ones named (provider_job_id or job_id), or --all, or those
         of --batch (a batch that had finished opens again)."""
         queue_engine = engine()
@@ -143,7 +150,7 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         click.echo(f"Retried {_jobs(done)}.{_none_left(done, references, 'failed')}")
 
     @group.command("discard")
-    @click.argument("references", nargs=-1)
+    @click.argument("references", nargs=-1, type=params.JOB_REFERENCE)
     @click.option("--all", "all_", is_flag=True, help="Every job in --state the filters match.")
     @click.option(
         "--state",
@@ -153,9 +160,13 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         " scheduled, blocked and ready: every job still pending).",
     )
     @_filter_options
-    @click.option("--yes", is_flag=True, help="Don't ask for confirmation.")
+    @click.option("--yes", is_flag=True, help=YES_HELP)
     def discard_command(
-        references: tuple[str, ...], all_: bool, state: str | None, yes: bool, **options: t.Any
+        references: tuple[int | str, ...],
+        all_: bool,
+        state: str | None,
+        yes: bool,
+        **options: t.Any,
     ) -> None:
         """Discard jobs with their executions and calls: the ones named (failed, scheduled,
         ready or blocked; never running), or --all in --state, or the pending ones of
@@ -179,8 +190,8 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         click.echo(f"Discarded {_jobs(done)}.{_none_left(done, references, waiting)}")
 
     @group.command("run-now")
-    @click.argument("references", nargs=-1, required=True)
-    def run_now_command(references: tuple[str, ...]) -> None:
+    @click.argument("references", nargs=-1, required=True, type=params.JOB_REFERENCE)
+    def run_now_command(references: tuple[int | str, ...]) -> None:
         """Make scheduled jobs (rate-limited ones waiting included) due now."""
         queue_engine = engine()
         done = actions.run_now(queue_engine, actions.resolve(queue_engine, references))
@@ -355,7 +366,7 @@ def _indent(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())
 
 
-def _filters(options: dict[str, t.Any], references: tuple[str, ...]) -> actions.Filters:
+def _filters(options: dict[str, t.Any], references: tuple[int | str, ...]) -> actions.Filters:
     if references:
         raise click.UsageError("Name the jobs or pass --all, not both.")
     return actions.Filters(
@@ -380,7 +391,9 @@ def _utc(moment: dt.datetime | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.timezone.utc) if moment and moment.tzinfo is None else moment
 
 
-def _ids(engine: sa.Engine, references: tuple[str, ...], options: dict[str, t.Any]) -> list[int]:
+def _ids(
+    engine: sa.Engine, references: tuple[int | str, ...], options: dict[str, t.Any]
+) -> list[int]:
     if not references:
         raise click.UsageError("Name the jobs (provider_job_id or job_id), or pass --all.")
     if any(value is not None for value in options.values()):
@@ -389,17 +402,30 @@ def _ids(engine: sa.Engine, references: tuple[str, ...], options: dict[str, t.An
 
 
 def _confirm(yes: bool, verb: str, count: int, state: str = "") -> None:
+    """Ask before acting on ``count`` jobs, unless ``--yes``. With nothing to read on stdin
+    (no terminal, and nothing piped), a usage error naming ``--yes`` rather than a bare
+    "Aborted!"."""
     if yes or count == 0:
         return
     what = f"{count} {state} job{'s' if count != 1 else ''}".replace("  ", " ")
-    click.confirm(f"{verb} {what}?", abort=True)
+    try:
+        agreed = click.confirm(f"{verb} {what}?")
+    except click.Abort:  # end of input (or Ctrl-C): click tells neither apart
+        if sys.stdin.isatty():
+            raise
+        raise click.UsageError(
+            f"{verb} {what} asks for a yes, and stdin had no answer (it isn't a terminal):"
+            f" pass --yes to {verb.lower()} them without asking. Nothing was changed."
+        ) from None
+    if not agreed:
+        raise click.Abort()
 
 
 def _jobs(count: int) -> str:
     return f"{count} job{'s' if count != 1 else ''}"
 
 
-def _none_left(done: int, references: tuple[str, ...], wanted: str) -> str:
+def _none_left(done: int, references: tuple[int | str, ...], wanted: str) -> str:
     """Why nothing was done, when jobs were named."""
     if done or not references:
         return ""

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from flask_solidq import db
 from flask_solidq import health
 from flask_solidq import metrics
+from flask_solidq.cli import params
 from flask_solidq.processes.outage import describe
 from flask_solidq.state import get_state
 
@@ -32,16 +33,21 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     raises a one-line click error)."""
 
     @group.command("health")
-    @click.option("--hostname", default=None, help="The host to check (default: this one's name).")
+    @click.option(
+        "--hostname",
+        type=params.Name("host name"),
+        default=None,
+        help="The host to check (default: this one's name).",
+    )
     @click.option(
         "--supervisor-pid",
-        type=click.IntRange(min=1),
+        type=params.Count(1),
         default=None,
         help="Check only the supervisor of this pid (1 in a container whose command it is).",
     )
     @click.option(
         "--threshold",
-        type=click.FloatRange(min=0, min_open=True),
+        type=params.Seconds(positive=True),
         default=None,
         help="Seconds of silence that make a process dead (default:"
         " SOLIDQ_PROCESS_ALIVE_THRESHOLD).",

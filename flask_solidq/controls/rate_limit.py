@@ -269,8 +269,10 @@ def named_budget(name: object, *, to: object, per: object, burst: object = 1) ->
         without ``/`` that the key column takes.
     """
     where = "rate_limiter.register"
-    if not isinstance(name, str) or not name.strip() or "/" in name:
-        raise ValueError(f"{where}() takes a non-empty str without '/' as name, not {name!r}.")
+    if not isinstance(name, str) or not name.strip() or "/" in name or "\x00" in name:
+        raise ValueError(
+            f"{where}() takes a non-empty str without '/' or NUL (\\x00) as name, not {name!r}."
+        )
     if len(name) > keys.MAX_KEY_LENGTH:
         raise ValueError(
             f"{where}() takes a name of at most {keys.MAX_KEY_LENGTH} characters (the budgets'"

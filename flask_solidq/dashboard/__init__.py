@@ -5,7 +5,9 @@ with htmx, over the same reads (:mod:`flask_solidq.reads.browse`,
 
 Closed by default (:mod:`.access`), every action a POST with a signed CSRF token from the
 dashboard's own origin (:mod:`.csrf`), every parameter checked before it reaches the database
-(:mod:`.params`), every response with a strict Content-Security-Policy (:mod:`.headers`).
+(:mod:`.params`), every response with a strict Content-Security-Policy (:mod:`.headers`), a
+warning when a proxy's https reaches it as http, leaving its cookies without Secure
+(:mod:`.proxy`).
 Templates are under ``templates/solidq/`` (an app overrides one by putting a file of the same
 name in its own templates folder), static files under ``static/solidq/``.
 """
@@ -23,6 +25,7 @@ from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import live
 from flask_solidq.dashboard import metrics_view
 from flask_solidq.dashboard import params
+from flask_solidq.dashboard import proxy
 from flask_solidq.dashboard import views
 from flask_solidq.resources import resource_dir
 
@@ -31,6 +34,10 @@ if t.TYPE_CHECKING:
 
 #: The blueprint's name: ``url_for("solidq_dashboard.overview")``.
 NAME = "solidq_dashboard"
+
+#: The ``SOLIDQ_*`` keys the dashboard reads itself, beside those of
+#: :data:`flask_solidq.config.DEFAULTS`.
+SETTINGS = (csrf.SECRET_KEY_SETTING, live.SETTING)
 
 
 def register(app: Flask, url_prefix: str) -> None:
@@ -44,6 +51,7 @@ def register(app: Flask, url_prefix: str) -> None:
         static_folder=str(resource_dir("static") / "solidq"),
         static_url_path="/static",
     )
+    blueprint.before_request(proxy.check)
     blueprint.before_request(access.check)
     blueprint.before_request(csrf.check)
     blueprint.before_request(params.check)

@@ -11,22 +11,19 @@ queue named in a pause or resume path fits its column (:func:`queue_name`).
 
 from __future__ import annotations
 
-import re
 import typing as t
 
 from flask import abort
 from flask import request
 
+from flask_solidq import identifiers
 from flask_solidq.dashboard import flash
 from flask_solidq.reads import search
 
 #: The largest id a ``bigint`` (the jobs' primary key) holds.
-MAX_ID = 2**63 - 1
+MAX_ID = identifiers.MAX_ID
 #: The longest queue name the tables hold (``solidq_pauses.queue_name``, a ``String(255)``).
-MAX_QUEUE_NAME = 255
-
-_DIGITS = re.compile(r"[0-9]+")
-_SIGNED = re.compile(r"[-+]?[0-9]+")
+MAX_QUEUE_NAME = identifiers.MAX_NAME_LENGTH
 
 
 def done() -> str | None:
@@ -51,7 +48,7 @@ def check() -> None:
         sources.append(("form field", request.form.items(multi=True)))
     for kind, items in sources:
         for name, value in items:
-            if isinstance(value, str) and "\x00" in value:
+            if isinstance(value, str) and identifiers.has_nul(value):
                 refuse(f"The {kind} {name!r} holds a NUL character, which no name or id has.")
 
 
@@ -63,16 +60,17 @@ def job_id(text: str, name: str = "job id") -> int:
 def record_id(text: str, name: str, kind: str = "batch") -> int:
     """``text`` as the id of a ``kind`` row (a job's, a batch's: every primary key is a
     ``bigint``): a whole number from 0 to :data:`MAX_ID`, or 400."""
-    if not _DIGITS.fullmatch(text) or int(text) > MAX_ID:
+    value = identifiers.parse_id(text)
+    if value is None:
         refuse(f"The {name} {shown(text)} is not a {kind} id: a whole number from 0 to {MAX_ID}.")
-    return int(text)
+    return value
 
 
 def job_reference(text: str) -> int | str:
     """A job page's reference: an id (checked as :func:`job_id`), or a job's ``job_id``
     (anything not made of digits, looked up as text). A signed number, or a number in other
     scripts' digits, is refused rather than looked up: it can only be a mistyped id."""
-    if _SIGNED.fullmatch(text) or text.isdigit():
+    if identifiers.looks_like_number(text):
         return job_id(text)
     return text
 

@@ -25,6 +25,7 @@ import types
 import typing as t
 
 from flask_solidq import current
+from flask_solidq import identifiers
 from flask_solidq import signals
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
@@ -80,6 +81,7 @@ class Job(Resumable, RateLimitUsage):
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise TypeError(f"A job's name must be a non-empty string, not {name!r}.")
         cls.job_name = name or cls.__qualname__
+        identifiers.check_name(cls.job_name, f"name of job {cls.__qualname__}")
         job_checks.check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
         job_checks.check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
         if not abstract:

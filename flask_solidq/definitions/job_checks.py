@@ -1,18 +1,20 @@
 """The checks of a job's enqueue options (``queue_name``, ``priority``, ``set(wait=,
 wait_until=, queue=, priority=)``): each value must fit the column it is stored in, on every
-database, or the call raises before anything is stored."""
+database, or the call raises before anything is stored (a queue name: the rule of
+:mod:`flask_solidq.identifiers`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+from flask_solidq import identifiers
 from flask_solidq.definitions import argument_codecs
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import to_seconds
 from flask_solidq.timing import utcnow
 
 #: The longest queue name the tables take.
-MAX_NAME_LENGTH = 255
+MAX_NAME_LENGTH = identifiers.MAX_NAME_LENGTH
 
 #: The range of ``priority``: the column is a 32-bit INTEGER on every database.
 MIN_PRIORITY = -(2**31)
@@ -33,6 +35,10 @@ SCHEDULE_RANGE = (
 def check_queue(value: object, *, where: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise TypeError(f"{where} must be a non-empty queue name, not {value!r}.")
+    if identifiers.has_nul(value):
+        raise ValueError(
+            f"{where} holds a NUL character (\\x00), which no database column keeps: {value!r}."
+        )
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(f"{where} must be at most {MAX_NAME_LENGTH} characters long.")
     if not argument_codecs.encodable(value):

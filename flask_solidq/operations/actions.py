@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import db
+from flask_solidq import identifiers
 from flask_solidq import postgres
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
@@ -363,15 +364,19 @@ def _batches(engine: sa.Engine, execution: sa.Table, filters: Filters) -> t.Iter
 
 def resolve(engine: sa.Engine, references: t.Iterable[int | str]) -> list[int]:
     """The row ids (``provider_job_id``) of ``references``: row ids as they are (an int, or a
-    string of digits), and ``job_id`` UUIDs looked up; unknown ones drop out."""
+    string of the digits 0-9), and ``job_id`` UUIDs looked up; unknown ones drop out, and so
+    do numbers no id can be (negative, or past a ``bigint``: no job has them)."""
     ids: list[int] = []
     uuids: list[str] = []
     for reference in references:
         if isinstance(reference, bool) or not isinstance(reference, (int, str)):
             raise TypeError(f"A job is named by its provider_job_id or job_id, not {reference!r}.")
-        if isinstance(reference, int) or reference.isdigit():
-            ids.append(int(reference))
-        else:
+        if isinstance(reference, int):
+            ids.extend([reference] if identifiers.is_fit_id(reference) else [])
+        elif identifiers.looks_like_number(reference):
+            parsed = identifiers.parse_id(reference)
+            ids.extend([] if parsed is None else [parsed])
+        elif not identifiers.has_nul(reference):
             uuids.append(reference)
     if uuids:
         with db.read(engine) as connection:

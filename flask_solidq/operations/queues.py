@@ -11,11 +11,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from flask_solidq import db
+from flask_solidq import identifiers
+from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PAUSES
 from flask_solidq.timing import utcnow
 
 #: The longest queue name the tables take.
-MAX_QUEUE_NAME_LENGTH = 255
+MAX_QUEUE_NAME_LENGTH = identifiers.MAX_NAME_LENGTH
 
 
 def pause(engine: sa.Engine, queue_name: str) -> bool:
@@ -36,6 +38,15 @@ def pause(engine: sa.Engine, queue_name: str) -> bool:
     return not was_paused
 
 
+def has_jobs(engine: sa.Engine, queue_name: str) -> bool:
+    """Whether any job, in any state (finished ones still kept included), is in
+    ``queue_name``: a queue with none may be a misspelled name, so a pause says so."""
+    with db.read(engine) as connection:
+        return bool(
+            connection.scalar(sa.select(sa.exists().where(JOBS.c.queue_name == queue_name)))
+        )
+
+
 def resume(engine: sa.Engine, queue_name: str) -> bool:
     """Let workers claim from ``queue_name`` again. Return whether it was paused (resuming a
     running queue does nothing)."""
@@ -47,5 +58,10 @@ def resume(engine: sa.Engine, queue_name: str) -> bool:
 def _check_queue_name(queue_name: object) -> None:
     if not isinstance(queue_name, str) or not queue_name.strip():
         raise TypeError(f"A queue name must be a non-empty string, not {queue_name!r}.")
+    if identifiers.has_nul(queue_name):
+        raise ValueError(
+            f"A queue name can't hold a NUL character (\\x00), which no database column keeps:"
+            f" {queue_name!r}."
+        )
     if len(queue_name) > MAX_QUEUE_NAME_LENGTH:
         raise ValueError(f"A queue name must be at most {MAX_QUEUE_NAME_LENGTH} characters.")

@@ -17,6 +17,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import identifiers
 from flask_solidq.controls.budgets import IS_DEFERRED
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
@@ -331,9 +332,16 @@ _SUMMARY_COLUMNS = (
 
 
 def _reference(reference: str | int) -> sa.ColumnElement[bool]:
-    if isinstance(reference, int) or str(reference).isdigit():
-        return JOBS.c.id == int(reference)
-    return JOBS.c.active_job_id == str(reference)
+    """Where a job is ``reference``: a number no id can be (negative, past a ``bigint``, in
+    other digits than 0-9), or text with a NUL, is no job's (the database would refuse it)."""
+    if isinstance(reference, int):
+        return JOBS.c.id == reference if identifiers.is_fit_id(reference) else sa.false()
+    if identifiers.looks_like_number(reference):
+        parsed = identifiers.parse_id(reference)
+        return sa.false() if parsed is None else JOBS.c.id == parsed
+    if identifiers.has_nul(reference):
+        return sa.false()
+    return JOBS.c.active_job_id == reference
 
 
 def summary(row: sa.RowMapping, state: State) -> JobSummary:
