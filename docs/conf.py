@@ -20,6 +20,7 @@ extensions = [
     "sphinx_click",
     "pallets_sphinx_themes",
     "solidq_config",
+    "solidq_modules",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
