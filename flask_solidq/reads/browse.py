@@ -28,6 +28,7 @@ from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.reads import attempts as attempt_reads
+from flask_solidq.reads import shown_arguments
 from flask_solidq.reads import step_progress
 
 #: The most jobs one page lists.
@@ -105,8 +106,9 @@ class JobDetail:
     """One job whole: its row, its state and what its state row says, its keys and calls."""
 
     summary: JobSummary
-    #: The stored payload, parsed (arguments in their stored JSON form), or the raw text when
-    #: it isn't JSON.
+    #: The stored payload, parsed (arguments in their stored JSON form, with the values of
+    #: ``SOLIDQ_FILTER_ARGUMENTS``' keys shown as ``[FILTERED]``), or the raw text when it
+    #: isn't JSON.
     payload: t.Any
     #: How many times the job ran (the payload's attempt counter).
     executions: int
@@ -266,7 +268,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         )
     return JobDetail(
         summary=shown,
-        payload=payload,
+        payload=shown_arguments.current().filtered_payload(payload),
         executions=executions if isinstance(executions, int) else 0,
         concurrency_key=row["concurrency_key"],
         rate_limit_key=row["rate_limit_key"],
