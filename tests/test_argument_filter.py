@@ -17,11 +17,17 @@ from flask_solidq import config
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.testing import work_off
 from tests import support
+from tests.jobs import worker as worker_jobs
+from tests.support import runtime as runtime_support
 from tests.support import solidq
 
 if t.TYPE_CHECKING:
+    import sqlalchemy as sa
     from click.testing import Result
     from flask import Flask
+
+runs_table = runtime_support.runs_table
+launcher = runtime_support.launcher
 
 PASSWORD = "hunter2-pw-5b1e"
 AUTHORIZATION = "Bearer auth-9c4d"
@@ -226,6 +232,28 @@ def test_words_of_ones_own_filter_what_they_contain_and_only_that(database_url):
         assert "078-05-1120" not in shown
         assert '"user_ssn": "[FILTERED]"' in shown
         assert PASSWORD in shown  # the default words are replaced, not added to
+
+
+@pytest.mark.processes
+def test_a_worker_process_performs_with_the_real_values_and_logs_none_at_debug(
+    app, engine: sa.Engine, launcher: runtime_support.Launcher
+):
+    secrets = {"password": PASSWORD, "headers": {"Authorization": AUTHORIZATION}}
+    with app.app_context():
+        job_id = worker_jobs.record.perform_later(secrets).provider_job_id
+
+    work = launcher.start(
+        "--once", "--log-level", "debug", "--log-format", "json", app_module="tests.apps.once_app"
+    )
+
+    assert work.wait(60) == 0, work.output()
+    (run,) = runtime_support.runs(engine, "worker_test.record")
+    assert run.value == str(secrets)  # the job got them
+    output = work.output()
+    assert f'"event": "perform", "job_name": "worker_test.record", "job_id": {job_id}' in output
+    assert PASSWORD not in output and AUTHORIZATION not in output
+    shown = cli(app, "job", job_id).output
+    assert PASSWORD not in shown and AUTHORIZATION not in shown
 
 
 # The filter itself, without a database.
