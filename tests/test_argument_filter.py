@@ -17,6 +17,10 @@ from flask_solidq import config
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.testing import work_off
 from tests import support
+from tests.dashboard.test_dashboard_browser import base_url  # noqa: F401 - a fixture
+from tests.dashboard.test_dashboard_browser import browser  # noqa: F401 - a fixture
+from tests.dashboard.test_dashboard_browser import dashboard_app  # noqa: F401 - a fixture
+from tests.dashboard.test_dashboard_browser import page as browser_page  # noqa: F401 - a fixture
 from tests.jobs import worker as worker_jobs
 from tests.support import runtime as runtime_support
 from tests.support import solidq
@@ -254,6 +258,33 @@ def test_a_worker_process_performs_with_the_real_values_and_logs_none_at_debug(
     assert PASSWORD not in output and AUTHORIZATION not in output
     shown = cli(app, "job", job_id).output
     assert PASSWORD not in shown and AUTHORIZATION not in shown
+
+
+def test_a_browser_shows_the_job_page_filtered_and_its_search_box_finds_no_secret(
+    dashboard_app,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    from playwright.sync_api import expect
+
+    args, kwargs = sign_in_arguments()
+    with dashboard_app.app_context():
+        job_id = sign_in.perform_later(*args, **kwargs).provider_job_id
+
+    browser_page.goto(f"/solidq/jobs/{job_id}")
+    payload = browser_page.locator("pre").last
+    expect(payload).to_contain_text('"password": "[FILTERED]"')
+    expect(payload).to_contain_text('"Authorization": "[FILTERED]"')
+    expect(payload).to_contain_text('"API_KEY": "[FILTERED]"')
+    expect(payload).to_contain_text("eu-west")
+    assert not any(secret in browser_page.content() for secret in SECRETS)
+
+    browser_page.goto("/solidq/jobs?state=ready")
+    browser_page.get_by_role("searchbox").fill(PASSWORD)
+    browser_page.get_by_role("button", name="Filter").click()
+    expect(browser_page.get_by_text("No ready jobs matching")).to_be_visible()
+    browser_page.get_by_role("searchbox").fill("eu-west")
+    browser_page.get_by_role("button", name="Filter").click()
+    expect(browser_page.get_by_role("link", name=str(job_id), exact=True)).to_be_visible()
 
 
 # The filter itself, without a database.
