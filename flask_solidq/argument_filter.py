@@ -5,6 +5,8 @@ A keyword argument, or a dict key anywhere inside the arguments (nested dicts, d
 lists, the stored ``dict`` form of dicts with other keys), whose name contains one of the
 configured words, case-insensitively, is shown as :data:`FILTERED`. Only what is shown is
 filtered: the stored payload, and so the job a worker performs, keeps the real values.
+Every read that shows arguments to people (the dashboard's, the CLI's, an error message that
+quotes a stored value) passes them through :func:`current`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing as t
+
+from flask import current_app
+from flask import has_app_context
 
 #: What a filtered value is shown as.
 FILTERED = "[FILTERED]"
@@ -84,3 +89,15 @@ class ArgumentFilter:
 
 #: The filter of the default words, for a read made outside an app with flask-solidq.
 DEFAULT = ArgumentFilter.of(DEFAULT_NAMES)
+
+
+def current() -> ArgumentFilter:
+    """The current app's filter (``Settings.filter_arguments``, compiled when the app was set
+    up); the default words' outside an app with flask-solidq, so a read made there hides
+    rather than shows."""
+    if not has_app_context():
+        return DEFAULT
+    solidq = current_app.extensions.get("solidq")
+    settings = getattr(solidq, "settings", None)
+    shown = getattr(settings, "filter_arguments", None)
+    return shown if isinstance(shown, ArgumentFilter) else DEFAULT

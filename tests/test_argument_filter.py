@@ -6,14 +6,17 @@ values; a search can't find a filtered value."""
 
 from __future__ import annotations
 
+import json
 import logging
 import typing as t
 
 import pytest
+import sqlalchemy as sa
 
 from flask_solidq import argument_filter
 from flask_solidq import coalesce
 from flask_solidq import config
+from flask_solidq import models
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.testing import work_off
 from tests import support
@@ -26,9 +29,10 @@ from tests.support import runtime as runtime_support
 from tests.support import solidq
 
 if t.TYPE_CHECKING:
-    import sqlalchemy as sa
     from click.testing import Result
     from flask import Flask
+
+JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 
 runs_table = runtime_support.runs_table
 launcher = runtime_support.launcher
@@ -156,6 +160,33 @@ def test_a_failed_job_is_listed_and_shown_filtered_and_its_failure_logs_no_secre
     assert not any(secret in listed for secret in SECRETS)
     assert_hidden(cli(app, "job", job_id).output)
     assert any(record.levelno >= logging.WARNING for record in logs.records)
+    assert not any(secret in logged_text(logs) for secret in SECRETS)
+
+
+def test_an_error_that_quotes_a_stored_value_quotes_it_filtered(app, engine, logs):
+    args, kwargs = sign_in_arguments()
+    with app.app_context():
+        job_id = sign_in.perform_later(*args, **kwargs).provider_job_id
+    # A form this version doesn't know (written by a later one): its error quotes it.
+    with engine.begin() as connection:
+        stored = json.loads(
+            connection.scalar(sa.select(JOBS.c.arguments).where(JOBS.c.id == job_id))
+        )
+        stored["kwargs"]["request"] = {"_sq": "later-form", "v": 1, "Password": PASSWORD}
+        connection.execute(
+            JOBS.update().where(JOBS.c.id == job_id).values(arguments=json.dumps(stored))
+        )
+
+    PERFORMED.clear()
+    with app.app_context():
+        work_off()
+
+    assert PERFORMED == []
+    shown = page(app, f"/solidq/jobs/{job_id}").replace("&#39;", "'")
+    assert "Unknown stored form 'later-form'" in shown
+    assert "'Password': '[FILTERED]'" in shown
+    assert_hidden(shown)
+    assert_hidden(cli(app, "job", job_id).output)
     assert not any(secret in logged_text(logs) for secret in SECRETS)
 
 

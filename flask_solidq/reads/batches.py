@@ -17,6 +17,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
@@ -27,7 +28,6 @@ from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import batches as batch_operations
 from flask_solidq.reads import browse
-from flask_solidq.reads import shown_arguments
 
 #: The most batches one page lists.
 MAX_PAGE = browse.MAX_PAGE
@@ -104,7 +104,7 @@ def find_batch(connection: sa.Connection, batch_id: int) -> Batch | None:
 def _shown(batch: Batch) -> Batch:
     """``batch`` with its metadata, what its callbacks read like arguments, filtered by
     ``SOLIDQ_FILTER_ARGUMENTS`` for people."""
-    shown = shown_arguments.current()
+    shown = argument_filter.current()
     if shown.pattern is None or not batch.metadata:
         return batch
     return dataclasses.replace(batch, metadata=shown.filtered(batch.metadata))

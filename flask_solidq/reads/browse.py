@@ -17,6 +17,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.controls.budgets import IS_DEFERRED
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
@@ -28,7 +29,6 @@ from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.reads import attempts as attempt_reads
-from flask_solidq.reads import shown_arguments
 from flask_solidq.reads import step_progress
 
 #: The most jobs one page lists.
@@ -268,7 +268,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         )
     return JobDetail(
         summary=shown,
-        payload=shown_arguments.current().filtered_payload(payload),
+        payload=argument_filter.current().filtered_payload(payload),
         executions=executions if isinstance(executions, int) else 0,
         concurrency_key=row["concurrency_key"],
         rate_limit_key=row["rate_limit_key"],

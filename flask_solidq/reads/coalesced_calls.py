@@ -14,11 +14,8 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.models.tables import COALESCED_CALLS
-from flask_solidq.reads import shown_arguments
-
-if t.TYPE_CHECKING:
-    from flask_solidq import argument_filter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +51,7 @@ def calls_page(
     if after is not None:
         query = query.where(COALESCED_CALLS.c.id > after)
     rows = connection.execute(query).all()
-    shown = shown_arguments.current()
+    shown = argument_filter.current()
     calls = [
         StoredCall(row.id, row.created_at, *_arguments(row.arguments, shown))
         for row in rows[:limit]

@@ -26,14 +26,11 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.definitions import arguments
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.reads import browse
-from flask_solidq.reads import shown_arguments
-
-if t.TYPE_CHECKING:
-    from flask_solidq import argument_filter
 
 #: The most jobs one page of a text search reads.
 SCAN_LIMIT = 10_000
@@ -128,7 +125,7 @@ def _text_search(
     matches = [in_arguments]
     if where.state is browse.State.FAILED:
         matches.append(FAILED.c.error.icontains(text, autoescape=True))
-    shown = shown_arguments.current()
+    shown = argument_filter.current()
     # Matched in the window, so what the window functions keep of each row is narrow: the
     # arguments only of the rows they matched, to look at them again once filtered.
     extra: list[sa.ColumnElement[t.Any]] = [sa.case((sa.or_(*matches), 1), else_=0).label("hit")]
