@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import typing as t
 
+from flask_solidq import argument_filter
 from flask_solidq import config_keys as read
 from flask_solidq import identifiers
 from flask_solidq.timing import to_seconds
@@ -83,6 +84,7 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_CHECK_ARGUMENTS": True,
     "SOLIDQ_MAX_RESUMPTIONS": 100,
     "SOLIDQ_STEP_SAVE_INTERVAL": 5,
+    "SOLIDQ_FILTER_ARGUMENTS": list(argument_filter.DEFAULT_NAMES),
 }
 
 
@@ -219,6 +221,11 @@ class Settings:
     #: much. None: only with the job's outcome (interrupted, retried, failed). Default 5 s: a
     #: write per job every few seconds costs nothing next to the work between them.
     step_save_interval: float | None = 5.0
+    #: ``SOLIDQ_FILTER_ARGUMENTS``, compiled: keyword arguments and dict keys in arguments
+    #: containing one of its words (case-insensitive) are shown as ``[FILTERED]`` by the
+    #: dashboard, the CLI and the logs (:mod:`flask_solidq.argument_filter`); an empty list
+    #: filters nothing. The job still receives the real values.
+    filter_arguments: argument_filter.ArgumentFilter = argument_filter.DEFAULT
 
 
 def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
@@ -267,6 +274,9 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         check_arguments=read.boolean(config, "SOLIDQ_CHECK_ARGUMENTS"),
         max_resumptions=_optional_count(config, "SOLIDQ_MAX_RESUMPTIONS"),
         step_save_interval=_optional_interval(config, "SOLIDQ_STEP_SAVE_INTERVAL"),
+        filter_arguments=argument_filter.ArgumentFilter.of(
+            read.words(config, "SOLIDQ_FILTER_ARGUMENTS")
+        ),
     )
 
 

@@ -184,3 +184,16 @@ def basic_auth(config: t.Mapping[str, t.Any], key: str) -> tuple[str, str] | Non
     ):
         raise TypeError(f'{key} must be None or ("user", "password"), not {value!r}.')
     return (value[0], value[1])
+
+
+def words(config: t.Mapping[str, t.Any], key: str) -> tuple[str, ...]:
+    """A list or tuple of non-empty strings (empty: none)."""
+    value = config[key]
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(word, str) and word.strip() for word in value
+    ):
+        raise TypeError(
+            f'{key} must be a list of non-empty strings, such as ["password", "token"]'
+            f" (or [] for none), not {value!r}."
+        )
+    return tuple(dict.fromkeys(word.strip() for word in value))

@@ -17,6 +17,7 @@ import typing as t
 import uuid
 import zoneinfo
 
+from flask_solidq import argument_filter
 from flask_solidq.definitions import import_paths
 from flask_solidq.errors import DeserializationError
 
@@ -65,6 +66,13 @@ def check_importable(cls: type, what: str) -> None:
         )
 
 
+def shown_repr(value: t.Any) -> str:
+    """A short repr of a stored value for an error message, with what
+    ``SOLIDQ_FILTER_ARGUMENTS`` hides filtered: the message is stored with a failed job and
+    shown by the dashboard and the CLI."""
+    return reprlib.repr(argument_filter.current().filtered(value))
+
+
 def field(value: dict[str, t.Any], key: str, cls: type) -> t.Any:
     """``value[key]``, checked to be a ``cls``, for the loaders that run outside the
     malformed-data conversion in :func:`~flask_solidq.definitions.argument_values.load_tagged`.
@@ -72,7 +80,7 @@ def field(value: dict[str, t.Any], key: str, cls: type) -> t.Any:
     found = value.get(key)
     if type(found) is not cls:
         raise DeserializationError(
-            f"The stored {value.get(TAG)} {reprlib.repr(value)} is malformed: {key!r} should be"
+            f"The stored {value.get(TAG)} {shown_repr(value)} is malformed: {key!r} should be"
             f" a {cls.__name__}."
         )
     return found

@@ -245,14 +245,14 @@ def load_tagged(value: dict[str, t.Any]) -> t.Any:
                 raise
             except (LookupError, TypeError, ValueError, ArithmeticError) as exc:
                 raise DeserializationError(
-                    f"The stored {tag} {reprlib.repr(value)} is malformed: {exc}"
+                    f"The stored {tag} {argument_codecs.shown_repr(value)} is malformed: {exc}"
                 ) from exc
         raw_loader = _RAW_LOADERS.get(tag)
         if raw_loader is not None:
             return raw_loader(value)
     raise DeserializationError(
-        f"Unknown stored form {tag!r} in {reprlib.repr(value)}: it was written by another"
-        " version of flask-solidq, or edited by hand."
+        f"Unknown stored form {tag!r} in {argument_codecs.shown_repr(value)}: it was written"
+        " by another version of flask-solidq, or edited by hand."
     )
 
 

@@ -64,6 +64,7 @@ from __future__ import annotations
 import json
 import typing as t
 
+from flask_solidq import argument_filter
 from flask_solidq.definitions import argument_codecs
 from flask_solidq.definitions import argument_values
 from flask_solidq.definitions import custom_serializers
@@ -254,7 +255,8 @@ def load_args(data: list[t.Any]) -> tuple[t.Any, ...]:
         (:class:`MissingRecord`).
     """
     if type(data) is not list:
-        raise DeserializationError(f"Stored positional arguments must be a list, not {data!r}.")
+        shown = argument_filter.current().filtered(data)
+        raise DeserializationError(f"Stored positional arguments must be a list, not {shown!r}.")
     out: list[t.Any] = []
     append = out.append
     i = 0
@@ -277,7 +279,8 @@ def load_kwargs(data: dict[str, t.Any]) -> dict[str, t.Any]:
     :raises ~flask_solidq.errors.DeserializationError: as for :func:`load_args`.
     """
     if type(data) is not dict:
-        raise DeserializationError(f"Stored keyword arguments must be a dict, not {data!r}.")
+        shown = argument_filter.current().filtered(data)
+        raise DeserializationError(f"Stored keyword arguments must be a dict, not {shown!r}.")
     out: dict[str, t.Any] = {}
     name: str | None = None
     try:

@@ -17,6 +17,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
@@ -90,12 +91,23 @@ def list_batches(
     if before is not None:
         query = query.where(BATCHES.c.id < before)
     rows = connection.execute(query.order_by(BATCHES.c.id.desc()).limit(limit))
-    return [Batch.of(row) for row in rows]
+    return [_shown(Batch.of(row)) for row in rows]
 
 
-#: Batch ``batch_id`` as its row is now (None if there is none, or its block hasn't
-#: committed), on the caller's connection.
-find_batch = definitions_batches.read
+def find_batch(connection: sa.Connection, batch_id: int) -> Batch | None:
+    """Batch ``batch_id`` as its row is now (None if there is none, or its block hasn't
+    committed), on the caller's connection."""
+    batch = definitions_batches.read(connection, batch_id)
+    return None if batch is None else _shown(batch)
+
+
+def _shown(batch: Batch) -> Batch:
+    """``batch`` with its metadata, what its callbacks read like arguments, filtered by
+    ``SOLIDQ_FILTER_ARGUMENTS`` for people."""
+    shown = argument_filter.current()
+    if shown.pattern is None or not batch.metadata:
+        return batch
+    return dataclasses.replace(batch, metadata=shown.filtered(batch.metadata))
 
 
 def job_groups(

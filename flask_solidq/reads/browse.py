@@ -17,6 +17,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq import identifiers
 from flask_solidq.controls.budgets import IS_DEFERRED
 from flask_solidq.models.tables import BLOCKED
@@ -106,8 +107,9 @@ class JobDetail:
     """One job whole: its row, its state and what its state row says, its keys and calls."""
 
     summary: JobSummary
-    #: The stored payload, parsed (arguments in their stored JSON form), or the raw text when
-    #: it isn't JSON.
+    #: The stored payload, parsed (arguments in their stored JSON form, with the values of
+    #: ``SOLIDQ_FILTER_ARGUMENTS``' keys shown as ``[FILTERED]``), or the raw text when it
+    #: isn't JSON.
     payload: t.Any
     #: How many times the job ran (the payload's attempt counter).
     executions: int
@@ -267,7 +269,7 @@ def find_job(connection: sa.Connection, reference: str | int) -> JobDetail | Non
         )
     return JobDetail(
         summary=shown,
-        payload=payload,
+        payload=argument_filter.current().filtered_payload(payload),
         executions=executions if isinstance(executions, int) else 0,
         concurrency_key=row["concurrency_key"],
         rate_limit_key=row["rate_limit_key"],

@@ -14,6 +14,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
 from flask_solidq.models.tables import COALESCED_CALLS
 
 
@@ -23,8 +24,8 @@ class StoredCall:
 
     id: int
     created_at: dt.datetime
-    #: Its positional arguments in their stored JSON form (the payload's ``args``), or the
-    #: whole stored text when it isn't a payload.
+    #: Its positional arguments in their stored JSON form (the payload's ``args``, filtered
+    #: by ``SOLIDQ_FILTER_ARGUMENTS``), or the whole stored text when it isn't a payload.
     args: t.Any
     #: Its keyword arguments, stored form (empty without any).
     kwargs: dict[str, t.Any]
@@ -50,13 +51,19 @@ def calls_page(
     if after is not None:
         query = query.where(COALESCED_CALLS.c.id > after)
     rows = connection.execute(query).all()
-    calls = [StoredCall(row.id, row.created_at, *_arguments(row.arguments)) for row in rows[:limit]]
+    shown = argument_filter.current()
+    calls = [
+        StoredCall(row.id, row.created_at, *_arguments(row.arguments, shown))
+        for row in rows[:limit]
+    ]
     return CallsPage(calls, calls[-1].id if len(rows) > limit else None)
 
 
-def _arguments(text: str | None) -> tuple[t.Any, dict[str, t.Any]]:
+def _arguments(
+    text: str | None, shown: argument_filter.ArgumentFilter
+) -> tuple[t.Any, dict[str, t.Any]]:
     """The call's arguments from its stored payload (``Call.job_data``: ``args``, and
-    ``kwargs`` when it has any); the text itself when it isn't one."""
+    ``kwargs`` when it has any), filtered by ``shown``; the text itself when it isn't one."""
     try:
         payload = json.loads(text or "null")
     except ValueError:
@@ -64,4 +71,6 @@ def _arguments(text: str | None) -> tuple[t.Any, dict[str, t.Any]]:
     if not isinstance(payload, dict) or "args" not in payload:
         return text, {}
     kwargs = payload.get("kwargs")
-    return payload["args"], kwargs if isinstance(kwargs, dict) else {}
+    return shown.filtered(payload["args"]), shown.filtered(
+        kwargs if isinstance(kwargs, dict) else {}
+    )

@@ -1,6 +1,10 @@
 """Searching the jobs of one state for people: by id, by ``job_id``, or by a text found in
 their arguments or (failed jobs) their error. Read-only; behind the dashboard's search box.
 
+A text is never found inside a value ``SOLIDQ_FILTER_ARGUMENTS`` hides: the page would show
+the job, the value ``[FILTERED]``, and so confirm a guess of the secret. Such matches are read
+and dropped, so a page may hold fewer jobs than its size; its cursor still leads on.
+
 An id or a ``job_id`` is an index lookup. A text is a substring match that no index serves,
 so it is **bounded**: one page scans at most :data:`SCAN_LIMIT` jobs of the filter (the
 newest, below the page's keyset cursor) and says when it stopped there, as Mission Control
@@ -16,11 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import re
 import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import argument_filter
+from flask_solidq.definitions import arguments
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.reads import browse
@@ -114,11 +121,19 @@ def _text_search(
     is one MySQL refuses), counted (with the lowest id: the next page's cursor) by window
     functions over it, and sorted matches first, so the rows that come back are the page's
     matches (and, past them, rows that only carry the count)."""
-    matches = [JOBS.c.arguments.icontains(text, autoescape=True)]
+    in_arguments = JOBS.c.arguments.icontains(text, autoescape=True)
+    matches = [in_arguments]
     if where.state is browse.State.FAILED:
         matches.append(FAILED.c.error.icontains(text, autoescape=True))
-    # Matched in the window, so what the window functions keep of each row is narrow.
-    window = _jobs(where, sa.case((sa.or_(*matches), 1), else_=0).label("hit"))
+    shown = argument_filter.current()
+    # Matched in the window, so what the window functions keep of each row is narrow: the
+    # arguments only of the rows they matched, to look at them again once filtered.
+    extra: list[sa.ColumnElement[t.Any]] = [sa.case((sa.or_(*matches), 1), else_=0).label("hit")]
+    if shown.pattern is not None:
+        extra.append(sa.case((in_arguments, JOBS.c.arguments), else_=None).label("matched"))
+        if len(matches) > 1:
+            extra.append(sa.case((matches[1], 1), else_=0).label("in_error"))
+    window = _jobs(where, *extra)
     if before is not None:
         window = window.where(JOBS.c.id < before)
     scanned = window.order_by(JOBS.c.id.desc()).limit(scan).subquery("scanned")
@@ -136,14 +151,33 @@ def _text_search(
         .limit(limit)
     )
     rows = connection.execute(query).mappings().all()
-    jobs = [browse.summary(row, where.state) for row in rows if row["hit"]]
+    hits = [row for row in rows if row["hit"]]
+    jobs = [browse.summary(row, where.state) for row in hits if _shown_match(row, text, shown)]
     read, lowest = (int(rows[0]["read"]), rows[0]["lowest"]) if rows else (0, None)
     bounded = read >= scan
-    if len(jobs) == limit:
-        next_before: int | None = jobs[-1].id
+    # The cursor follows the rows matched, shown or not: a page short of hidden matches
+    # still leads to the next one.
+    if len(hits) == limit:
+        next_before: int | None = hits[-1]["id"]
     else:
         next_before = lowest if bounded else None
-    return Found(jobs, read, bounded=bounded and len(jobs) < limit, next_before=next_before)
+    return Found(jobs, read, bounded=bounded and len(hits) < limit, next_before=next_before)
+
+
+def _shown_match(row: sa.RowMapping, text: str, shown: argument_filter.ArgumentFilter) -> bool:
+    """Whether a matched row still matches ``text`` as people are shown it: a match only
+    inside a filtered value (``SOLIDQ_FILTER_ARGUMENTS``) is none, or searching would tell
+    a secret by probing for it."""
+    if shown.pattern is None or row.get("in_error") or row["matched"] is None:
+        return True
+    try:
+        payload = json.loads(row["matched"])
+    except (ValueError, RecursionError):
+        return True  # a row written by hand: shown as it is, so matched as it is
+    filtered = shown.filtered_payload(payload)
+    # Nothing hidden: the database's match stands (MySQL's collations also match "e" to "é",
+    # which a Python comparison would not).
+    return filtered == payload or text.lower() in arguments.dumps(filtered).lower()
 
 
 def _jobs(where: Filter, *extra: sa.ColumnElement[t.Any]) -> sa.Select[t.Any]:
