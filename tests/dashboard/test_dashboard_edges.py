@@ -1,0 +1,144 @@
+"""The dashboard's edges of issue 36, through Flask's test client, on every backend:
+
+4. Open only because of debug or testing mode, the dashboard answers loopback clients naming
+   a loopback host, and 403 to anyone else; Basic auth or an ``@solidq.dashboard_auth``
+   check opens it to every host.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import typing as t
+
+import pytest
+from flask import url_for
+
+from flask_solidq.dashboard import access
+from flask_solidq.dashboard import csrf
+from tests.dashboard import test_dashboard as dashboard_tests
+from tests.dashboard.test_dashboard import failed_job
+from tests.dashboard.test_dashboard import paused
+from tests.support.concurrency import job_state
+
+if t.TYPE_CHECKING:
+    from flask import Flask
+    from werkzeug.test import TestResponse
+
+# The dashboard tests' fixtures: the dashboard on, a request context per request, the job
+# module's failures cleared, an @solidq.dashboard_auth rule.
+clean_job_module = dashboard_tests.clean_job_module
+app = dashboard_tests.app
+_push_request_context = dashboard_tests._push_request_context
+client = dashboard_tests.client
+make_app = dashboard_tests.make_app
+rule = dashboard_tests.rule
+
+PREFIX = "/solidq"
+BLUEPRINT = "solidq_dashboard"
+
+
+def dashboard_url(app: Flask, endpoint: str, **values: t.Any) -> str:
+    with app.test_request_context():
+        return url_for(f"{BLUEPRINT}.{endpoint}", **values)
+
+
+def refresh_url(response: TestResponse, region: str) -> str:
+    """The ``hx-get`` of the live region ``region`` of a page, as the browser reads it."""
+    assert response.status_code == 200, (response.status_code, response.text[:500])
+    found = re.search(rf'<[a-z]+ id="{region}"[^>]*? hx-get="([^"]*)"', response.text)
+    assert found is not None, response.text[:2000]
+    return html.unescape(found.group(1))
+
+
+# 4. Debug and testing mode: loopback only.
+
+LOOPBACK = [
+    ("127.0.0.1", "localhost"),
+    ("127.0.0.1", "localhost:5000"),
+    ("127.0.0.1", "LocalHost."),
+    ("127.0.0.1", "app.localhost:8000"),
+    ("127.3.2.1", "127.0.0.1:8000"),
+    ("127.0.0.1", "127.255.0.9"),
+    ("::1", "[::1]:5000"),
+    ("::1", "[::1]"),
+    ("::ffff:127.0.0.1", "localhost"),
+]
+ELSEWHERE = [
+    ("192.168.1.20", "localhost"),  # a colleague on the network
+    ("10.0.0.1", "127.0.0.1:5000"),
+    ("::2", "[::1]"),
+    ("127.0.0.1", "attacker.example"),  # a DNS-rebinding page: its own name as the Host
+    ("127.0.0.1", "attacker.example:5000"),
+    ("127.0.0.1", "localhost.attacker.example"),
+    ("127.0.0.1", "127.0.0.1.nip.io"),
+    ("127.0.0.1", "localhostx"),
+    ("127.0.0.1", "0.0.0.0:5000"),
+    ("127.0.0.1", "[::2]:5000"),
+    ("127.0.0.1", "192.168.1.20:5000"),
+]
+
+
+def from_(remote: str, host: str) -> dict[str, t.Any]:
+    return {"environ_overrides": {"REMOTE_ADDR": remote, "HTTP_HOST": host}}
+
+
+@pytest.mark.parametrize("mode", ["debug", "testing"])
+@pytest.mark.parametrize(("remote", "host"), LOOPBACK)
+def test_debug_or_testing_mode_opens_the_dashboard_to_this_machine(app, mode, remote, host):
+    app.testing = mode == "testing"
+    app.debug = mode == "debug"
+    client = app.test_client()
+    for path in ("/", "/jobs?state=failed", "/metrics"):
+        response = client.get(PREFIX + path, **from_(remote, host))
+        assert response.status_code in (200, 501), (path, response.text[:300])
+
+
+@pytest.mark.parametrize("mode", ["debug", "testing"])
+@pytest.mark.parametrize(("remote", "host"), ELSEWHERE)
+def test_debug_or_testing_mode_answers_403_to_other_hosts_saying_how_to_open_it(
+    app, engine, mode, remote, host
+):
+    failed = failed_job(app, engine, "kept", queue="alpha")
+    app.testing = mode == "testing"
+    app.debug = mode == "debug"
+    client = app.test_client()
+    for path in ("/", "/jobs?state=failed", f"/jobs/{failed}", "/metrics"):
+        response = client.get(PREFIX + path, **from_(remote, host))
+        assert response.status_code == 403, path
+        assert "only to this machine" in response.text
+        assert "SOLIDQ_DASHBOARD_BASIC_AUTH" in response.text
+        assert "@solidq.dashboard_auth" in response.text
+        assert "kept" not in response.text
+    client.set_cookie(csrf.COOKIE, "token", path=PREFIX)
+    for path in (f"/jobs/{failed}/discard", "/failed/discard", "/queues/alpha/pause"):
+        response = client.post(PREFIX + path, headers={csrf.HEADER: "token"}, **from_(remote, host))
+        assert response.status_code == 403, path
+    assert job_state(engine, failed) == "failed"
+    assert paused(engine) == set()
+
+
+def test_the_refusal_names_the_address_and_host_it_saw(client):
+    response = client.get(PREFIX + "/", **from_("203.0.113.9", "attacker.example:8080"))
+    assert response.status_code == 403
+    assert response.mimetype == "text/plain"
+    assert "from 203.0.113.9 for the host 'attacker.example:8080'" in response.text
+    assert response.text.startswith(access.LOOPBACK_ONLY.split(":")[0])
+
+
+def test_basic_auth_opens_the_dashboard_to_other_hosts_even_in_debug_mode(make_app):
+    for mode in ({"TESTING": True}, {"DEBUG": True}):
+        protected = make_app(SOLIDQ_DASHBOARD_BASIC_AUTH=("admin", "s3cret"), **mode)
+        client = protected.test_client()
+        elsewhere = from_("203.0.113.9", "queue.example")
+        assert client.get(PREFIX + "/", **elsewhere).status_code == 401
+        opened = client.get(PREFIX + "/", auth=("admin", "s3cret"), **elsewhere)
+        assert opened.status_code == 200
+
+
+def test_a_dashboard_auth_check_opens_the_dashboard_to_other_hosts(client, rule):
+    elsewhere = from_("203.0.113.9", "queue.example")
+    rule["allow"] = True
+    assert client.get(PREFIX + "/", **elsewhere).status_code == 200
+    rule["allow"] = False
+    assert client.get(PREFIX + "/", **elsewhere).status_code == 403
