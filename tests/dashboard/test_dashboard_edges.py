@@ -1,5 +1,7 @@
 """The dashboard's edges of issue 36, through Flask's test client, on every backend:
 
+3. Every response of every dashboard route but the static files' says
+   ``Cache-Control: no-store``.
 4. Open only because of debug or testing mode, the dashboard answers loopback clients naming
    a loopback host, and 403 to anyone else; Basic auth or an ``@solidq.dashboard_auth``
    check opens it to every host.
@@ -17,12 +19,14 @@ from flask import url_for
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
 from tests.dashboard import test_dashboard as dashboard_tests
+from tests.dashboard.test_dashboard import csrf_token
 from tests.dashboard.test_dashboard import failed_job
 from tests.dashboard.test_dashboard import paused
 from tests.support.concurrency import job_state
 
 if t.TYPE_CHECKING:
     from flask import Flask
+    from werkzeug.routing import Rule
     from werkzeug.test import TestResponse
 
 # The dashboard tests' fixtures: the dashboard on, a request context per request, the job
@@ -49,6 +53,64 @@ def refresh_url(response: TestResponse, region: str) -> str:
     found = re.search(rf'<[a-z]+ id="{region}"[^>]*? hx-get="([^"]*)"', response.text)
     assert found is not None, response.text[:2000]
     return html.unescape(found.group(1))
+
+
+# 3. Nothing cached.
+
+#: A value for each argument of the dashboard's routes; a new argument fails the test below
+#: until it has one here.
+ARGUMENTS = {
+    "queue": "alpha",
+    "key": "nightly",
+    "batch_id": "1",
+    "filename": "dashboard.js",
+}
+
+
+def _arguments(rule: Rule, job_id: int) -> dict[str, str]:
+    values = {**ARGUMENTS, "reference": str(job_id), "job_id": str(job_id)}
+    for name in rule.arguments:
+        converter = rule._converters[name]  # noqa: SLF001 - the choices of an <any(...)>
+        choices = getattr(converter, "items", None)
+        if choices:
+            values[name] = sorted(choices)[0]
+    return {name: values[name] for name in rule.arguments}
+
+
+def dashboard_rules(app: Flask) -> list[Rule]:
+    rules = [rule for rule in app.url_map.iter_rules() if rule.endpoint.startswith(BLUEPRINT)]
+    assert len(rules) > 15  # the pages, the actions, /metrics, the static files
+    return rules
+
+
+def test_every_dashboard_route_answers_no_store_but_its_static_files(app, engine, client):
+    job_id = failed_job(app, engine, "kept", queue="alpha")
+    token = csrf_token(client)
+    checked = set()
+    for rule in dashboard_rules(app):
+        url = dashboard_url(app, rule.endpoint.partition(".")[2], **_arguments(rule, job_id))
+        if rule.endpoint == f"{BLUEPRINT}.static":
+            response = client.get(url)
+            assert response.status_code == 200
+            assert "no-store" not in response.headers.get("Cache-Control", ""), url
+            response.close()
+            continue
+        if "POST" in (rule.methods or ()):
+            answers = [client.post(url, data={csrf.FIELD: token}), client.post(url)]
+        else:
+            answers = [client.get(url), client.get(url, headers={"HX-Request": "true"})]
+        for response in answers:
+            assert response.status_code < 500, (url, response.status_code)
+            assert response.headers.get("Cache-Control") == "no-store", (url, response.status)
+        checked.add(rule.endpoint.partition(".")[2])
+    assert {"overview", "jobs", "job", "queue", "metrics", "job_action", "failed_action"} <= checked
+
+
+def test_refusals_and_missing_pages_are_not_stored_either(client):
+    for path in ("/jobs?state=nope", "/jobs/99999", "/jobs?queue=a%00b", "/batches/abc"):
+        response = client.get(PREFIX + path)
+        assert response.status_code in (400, 404), path
+        assert response.headers["Cache-Control"] == "no-store", path
 
 
 # 4. Debug and testing mode: loopback only.
