@@ -12,6 +12,11 @@ fragments, ``/metrics`` and every answer (an error's, a redirect's) show jobs, a
 keys, which no browser cache, history or proxy may keep. The static files (htmx,
 ``dashboard.js``, ``dashboard.css``, the favicon) hold no data and keep Flask's caching.
 
+Every response also says ``X-SolidQ-Dashboard: 1``: ``dashboard.js`` lets htmx swap in only a
+response that says it, so a live region's refresh never swaps in a page from outside the
+blueprint (the app's other pages, or a redirect that left the dashboard), whose markup could
+carry an ``hx-post`` that the page's CSRF header would then make an action.
+
 A header the view (or an app's ``after_request`` on the blueprint) already set is kept; an
 app that overrides a template with inline code changes the policy in its own
 ``after_request``, which runs after this one.
@@ -45,6 +50,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
+    "X-SolidQ-Dashboard": "1",
 }
 
 #: What a response showing data says: nothing of it is stored anywhere.

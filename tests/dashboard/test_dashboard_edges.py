@@ -1,5 +1,10 @@
 """The dashboard's edges of issue 36, through Flask's test client, on every backend:
 
+1. A live region refreshes from its own route, built by ``url_for`` (queue names with ``#``,
+   ``?``, ``%`` and slashes included, the query's filters and cursors kept); a path
+   parameter with a ``.`` or ``..`` part answers 400 and changes nothing; every dashboard
+   response says ``X-SolidQ-Dashboard: 1``, which ``dashboard.js`` requires before a swap
+   (the browser side is tests/dashboard/test_dashboard_refresh_browser.py).
 3. Every response of every dashboard route but the static files' says
    ``Cache-Control: no-store``.
 4. Open only because of debug or testing mode, the dashboard answers loopback clients naming
@@ -12,12 +17,15 @@ from __future__ import annotations
 import html
 import re
 import typing as t
+from urllib.parse import parse_qs
+from urllib.parse import urlsplit
 
 import pytest
 from flask import url_for
 
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
+from flask_solidq.resources import resource_dir
 from tests.dashboard import test_dashboard as dashboard_tests
 from tests.dashboard.test_dashboard import csrf_token
 from tests.dashboard.test_dashboard import failed_job
@@ -53,6 +61,97 @@ def refresh_url(response: TestResponse, region: str) -> str:
     found = re.search(rf'<[a-z]+ id="{region}"[^>]*? hx-get="([^"]*)"', response.text)
     assert found is not None, response.text[:2000]
     return html.unescape(found.group(1))
+
+
+# 1. Live refresh stays inside the dashboard.
+
+QUEUE_NAMES = ["a#b", "c?d=1&e", "100%", "e%2Fx", "/mail", "a//b", "tail/", "f.g", "...", ".x"]
+
+
+@pytest.mark.parametrize("queue", QUEUE_NAMES)
+def test_a_queue_page_refreshes_from_its_own_url_whatever_the_name(app, client, queue):
+    url = dashboard_url(app, "queue", queue=queue)
+    refresh = refresh_url(client.get(url), "queue")
+    assert refresh == url
+    # The refresh shows the same queue: the name came back whole through the URL.
+    again = client.get(refresh, headers={"HX-Request": "true"})
+    assert f"Queue <code>{html.escape(queue)}</code>" in again.text
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "region", "query"),
+    [
+        ("jobs", "jobs", {"state": ["failed"], "queue": ["a#b"], "job": ["X?y"], "before": ["7"]}),
+        ("jobs", "jobs", {"state": ["ready"], "q": ["100% & more"]}),
+        ("budgets", "budgets", {"after": ["key/../#1"]}),
+        ("concurrency", "concurrency", {"after": ["k?"], "semaphores_after": ["s&t"]}),
+        ("coalescing", "coalescing", {"after": ["12"]}),
+        ("processes", "processes", {"after": ["3"]}),
+        ("batches", "batches", {"status": ["open"], "before": ["9"]}),
+        ("recurring", "recurring", {"after": ["nightly#2"]}),
+    ],
+)
+def test_a_live_region_refreshes_with_the_filters_and_cursors_it_was_rendered_with(
+    app, client, endpoint, region, query
+):
+    url = dashboard_url(app, endpoint, **query)
+    refresh = urlsplit(refresh_url(client.get(url), region))
+    assert refresh.path == urlsplit(url).path
+    assert parse_qs(refresh.query, keep_blank_values=True) == query
+
+
+def test_url_for_s_own_parameters_in_the_query_neither_break_nor_steer_the_refresh(app, client):
+    url = PREFIX + "/queue/alpha?queue=beta&endpoint=solidq_dashboard.overview&_external=1"
+    refresh = refresh_url(client.get(url), "queue")
+    assert refresh == dashboard_url(app, "queue", queue="alpha")
+
+
+def test_no_template_refreshes_from_the_request_s_raw_path():
+    for template in sorted((resource_dir("templates") / "solidq").glob("*.html")):
+        text = template.read_text()
+        for raw in ("request.full_path", "request.url", "request.path", "request.query_string"):
+            assert raw not in text, (template.name, raw)
+
+
+TRAVERSALS = [
+    "/queue/..%2F..%2Fpublic",
+    "/queue/..%2Fjobs",
+    "/queue/..",
+    "/queue/%2E%2E",
+    "/queue/a/../b",
+    "/queue/.%2Fx",
+    "/queue/mail/.",
+    "/jobs/%2E%2E",
+    "/batches/.",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_a_path_parameter_with_a_dot_part_answers_400_saying_why(client, path):
+    response = client.get(PREFIX + path)
+    assert response.status_code == 400, response.text[:500]
+    assert "has a &#39;.&#39; or &#39;..&#39; part between slashes" in response.text
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_an_action_on_a_dot_path_changes_nothing(app, engine, client):
+    failed = failed_job(app, engine, "kept", queue="alpha")
+    token = csrf_token(client)
+    for path in ("/queues/..%2Falpha/pause", "/queues/alpha%2F../pause", "/recurring/..%2Fx/run"):
+        response = client.post(PREFIX + path, data={csrf.FIELD: token})
+        assert response.status_code == 400, (path, response.text[:500])
+        assert "part between slashes" in response.text
+    assert paused(engine) == set()
+    assert job_state(engine, failed) == "failed"
+
+
+def test_every_dashboard_response_says_so_and_no_other_does(app, client):
+    app.add_url_rule("/public", "public", lambda: "not the dashboard's")
+    for path in ("/", "/jobs?state=failed", "/queue/%2E%2E", "/jobs/404", "/static/dashboard.js"):
+        response = client.get(PREFIX + path)
+        assert response.headers.get("X-SolidQ-Dashboard") == "1", path
+        response.close()
+    assert "X-SolidQ-Dashboard" not in client.get("/public").headers
 
 
 # 3. Nothing cached.
