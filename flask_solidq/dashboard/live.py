@@ -6,6 +6,10 @@ every page, so an operator reads every page at the same freshness. The header's 
 button (``static/solidq/dashboard.js``) stops every poll of every page until pressed again; the
 browser remembers the choice (``localStorage``), so a paused dashboard stays paused as one
 moves from page to page, and reading a long list isn't interrupted by a refresh.
+
+A region refreshes from :func:`refresh_url`: the page's own route built again by ``url_for``
+from its parsed arguments, never the request's raw path, so a name with ``#``, ``?`` or ``%``
+refreshes its own page and a crafted path can't send the refresh elsewhere.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import typing as t
 
 from flask import current_app
+from flask import request
+from flask import url_for
 
 from flask_solidq.timing import to_seconds
 
@@ -42,7 +48,27 @@ def trigger(seconds: float) -> str:
     return f"every {milliseconds}ms"
 
 
+def refresh_url() -> str:
+    """The URL a live region of the page being rendered refreshes from: its endpoint, with
+    the route's arguments and the query string's parameters (the filters and cursors the page
+    was rendered with) as the request parsed them, each encoded again by ``url_for``. A query
+    parameter named as a route argument, or as one of ``url_for``'s own (``endpoint``,
+    ``_anchor``...), is left out: the path says the first, and the second isn't the page's."""
+    route = request.view_args or {}
+    query: dict[str, t.Any] = {
+        name: values
+        for name, values in request.args.lists()
+        if name not in route and name != "endpoint" and not name.startswith("_")
+    }
+    return url_for(t.cast(str, request.endpoint), **route, **query)
+
+
 def template_context() -> dict[str, t.Any]:
-    """``refresh_trigger`` for the templates' live regions, ``refresh_seconds`` to say it."""
+    """``refresh_trigger`` for the templates' live regions, ``refresh_seconds`` to say it,
+    ``refresh_url()`` for their ``hx-get``."""
     seconds = interval()
-    return {"refresh_trigger": trigger(seconds), "refresh_seconds": f"{seconds:g}"}
+    return {
+        "refresh_trigger": trigger(seconds),
+        "refresh_seconds": f"{seconds:g}",
+        "refresh_url": refresh_url,
+    }

@@ -4,9 +4,11 @@ the driver's error as a 500.
 
 PostgreSQL refuses a NUL character in text and an integer past ``bigint``; MySQL refuses a
 queue name longer than its column. So every query, form and path parameter is refused whole
-when it holds a NUL (:func:`check`, before any view), ids and integer cursors are whole
-numbers that fit a ``bigint`` (:func:`job_id`, :func:`record_id`, :func:`int_cursor`), and a
-queue named in a pause or resume path fits its column (:func:`queue_name`).
+when it holds a NUL (:func:`check`, before any view), as is a path parameter with a dot
+segment (:func:`dot_segment`: a browser would turn its URL into another path); ids and
+integer cursors are whole numbers that fit a ``bigint`` (:func:`job_id`, :func:`record_id`,
+:func:`int_cursor`), and a queue named in a pause or resume path fits its column
+(:func:`queue_name`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def refuse(message: str) -> t.NoReturn:
 
 def check() -> None:
     """``before_request``: refuse a request any of whose parameters holds a NUL character
-    (no column of the queue's tables can hold one, and PostgreSQL's driver raises on it)."""
+    (no column of the queue's tables can hold one, and PostgreSQL's driver raises on it), or
+    any of whose path parameters has a dot segment (:func:`dot_segment`)."""
     sources: list[tuple[str, t.Iterable[tuple[str, t.Any]]]] = [
         ("query parameter", request.args.items(multi=True)),
         ("path parameter", (request.view_args or {}).items()),
@@ -50,6 +53,30 @@ def check() -> None:
         for name, value in items:
             if isinstance(value, str) and identifiers.has_nul(value):
                 refuse(f"The {kind} {name!r} holds a NUL character, which no name or id has.")
+    _refuse_dot_segments()
+
+
+def _refuse_dot_segments() -> None:
+    for name, value in (request.view_args or {}).items():
+        if isinstance(value, str) and dot_segment(value):
+            refuse(
+                f"The path parameter {name!r} is {shown(value)}, which has a '.' or '..' part"
+                " between slashes: a browser resolves such a part, so its URL would lead to"
+                " another page. A queue or key so named has no page of the dashboard; the"
+                " CLI reaches it."
+            )
+
+
+def dot_segment(text: str) -> bool:
+    """Whether ``text``, put in a path as the dashboard's URLs put it (slashes kept, since a
+    queue's name may have them: ``/mail``, ``a//b``), has a part that is ``.`` or ``..``.
+
+    Browsers and ``fetch`` resolve such a part (``%2e`` too) before they send the request, so
+    ``/solidq/queue/..%2F..%2Fpublic``, decoded by the server to the queue ``../../public``,
+    would render a page whose own URL, built again from that name, leads out of the
+    dashboard. Refusing these names blocks every such path, whatever its encoding, and keeps
+    every other name reachable."""
+    return any(part in {".", ".."} for part in text.split("/"))
 
 
 def job_id(text: str, name: str = "job id") -> int:

@@ -139,3 +139,30 @@ document.addEventListener("htmx:beforeRequest", function (event) {
     }
   }
 });
+
+// htmx requests and swaps stay inside the dashboard (flask_solidq/dashboard/live.py): a request
+// is sent only to this origin (selfRequestsOnly, in base.html's htmx-config) under the
+// dashboard's root (the body's data-solidq-root: the path after the browser resolved any
+// "..", so a crafted path can't lead out), and a response is swapped in only when the
+// dashboard's blueprint answered it (its X-SolidQ-Dashboard header,
+// flask_solidq/dashboard/headers.py). Another page's markup could carry an hx-post, which the
+// body's CSRF header would make a real action.
+function dashboardRoot() {
+  return document.body === null ? null : document.body.getAttribute("data-solidq-root");
+}
+
+document.addEventListener("htmx:validateUrl", function (event) {
+  var root = dashboardRoot();
+  var url = event.detail.url;
+  var inside = root !== null && typeof url === "object" && url.pathname.indexOf(root) === 0;
+  if (!event.detail.sameHost || !inside) {
+    event.preventDefault();
+  }
+});
+
+document.addEventListener("htmx:beforeSwap", function (event) {
+  var xhr = event.detail.xhr;
+  if (xhr.getResponseHeader("X-SolidQ-Dashboard") !== "1") {
+    event.detail.shouldSwap = false;
+  }
+});
