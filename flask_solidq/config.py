@@ -82,6 +82,7 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_CHECK_ARGUMENTS": True,
     "SOLIDQ_MAX_RESUMPTIONS": 100,
     "SOLIDQ_STEP_SAVE_INTERVAL": 5,
+    "SOLIDQ_METRICS_MAX_QUEUES": 100,
 }
 
 
@@ -218,6 +219,11 @@ class Settings:
     #: much. None: only with the job's outcome (interrupted, retried, failed). Default 5 s: a
     #: write per job every few seconds costs nothing next to the work between them.
     step_save_interval: float | None = 5.0
+    #: ``SOLIDQ_METRICS_MAX_QUEUES``: ``/metrics`` (and ``flask solidq metrics``) label at
+    #: most this many queues, those with the most jobs, and sum the rest under
+    #: ``queue="other"``: each labelled queue is a time series in Prometheus, so an app with a
+    #: queue per tenant would otherwise grow them without bound. Default 100.
+    metrics_max_queues: int = 100
 
 
 def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
@@ -266,6 +272,9 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         check_arguments=read.boolean(config, "SOLIDQ_CHECK_ARGUMENTS"),
         max_resumptions=_optional_count(config, "SOLIDQ_MAX_RESUMPTIONS"),
         step_save_interval=_optional_interval(config, "SOLIDQ_STEP_SAVE_INTERVAL"),
+        metrics_max_queues=read.positive_int(
+            config["SOLIDQ_METRICS_MAX_QUEUES"], "SOLIDQ_METRICS_MAX_QUEUES"
+        ),
     )
 
 

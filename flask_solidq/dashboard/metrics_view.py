@@ -29,10 +29,13 @@ def metrics_page() -> Response:
     """The figures in the format the scraper asks for; 501 naming the extra to install when
     prometheus_client is missing, 503 when the database can't be reached or lacks the
     tables (the scrape fails, and says why and what fixes it, rather than reporting nothing)."""
-    threshold = get_state().settings.process_alive_threshold
+    settings = get_state().settings
     try:
         body, content_type = metrics.exposition(
-            reading.page, threshold=threshold, accept=request.headers.get("Accept")
+            reading.page,
+            threshold=settings.process_alive_threshold,
+            max_queues=settings.metrics_max_queues,
+            accept=request.headers.get("Accept"),
         )
     except metrics.MetricsUnavailable as error:
         return Response(str(error), status=501, mimetype="text/plain")
