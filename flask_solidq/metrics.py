@@ -31,7 +31,6 @@ from flask_solidq import database_clock
 from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
-from flask_solidq.models.tables import JOBS
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import largest_queues
 from flask_solidq.reads import queue_figures
@@ -110,18 +109,29 @@ def read_figures(
     deferred = _per_queue(per_queue)
     failed, failed_last_hour = _failed(connection, since, named)
     counts = queue_figures.queue_counts(
-        connection, now, names=named, finished=finished, deferred=deferred, failed=failed
+        connection,
+        now,
+        names=named,
+        finished=finished,
+        deferred=deferred,
+        failed={name: size for name, size in failed.items() if name is not None},
     )
     other = None
     if len(named) == max_queues:
         labelled = set(named)
         rest_deferred = sum(size for queue, size in deferred.items() if queue not in labelled)
         other = largest_queues.the_rest(
-            connection, now, since, named, deferred=rest_deferred, named_finished=finished
+            connection,
+            now,
+            since,
+            named,
+            deferred=rest_deferred,
+            failed=(failed.get(None, 0), failed_last_hour.get(None, 0)),
+            named_finished=finished,
         )
     return Figures(
         queue_counts=counts,
-        failed_last_hour=failed_last_hour,
+        failed_last_hour={name: n for name, n in failed_last_hour.items() if name is not None},
         other=other if other is None or _holds_any(other) else None,
         waiting_by_budget=_top_budgets(waiting, max_budgets),
         budgets_waiting=len(waiting),
@@ -139,16 +149,17 @@ def _holds_any(rest: largest_queues.Rest) -> bool:
 
 def _failed(
     connection: sa.Connection, since: dt.datetime, names: list[str]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Failed executions of the queues ``names`` by their job's queue (looked up by primary
-    key, as :func:`~flask_solidq.reads.queue_figures.queue_counts` does): all of them, and
-    those created from ``since``; one pass over the failed executions for both."""
-    queue_name = sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()
+) -> tuple[dict[str | None, int], dict[str | None, int]]:
+    """Failed executions by their job's queue (looked up by primary key, as
+    :func:`~flask_solidq.reads.queue_figures.queue_counts` does), each of ``names`` apart and
+    every other queue's together (under None): all of them, and those created from
+    ``since``; one pass over the failed executions for both."""
+    queue_name = largest_queues.job_queue(FAILED)
+    named = sa.case((queue_name.in_(names), queue_name), else_=sa.null()).label("queue_name")
     recent = sa.func.sum(sa.case((FAILED.c.created_at >= since, 1), else_=0))
     statement = (
-        sa.select(queue_name.label("queue_name"), sa.func.count(), recent)
+        sa.select(named, sa.func.count(), recent)
         .select_from(FAILED)
-        .where(queue_name.in_(names))
         .group_by(sa.literal_column("queue_name"))
     )
     rows = connection.execute(statement).all()
