@@ -102,7 +102,8 @@ def read_figures(
     """
     now = database_clock.now(connection)
     since = now - WINDOW
-    named = largest_queues.largest(connection, since, max_queues)
+    ranking = largest_queues.largest(connection, since, max_queues)
+    named = ranking.names
     finished = throughput.finished_by_queue(connection, since, named)
     per_queue = budgets.waiting_per_queue(connection)
     waiting = _per_budget(per_queue)
@@ -117,7 +118,9 @@ def read_figures(
         failed={name: size for name, size in failed.items() if name is not None},
     )
     other = None
-    if len(named) == max_queues:
+    if ranking.every:
+        counts = [queue for queue in counts if _holds_any(queue, int(queue.paused))]
+    else:
         labelled = set(named)
         rest_deferred = sum(size for queue, size in deferred.items() if queue not in labelled)
         other = largest_queues.the_rest(
@@ -132,7 +135,7 @@ def read_figures(
     return Figures(
         queue_counts=counts,
         failed_last_hour={name: n for name, n in failed_last_hour.items() if name is not None},
-        other=other if other is None or _holds_any(other) else None,
+        other=other if other is None or _holds_any(other.counts, other.paused) else None,
         waiting_by_budget=_top_budgets(waiting, max_budgets),
         budgets_waiting=len(waiting),
         coalescing=queue_figures.coalesce_summary(connection),
@@ -140,11 +143,11 @@ def read_figures(
     )
 
 
-def _holds_any(rest: largest_queues.Rest) -> bool:
-    """Whether the queues not labelled hold any job or pause (else there are none)."""
-    counts = rest.counts
+def _holds_any(counts: queue_figures.QueueCounts, paused: int) -> bool:
+    """Whether a queue (or the queues not labelled) has anything to report: a job waiting,
+    failed or finished in the last hour, or a pause. Otherwise it isn't listed."""
     sizes = (counts.ready, counts.scheduled, counts.claimed, counts.blocked, counts.failed)
-    return any(sizes) or bool(counts.finished or rest.paused)
+    return any(sizes) or bool(counts.finished or paused)
 
 
 def _failed(

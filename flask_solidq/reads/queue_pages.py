@@ -63,7 +63,7 @@ def page_names(
     """The first ``limit`` queue names after ``after`` (containing ``text``), in the
     database's order of names: the order the cursor's ``>`` follows."""
     if text is None:
-        return _walk(connection, after, limit)
+        return walk_names(connection, after, limit)
     # Each part its own derived table: SQLite allows no LIMIT in a UNION's parts.
     parts = [
         _matching(JOBS.c.queue_name, after, text, limit).distinct().subquery(),
@@ -74,8 +74,9 @@ def page_names(
     return list(connection.scalars(statement))
 
 
-def _walk(connection: sa.Connection, after: str | None, limit: int) -> list[str]:
-    """The ``limit`` least queue names past ``after``, of the jobs or the pauses: each the
+def walk_names(connection: sa.Connection, after: str | None, limit: int) -> list[str]:
+    """The ``limit`` least queue names past ``after`` (any with None), of the jobs or the
+    pauses: each the
     least past the last, a seek along each table's index on the name (a loose index scan, as
     :func:`flask_solidq.reads.search.queue_names` does). Not one recursive statement: in one,
     MariaDB reads the index from its start at every step (200 ms a page at 20,000 queues)."""
