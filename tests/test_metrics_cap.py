@@ -7,14 +7,19 @@ same database: the labelled queues' figures are theirs, and ``other``'s are the 
 
 from __future__ import annotations
 
+import datetime as dt
 import typing as t
 
 import pytest
+import sqlalchemy as sa
 
 from flask_solidq import config
+from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import queues
+from flask_solidq.timing import utcnow
 from tests import support
 from tests.operations.test_job_actions import enqueue
+from tests.operations.test_job_actions import run_ready
 from tests.test_metrics import Samples
 from tests.test_metrics import age_ready_jobs
 from tests.test_metrics import clean_job_module  # noqa: F401
@@ -24,7 +29,6 @@ from tests.test_metrics import run_metrics
 from tests.test_metrics import scrape
 
 if t.TYPE_CHECKING:
-    import sqlalchemy as sa
     from flask import Flask
 
 OTHER = "other"
@@ -121,6 +125,22 @@ def test_metrics_have_no_other_queue_when_every_queue_is_labelled(app, engine, m
     many_queues(app, engine)
     exactly = scrape(make_app(SOLIDQ_METRICS_MAX_QUEUES=6))
     assert queues_of(exactly) == {"alpha", "beta", "default", "gamma", "delta", "empty"}
+
+
+@pytest.mark.parametrize("cap", [1, 100])
+def test_a_queue_whose_jobs_finished_long_ago_is_not_listed(app, engine, make_app, cap):
+    """Whether every queue is labelled (100) or the largest are ranked (1)."""
+    enqueue(app, jobs.task, "old", queue="old")
+    run_ready(app, engine)
+    with engine.begin() as connection:
+        connection.execute(JOBS.update().values(finished_at=utcnow() - dt.timedelta(hours=2)))
+    for note in ("a", "b"):
+        enqueue(app, jobs.task, note, queue="busy")
+    enqueue(app, jobs.task, "c", queue="quiet")
+    samples = scrape(make_app(SOLIDQ_METRICS_MAX_QUEUES=cap))
+    assert queues_of(samples) == ({"busy", OTHER} if cap == 1 else {"busy", "quiet"})
+    if cap == 1:
+        assert samples["solidq_jobs"][(OTHER, "ready")] == 1
 
 
 def test_the_default_cap_is_100_queues(app, engine):
