@@ -85,6 +85,7 @@ DEFAULTS: dict[str, t.Any] = {
     "SOLIDQ_MAX_RESUMPTIONS": 100,
     "SOLIDQ_STEP_SAVE_INTERVAL": 5,
     "SOLIDQ_FILTER_ARGUMENTS": list(argument_filter.DEFAULT_NAMES),
+    "SOLIDQ_METRICS_MAX_QUEUES": 100,
 }
 
 
@@ -226,6 +227,11 @@ class Settings:
     #: dashboard, the CLI and the logs (:mod:`flask_solidq.argument_filter`); an empty list
     #: filters nothing. The job still receives the real values.
     filter_arguments: argument_filter.ArgumentFilter = argument_filter.DEFAULT
+    #: ``SOLIDQ_METRICS_MAX_QUEUES``: ``/metrics`` (and ``flask solidq metrics``) label at
+    #: most this many queues, those with the most jobs, and sum the rest under
+    #: ``queue="other"``: each labelled queue is a time series in Prometheus, so an app with a
+    #: queue per tenant would otherwise grow them without bound. Default 100.
+    metrics_max_queues: int = 100
 
 
 def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
@@ -276,6 +282,9 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
         step_save_interval=_optional_interval(config, "SOLIDQ_STEP_SAVE_INTERVAL"),
         filter_arguments=argument_filter.ArgumentFilter.of(
             read.words(config, "SOLIDQ_FILTER_ARGUMENTS")
+        ),
+        metrics_max_queues=read.positive_int(
+            config["SOLIDQ_METRICS_MAX_QUEUES"], "SOLIDQ_METRICS_MAX_QUEUES"
         ),
     )
 

@@ -8,7 +8,9 @@ For the same reason there are no counters: finished jobs are cleared, failed one
 discarded, so a count of rows can go down, which Prometheus would read as a counter reset.
 Jobs finished or failed lately are gauges over the last hour instead, read along an index.
 
-Labels stay few: queues, job names and process kinds are bounded by the app's code; budgets
+Labels stay few: job names and process kinds are bounded by the app's code; queues can be
+one per tenant, so only the ``SOLIDQ_METRICS_MAX_QUEUES`` with the most jobs are labelled and
+the rest add up under ``queue="other"`` (:mod:`flask_solidq.reads.largest_queues`); budgets
 can be one per account, so only the :data:`MAX_BUDGETS` with the most waiting jobs are named
 and the rest add up under ``budget="(other)"``. No job ids, no coalesce keys.
 
@@ -29,8 +31,8 @@ from flask_solidq import database_clock
 from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
-from flask_solidq.models.tables import JOBS
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.reads import largest_queues
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
 from flask_solidq.values import ProcessKind
@@ -43,6 +45,8 @@ if t.TYPE_CHECKING:
 WINDOW = dt.timedelta(hours=1)
 #: Budgets named in ``solidq_rate_limit_waiting_jobs``, those with the most waiting jobs.
 MAX_BUDGETS = 20
+#: Queues labelled by default (``SOLIDQ_METRICS_MAX_QUEUES``), those with the most jobs.
+MAX_QUEUES = 100
 #: The ``budget`` label of the jobs waiting on every other budget.
 OTHER_BUDGETS = "(other)"
 #: Process kinds listed even when none is registered (as 0), so an alert on "no worker
@@ -66,10 +70,12 @@ class MetricsUnavailable(SolidQError):
 class Figures:
     """What a scrape reports, read in one transaction."""
 
-    #: Each queue with jobs or a pause; ``finished`` holds those of the last hour.
+    #: The largest queues (at most ``max_queues``); ``finished`` holds those of the last hour.
     queue_counts: list[queue_figures.QueueCounts]
     #: Failed executions created in the last hour (not yet retried or discarded), by queue.
     failed_last_hour: dict[str, int]
+    #: Every other queue, summed; None when every queue is labelled.
+    other: largest_queues.Rest | None
     #: (budget key, deferred jobs waiting): the most crowded first, then (other).
     waiting_by_budget: list[tuple[str, int]]
     #: Budgets with any job waiting.
@@ -80,25 +86,56 @@ class Figures:
 
 
 def read_figures(
-    connection: sa.Connection, *, threshold: float, max_budgets: int = MAX_BUDGETS
+    connection: sa.Connection,
+    *,
+    threshold: float,
+    max_budgets: int = MAX_BUDGETS,
+    max_queues: int = MAX_QUEUES,
 ) -> Figures:
     """Read every figure in ``connection``'s transaction, times measured on the database's
     clock.
 
     :param threshold: the seconds of silence after which a process counts as silent.
     :param max_budgets: the budgets named; the rest add up under :data:`OTHER_BUDGETS`.
+    :param max_queues: the queues labelled; the rest add up under
+        :data:`~flask_solidq.reads.largest_queues.OTHER`.
     """
     now = database_clock.now(connection)
-    finished = throughput.finished_per_minute(connection, now - WINDOW).per_queue
+    since = now - WINDOW
+    ranking = largest_queues.largest(connection, since, max_queues)
+    named = ranking.names
+    finished = throughput.finished_by_queue(connection, since, named)
     per_queue = budgets.waiting_per_queue(connection)
     waiting = _per_budget(per_queue)
-    failed, failed_last_hour = _failed(connection, now - WINDOW)
+    deferred = _per_queue(per_queue)
+    failed, failed_last_hour = _failed(connection, since, named)
     counts = queue_figures.queue_counts(
-        connection, now, finished=finished, deferred=_per_queue(per_queue), failed=failed
+        connection,
+        now,
+        names=named,
+        finished=finished,
+        deferred=deferred,
+        failed={name: size for name, size in failed.items() if name is not None},
     )
+    other = None
+    if ranking.every:
+        counts = [queue for queue in counts if _holds_any(queue, int(queue.paused))]
+    else:
+        labelled = set(named)
+        rest_deferred = sum(size for queue, size in deferred.items() if queue not in labelled)
+        other = largest_queues.the_rest(
+            connection,
+            now,
+            since,
+            named,
+            deferred=rest_deferred,
+            failed=(failed.get(None, 0), failed_last_hour.get(None, 0)),
+            named_finished=finished,
+        )
     return Figures(
         queue_counts=counts,
-        failed_last_hour=failed_last_hour,
+        failed_last_hour={name: n for name, n in failed_last_hour.items() if name is not None},
+        other=other if other is None or _holds_any(other.counts, other.paused) else None,
         waiting_by_budget=_top_budgets(waiting, max_budgets),
         budgets_waiting=len(waiting),
         coalescing=queue_figures.coalesce_summary(connection),
@@ -106,14 +143,25 @@ def read_figures(
     )
 
 
-def _failed(connection: sa.Connection, since: dt.datetime) -> tuple[dict[str, int], dict[str, int]]:
+def _holds_any(counts: queue_figures.QueueCounts, paused: int) -> bool:
+    """Whether a queue (or the queues not labelled) has anything to report: a job waiting,
+    failed or finished in the last hour, or a pause. Otherwise it isn't listed."""
+    sizes = (counts.ready, counts.scheduled, counts.claimed, counts.blocked, counts.failed)
+    return any(sizes) or bool(counts.finished or paused)
+
+
+def _failed(
+    connection: sa.Connection, since: dt.datetime, names: list[str]
+) -> tuple[dict[str | None, int], dict[str | None, int]]:
     """Failed executions by their job's queue (looked up by primary key, as
-    :func:`~flask_solidq.reads.queue_figures.queue_counts` does): all of them, and those
-    created from ``since``; one pass over the failed executions for both."""
-    queue_name = sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()
+    :func:`~flask_solidq.reads.queue_figures.queue_counts` does), each of ``names`` apart and
+    every other queue's together (under None): all of them, and those created from
+    ``since``; one pass over the failed executions for both."""
+    queue_name = largest_queues.job_queue(FAILED)
+    named = sa.case((queue_name.in_(names), queue_name), else_=sa.null()).label("queue_name")
     recent = sa.func.sum(sa.case((FAILED.c.created_at >= since, 1), else_=0))
     statement = (
-        sa.select(queue_name.label("queue_name"), sa.func.count(), recent)
+        sa.select(named, sa.func.count(), recent)
         .select_from(FAILED)
         .group_by(sa.literal_column("queue_name"))
     )
@@ -167,23 +215,29 @@ def _processes_by_kind(
 class QueueCollector:
     """A prometheus_client collector whose ``collect`` reads the figures when scraped."""
 
-    def __init__(self, reading: Reading, *, threshold: float) -> None:
+    def __init__(self, reading: Reading, *, threshold: float, max_queues: int) -> None:
         self.reading = reading
         self.threshold = threshold
+        self.max_queues = max_queues
 
     def collect(self) -> list[Metric]:
         with self.reading() as connection:
-            figures = read_figures(connection, threshold=self.threshold)
+            figures = read_figures(connection, threshold=self.threshold, max_queues=self.max_queues)
         return families(figures)
 
 
 def exposition(
-    reading: Reading, *, threshold: float, accept: str | None = None
+    reading: Reading,
+    *,
+    threshold: float,
+    max_queues: int = MAX_QUEUES,
+    accept: str | None = None,
 ) -> tuple[bytes, str]:
     """The figures, exposed in the format the ``Accept`` header asks for (Prometheus's text
     format unless it asks for OpenMetrics), and that format's content type.
 
     :param reading: opens a read-only transaction on the queue's database.
+    :param max_queues: the queues labelled (``SOLIDQ_METRICS_MAX_QUEUES``).
     :raises MetricsUnavailable: prometheus_client isn't installed.
     """
     try:
@@ -192,7 +246,7 @@ def exposition(
     except ImportError as error:
         raise MetricsUnavailable() from error
     registry = CollectorRegistry()
-    registry.register(QueueCollector(reading, threshold=threshold))
+    registry.register(QueueCollector(reading, threshold=threshold, max_queues=max_queues))
     encode, content_type = prometheus_exposition.choose_encoder(accept or "")
     return encode(registry), content_type
 
@@ -201,13 +255,22 @@ def families(figures: Figures) -> list[Metric]:
     """The metric families of ``figures`` (README: Deploying, for what each means)."""
     from prometheus_client.core import GaugeMetricFamily as Gauge
 
-    jobs = Gauge("solidq_jobs", "Jobs by queue and state.", labels=["queue", "state"])
+    jobs = Gauge(
+        "solidq_jobs",
+        'Jobs by queue and state: the largest queues, the rest summed under queue="other".',
+        labels=["queue", "state"],
+    )
     latency = Gauge(
         "solidq_queue_latency_seconds",
-        "How long the queue's oldest ready job has waited; 0 with none ready.",
+        "How long the queue's oldest ready job has waited; 0 with none ready"
+        ' (queue="other": the longest among the rest).',
         labels=["queue"],
     )
-    paused = Gauge("solidq_queue_paused", "1 while the queue is paused.", labels=["queue"])
+    paused = Gauge(
+        "solidq_queue_paused",
+        '1 while the queue is paused (queue="other": how many of the rest are).',
+        labels=["queue"],
+    )
     finished = Gauge(
         "solidq_jobs_finished_last_hour",
         "Jobs finished in the last hour that are still kept.",
@@ -225,6 +288,14 @@ def families(figures: Figures) -> list[Metric]:
         paused.add_metric([queue.queue_name], 1 if queue.paused else 0)
         finished.add_metric([queue.queue_name], queue.finished)
         failed.add_metric([queue.queue_name], figures.failed_last_hour.get(queue.queue_name, 0))
+    if figures.other is not None:
+        rest, name = figures.other, largest_queues.OTHER
+        for state, size in _states(rest.counts):
+            jobs.add_metric([name, state], size)
+        latency.add_metric([name], rest.counts.latency)
+        paused.add_metric([name], rest.paused)
+        finished.add_metric([name], rest.counts.finished)
+        failed.add_metric([name], rest.failed_last_hour)
     return [
         jobs,
         latency,

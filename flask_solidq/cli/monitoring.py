@@ -93,7 +93,9 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         coalesce keys open, processes alive."""
         try:
             text, _content_type = metrics.exposition(
-                lambda: db.read(engine()), threshold=_threshold(None)
+                lambda: db.read(engine()),
+                threshold=_threshold(None),
+                max_queues=get_state().settings.metrics_max_queues,
             )
         except metrics.MetricsUnavailable as error:
             raise click.ClickException(str(error)) from error

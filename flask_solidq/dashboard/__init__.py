@@ -24,6 +24,7 @@ from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import headers
 from flask_solidq.dashboard import live
 from flask_solidq.dashboard import metrics_view
+from flask_solidq.dashboard import missing_tables
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import proxy
 from flask_solidq.dashboard import views
@@ -60,6 +61,7 @@ def register(app: Flask, url_prefix: str) -> None:
     blueprint.after_request(headers.add)
     blueprint.context_processor(csrf.template_context)
     blueprint.context_processor(live.template_context)
+    missing_tables.add_handler(blueprint)
     views.add_routes(blueprint)
     metrics_view.add_routes(blueprint)
     app.register_blueprint(blueprint, url_prefix=url_prefix)

@@ -20,6 +20,7 @@ from flask import request
 
 from flask_solidq import identifiers
 from flask_solidq.dashboard import flash
+from flask_solidq.reads import queue_pages
 from flask_solidq.reads import search
 
 #: The largest id a ``bigint`` (the jobs' primary key) holds.
@@ -130,6 +131,18 @@ def search_text(name: str = "q") -> str | None:
     if search.parse(text)[0] is search.Kind.ID:
         job_id(text, name="searched id")
     return text
+
+
+def queue_search_text(name: str = "q") -> str | None:
+    """The overview's search of queue names (:mod:`flask_solidq.reads.queue_pages`),
+    trimmed: absent or blank is no search; longer than a queue name can be is 400."""
+    text = (request.args.get(name) or "").strip()
+    if len(text) > queue_pages.MAX_QUERY:
+        refuse(
+            f"The search is {len(text)} characters long: a queue's name has at most"
+            f" {queue_pages.MAX_QUERY}."
+        )
+    return text or None
 
 
 def selected_ids(name: str, most: int) -> list[int]:

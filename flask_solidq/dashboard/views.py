@@ -31,7 +31,7 @@ from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import activity
 from flask_solidq.reads import browse
 from flask_solidq.reads import coalesced_calls
-from flask_solidq.reads import queue_figures
+from flask_solidq.reads import queue_pages
 from flask_solidq.reads import search
 from flask_solidq.reads import throughput
 from flask_solidq.reads import waiting_reasons
@@ -103,18 +103,27 @@ def _add_queue_converter(state: BlueprintSetupState) -> None:
 
 
 def overview() -> str:
-    """Per queue: jobs in each state, latency, paused; jobs finished and failed per minute over
-    the last hour (a chart); the processes and their heartbeats."""
+    """A page of the queues (:mod:`flask_solidq.reads.queue_pages`: ``?after=`` the last
+    name of the previous page, ``?q=`` a part of the names), each with its jobs in each state,
+    latency, paused; jobs finished and failed per minute over the last hour, every queue (a
+    chart); the processes and their heartbeats."""
     now = utcnow()
     since = now - FINISHED_WINDOW
+    after = params.text_cursor("after")
+    text = params.queue_search_text()
     with reading.page() as connection:
-        finished = throughput.finished_per_minute(connection, since)
+        finished = throughput.finished_per_minute(connection, since, by_queue=False)
         failed = activity.failed(connection, activity.Window(since, slots=60))
-        counts = queue_figures.queue_counts(connection, now, finished=finished.per_queue)
+        page = queue_pages.queue_page(connection, now, since, after=after, text=text)
         processes = process_rows(connection)
     return render_template(
         "solidq/overview.html",
-        counts=counts,
+        counts=page.queues,
+        next_after=page.next_after,
+        after=after,
+        q=text or "",
+        page_size=queue_pages.PAGE_SIZE,
+        max_query=queue_pages.MAX_QUERY,
         chart=activity_views.per_minute_chart(since, finished.per_minute, failed),
         finished=finished,
         failed_total=sum(failed),

@@ -77,15 +77,19 @@ class SemaphoreState(t.NamedTuple):
     expires_at: dt.datetime
 
 
-def paused_queues(connection: sa.Connection) -> set[str]:
-    """The names of the paused queues."""
-    return set(connection.scalars(sa.select(PAUSES.c.queue_name)))
+def paused_queues(connection: sa.Connection, names: t.Collection[str] | None = None) -> set[str]:
+    """The names of the paused queues (of ``names`` only, when given)."""
+    statement = sa.select(PAUSES.c.queue_name)
+    if names is not None:
+        statement = statement.where(PAUSES.c.queue_name.in_(names))
+    return set(connection.scalars(statement))
 
 
 def queue_counts(
     connection: sa.Connection,
     now: dt.datetime | None = None,
     *,
+    names: t.Sequence[str] | None = None,
     finished: t.Mapping[str, int] | None = None,
     deferred: t.Mapping[str, int] | None = None,
     failed: t.Mapping[str, int] | None = None,
@@ -93,6 +97,9 @@ def queue_counts(
     """Every queue that has jobs or is paused, by name, with its jobs counted per state.
 
     :param now: the time latency is measured to; the current time by default.
+    :param names: only these queues, one row each in this order (a page of the dashboard's
+        overview, the largest queues of the metrics): each grouped query counts their rows
+        alone, so the figures cost what these queues hold, not what every queue does.
     :param finished: the finished jobs per queue when the caller counted them already (the
         dashboard counts those of the last hour, an index range, where counting every
         finished job of a big queue reads them all); otherwise every finished job counts.
@@ -101,18 +108,26 @@ def queue_counts(
         they are counted here.
     """
     now = now or utcnow()
-    ready, oldest_ready = _ready_by_queue(connection)
-    scheduled = _count_by_queue(connection, SCHEDULED.c.queue_name)
+    ready, oldest_ready = _ready_by_queue(connection, names)
+    scheduled = _count_by_queue(connection, SCHEDULED.c.queue_name, names=names)
     if deferred is None:
-        deferred = _count_by_queue(connection, SCHEDULED.c.queue_name, DEFERRED_KEY.is_not(None))
-    claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED)
-    blocked = _count_by_queue(connection, BLOCKED.c.queue_name)
+        deferred = _count_by_queue(
+            connection, SCHEDULED.c.queue_name, DEFERRED_KEY.is_not(None), names=names
+        )
+    claimed = _count_by_queue(connection, JOBS.c.queue_name, join=CLAIMED, names=names)
+    blocked = _count_by_queue(connection, BLOCKED.c.queue_name, names=names)
     if failed is None:
-        failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED)
+        failed = _count_by_queue(connection, JOBS.c.queue_name, join=FAILED, names=names)
     if finished is None:
-        finished = _count_by_queue(connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None))
-    paused = paused_queues(connection)
-    names = paused.union(ready, scheduled, claimed, blocked, failed, finished)
+        finished = _count_by_queue(
+            connection, JOBS.c.queue_name, JOBS.c.finished_at.is_not(None), names=names
+        )
+    paused = paused_queues(connection, names)
+    listed = (
+        sorted(paused.union(ready, scheduled, claimed, blocked, failed, finished))
+        if names is None
+        else names
+    )
     return [
         QueueCounts(
             queue_name=name,
@@ -126,7 +141,7 @@ def queue_counts(
             latency=_seconds_since(oldest_ready.get(name), now),
             paused=name in paused,
         )
-        for name in sorted(names)
+        for name in listed
     ]
 
 
@@ -135,15 +150,19 @@ def _count_by_queue(
     queue_column: sa.Column[str],
     *where: sa.ColumnElement[bool],
     join: sa.Table | None = None,
+    names: t.Collection[str] | None = None,
 ) -> dict[str, int]:
-    """Rows per queue name of ``queue_column``'s table; claimed and failed executions copy no
-    queue name, so each row of ``join`` looks its job's up, along the jobs' primary key: the
-    cost follows the executions counted, never the jobs table (a join let PostgreSQL's planner
-    scan a million finished jobs to count twenty thousand failed ones)."""
+    """Rows per queue name of ``queue_column``'s table (of the queues ``names`` only, when
+    given); claimed and failed executions copy no queue name, so each row of ``join`` looks
+    its job's up, along the jobs' primary key: the cost follows the executions counted, never
+    the jobs table (a join let PostgreSQL's planner scan a million finished jobs to count
+    twenty thousand failed ones)."""
     if join is not None:
         queue_name = (
             sa.select(JOBS.c.queue_name).where(JOBS.c.id == join.c.job_id).scalar_subquery()
         )
+        if names is not None:
+            where = (queue_name.in_(names), *where)
         statement = (
             sa.select(queue_name.label("queue_name"), sa.func.count())
             .select_from(join)
@@ -151,6 +170,10 @@ def _count_by_queue(
             .group_by(sa.literal_column("queue_name"))
         )
     else:
+        if names is not None:
+            # First: MariaDB tests the conditions in the order written, and the deferred
+            # jobs' condition looks each row's job up.
+            where = (queue_column.in_(names), *where)
         statement = (
             sa.select(queue_column, sa.func.count())
             .select_from(queue_column.table)
@@ -161,12 +184,14 @@ def _count_by_queue(
 
 
 def _ready_by_queue(
-    connection: sa.Connection,
+    connection: sa.Connection, names: t.Collection[str] | None = None
 ) -> tuple[dict[str, int], dict[str, dt.datetime]]:
     """Ready executions per queue, and the oldest one's time (the latency), in one pass."""
     statement = sa.select(
         READY.c.queue_name, sa.func.count(), sa.func.min(READY.c.created_at)
     ).group_by(READY.c.queue_name)
+    if names is not None:
+        statement = statement.where(READY.c.queue_name.in_(names))
     rows = connection.execute(statement).all()
     return (
         {name: int(size) for name, size, _ in rows},
