@@ -68,10 +68,10 @@ def largest(connection: sa.Connection, since: dt.datetime, limit: int) -> Rankin
     every = queue_pages.walk_names(connection, None, limit + 1)
     if len(every) <= limit:
         return Ranking(every, every=True)
-    finished_at = JOBS.c.finished_at
+    finished = JOBS.c.finished_at
     ranking = (
         sa.select(JOBS.c.queue_name)
-        .where(sa.or_(finished_at.is_(None), finished_at >= since))
+        .where(sa.or_(finished.is_(None), finished >= since))
         .group_by(JOBS.c.queue_name)
         .order_by(sa.func.count().desc(), JOBS.c.queue_name)
         .limit(limit)

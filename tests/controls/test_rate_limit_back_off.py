@@ -34,6 +34,7 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.rate_limiter import RateLimiter
+from flask_solidq.testing import frozen_clock
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import rate_limit as jobs
@@ -183,12 +184,14 @@ def test_a_retry_on_rule_never_sees_rate_limited(app, engine):
 
 
 def test_a_claim_during_the_pause_defers_the_job_again_past_it_and_spends_nothing(app, engine):
-    job_id = later(app, jobs.throttled, "once", 1)
-    perform_all(app, engine, claim_batch(engine))
-    until = budget(engine, THROTTLED).backed_off_until
+    # On a frozen clock: on a loaded machine the half-second pause could end before the claim.
+    with frozen_clock(start=utcnow()):
+        job_id = later(app, jobs.throttled, "once", 1)
+        perform_all(app, engine, claim_batch(engine))
+        until = budget(engine, THROTTLED).backed_off_until
 
-    bring_back(engine, job_id)  # due again at once, inside the pause
-    batch = claim_batch(engine)
+        bring_back(engine, job_id)  # due again at once, inside the pause
+        batch = claim_batch(engine)
 
     assert batch.jobs == []
     (deferral,) = batch.deferrals
@@ -201,19 +204,21 @@ def test_a_claim_during_the_pause_defers_the_job_again_past_it_and_spends_nothin
 
 def test_other_jobs_of_the_budget_wait_for_the_pause_then_burst_then_one_per_interval(app, engine):
     """After the pause the budget admits as its times say: at most ``burst`` (2) at once,
-    then one every interval; nothing is admitted during it (by the claims' rows)."""
-    job_id = later(app, jobs.throttled, "first", 1)
-    perform_all(app, engine, claim_batch(engine))
-    until = budget(engine, THROTTLED).backed_off_until
-    others = [later(app, jobs.throttled, f"other-{index}") for index in range(4)]
+    then one every interval; nothing is admitted during it (by the claims' rows). On a frozen
+    clock: on a loaded machine the half-second pause could end before the second claim."""
+    with frozen_clock(start=utcnow()) as clock:
+        job_id = later(app, jobs.throttled, "first", 1)
+        perform_all(app, engine, claim_batch(engine))
+        until = budget(engine, THROTTLED).backed_off_until
+        others = [later(app, jobs.throttled, f"other-{index}") for index in range(4)]
 
-    batch = claim_batch(engine)  # during the pause: all refused, slots after it
-    assert batch.jobs == []
-    assert [d.until for d in batch.deferrals] == [until + INTERVAL * n for n in range(1, 5)]
+        batch = claim_batch(engine)  # during the pause: all refused, slots after it
+        assert batch.jobs == []
+        assert [d.until for d in batch.deferrals] == [until + INTERVAL * n for n in range(1, 5)]
 
-    wait_past(until)
-    bring_back(engine, job_id, *others)
-    batch = claim_batch(engine)
+        clock.advance((until - utcnow()).total_seconds() + 0.001)
+        bring_back(engine, job_id, *others)
+        batch = claim_batch(engine)
 
     assert len(batch.jobs) == 2  # the burst
     now = budget(engine, THROTTLED).updated_at
