@@ -7,7 +7,7 @@
   JSON round trip a stored job's do (so unstorable arguments fail here too). Waits are ignored;
   exceptions propagate to the caller of ``perform_later``.
 * ``"test"``: recorded only, for :mod:`flask_solidq.testing` (in the batch whose block is
-  open, if any: :mod:`flask_solidq.testing_batches`).
+  open, if any: :mod:`flask_solidq.testing.batches`).
 
 Controls (``limits_rate``, ``coalesce``, ``limits_concurrency``) act only under ``"solidq"``.
 
@@ -26,11 +26,11 @@ import sqlalchemy as sa
 from flask_solidq import app_transaction
 from flask_solidq import db
 from flask_solidq import signals
-from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
 from flask_solidq.operations import enqueue as enqueue_operation
 from flask_solidq.processes import job_notices
 from flask_solidq.state import get_state
+from flask_solidq.testing import batches as testing_batches
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

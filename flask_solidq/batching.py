@@ -4,7 +4,7 @@ The block is one transaction on the queue's database (joining the app session's,
 enqueue does): the batch's row is inserted first, every job enqueued inside carries its id,
 and as the block ends the jobs it stored are counted onto the row. A block that raises rolls
 back the batch and its jobs; a batch is seen by workers only once its block commits.
-Under the test adapter the batch is kept in memory instead (:mod:`flask_solidq.testing_batches`).
+Under the test adapter the batch is kept in memory instead (:mod:`flask_solidq.testing.batches`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import typing as t
 from flask_solidq import app_transaction
 from flask_solidq import current
 from flask_solidq import db
-from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
@@ -23,6 +22,7 @@ from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import batches
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.testing import batches as testing_batches
 from flask_solidq.timing import utcnow
 
 #: What ``parent=`` takes: a batch (as read, or as its block yielded it) or a batch id.

@@ -24,7 +24,7 @@ if t.TYPE_CHECKING:
     from flask_sqlalchemy import SQLAlchemy
 
     from flask_solidq.definitions.job import Job
-    from flask_solidq.testing_batches import HeldBatch
+    from flask_solidq.testing.batches import HeldBatch
 
 
 class SolidQState:
@@ -61,7 +61,7 @@ class SolidQState:
         self.adapter = settings.adapter
         #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
         self.test_jobs: list[Job] = []
-        #: The test adapter's batches, by id (see flask_solidq.testing_batches).
+        #: The test adapter's batches, by id (see flask_solidq.testing.batches).
         self.test_batches: dict[int, HeldBatch] = {}
         self._engine: sa.Engine | None = None
         self._claim_engine: sa.Engine | None = None

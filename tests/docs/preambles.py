@@ -183,7 +183,7 @@ def send_digest():
     "docs/testing.md": (
         {"SOLIDQ_ADAPTER": "test"},
         """
-from flask_solidq.pytest_plugin import JobRecorder
+from flask_solidq.testing.pytest_plugin import JobRecorder
 
 @solidq.job(queue="mail")
 def send_welcome_mail(user_id):

@@ -55,9 +55,7 @@ def assert_counts_match_jobs(engine: sa.Engine, batch_id: int) -> None:
     with engine.connect() as connection:
         batch = connection.execute(sa.select(BATCHES).where(BATCHES.c.id == batch_id)).one()
         jobs = connection.execute(
-            sa.select(JOBS.c.finished_at, failed.label("failed")).where(
-                JOBS.c.batch_id == batch_id
-            )
+            sa.select(JOBS.c.finished_at, failed.label("failed")).where(JOBS.c.batch_id == batch_id)
         ).all()
     failures = sum(1 for job in jobs if job.failed)
     pending = sum(1 for job in jobs if job.finished_at is None and not job.failed)
@@ -82,7 +80,7 @@ ENDINGS = {
     r"finished_at\s*=": {
         "operations/job_ends.py": "the writer",
         "operations/batches.py": "a batch's own finished_at",
-        "testing_batches.py": "the test adapter's batches, in memory",
+        "testing/batches.py": "the test adapter's batches, in memory",
         "definitions/batches.py": "reads a batch's row",
         "reads/browse.py": "reads a job's row",
         # The fast paths finish claimed jobs of no batch only (finalize._only_finished).

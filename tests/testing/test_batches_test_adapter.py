@@ -24,7 +24,7 @@ from tests.support import solidq
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from flask_solidq.pytest_plugin import JobRecorder
+    from flask_solidq.testing.pytest_plugin import JobRecorder
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ needs an application context (pytest-flask pushes one for tests that use ``app``
         perform_enqueued_jobs()
 
 ``solidq.batch()`` works too: the batch is kept in memory, and its callbacks are recorded
-once its last job is performed (:mod:`flask_solidq.testing_batches`). The pytest plugin
-(:mod:`flask_solidq.pytest_plugin`) adds a ``solidq_jobs`` fixture that switches the app to
-the test adapter for one test.
+once its last job is performed (:mod:`.batches`). The pytest plugin (:mod:`.pytest_plugin`)
+adds a ``solidq_jobs`` fixture that switches the app to the test adapter for one test.
 
 On the database queue instead (``SOLIDQ_ADAPTER = "solidq"``), where the controls act,
 :func:`frozen_clock` holds the time still and :func:`work_off` runs the due jobs in process
 through the real dispatch and claim, so a test steps through a rate limit, a debounce window or
-a retry's wait in milliseconds (:mod:`flask_solidq.frozen_clock`, :mod:`flask_solidq.work_off`)::
+a retry's wait in milliseconds (:mod:`.frozen_clock`, :mod:`.work_off`)::
 
     def test_two_calls_a_minute(app):
         with app.app_context(), frozen_clock() as clock:
@@ -35,13 +34,13 @@ import contextlib
 import datetime as dt
 import typing as t
 
-from flask_solidq import testing_batches
 from flask_solidq.config import Adapter
-from flask_solidq.frozen_clock import FrozenClock as FrozenClock
-from flask_solidq.frozen_clock import frozen_clock as frozen_clock
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
-from flask_solidq.work_off import work_off as work_off
+from flask_solidq.testing import batches as testing_batches
+from flask_solidq.testing.frozen_clock import FrozenClock as FrozenClock
+from flask_solidq.testing.frozen_clock import frozen_clock as frozen_clock
+from flask_solidq.testing.work_off import work_off as work_off
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
