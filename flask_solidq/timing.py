@@ -35,7 +35,7 @@ def frozen_at() -> dt.datetime | None:
 
 def set_frozen_at(value: dt.datetime | None) -> None:
     """Freeze this process's time at ``value`` (aware; None: back to the real clocks). Only
-    :class:`flask_solidq.testing.frozen_clock.FrozenClock` calls it."""
+    :class:`flask_solidq.testing.clock.FrozenClock` calls it."""
     global _frozen_at
     _frozen_at = None if value is None else as_utc(value)
 

@@ -17,7 +17,7 @@ adds a ``solidq_jobs`` fixture that switches the app to the test adapter for one
 On the database queue instead (``SOLIDQ_ADAPTER = "solidq"``), where the controls act,
 :func:`frozen_clock` holds the time still and :func:`work_off` runs the due jobs in process
 through the real dispatch and claim, so a test steps through a rate limit, a debounce window or
-a retry's wait in milliseconds (:mod:`.frozen_clock`, :mod:`.work_off`)::
+a retry's wait in milliseconds (:mod:`.clock`, :mod:`.in_process`)::
 
     def test_two_calls_a_minute(app):
         with app.app_context(), frozen_clock() as clock:
@@ -38,9 +38,9 @@ from flask_solidq.config import Adapter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.testing import batches as testing_batches
-from flask_solidq.testing.frozen_clock import FrozenClock as FrozenClock
-from flask_solidq.testing.frozen_clock import frozen_clock as frozen_clock
-from flask_solidq.testing.work_off import work_off as work_off
+from flask_solidq.testing.clock import FrozenClock as FrozenClock
+from flask_solidq.testing.clock import frozen_clock as frozen_clock
+from flask_solidq.testing.in_process import work_off as work_off
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job

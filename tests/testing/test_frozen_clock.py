@@ -18,8 +18,8 @@ from flask_solidq import timing
 from flask_solidq.config import Adapter
 from flask_solidq.operations import claim
 from flask_solidq.testing import frozen_clock
+from flask_solidq.testing import in_process as work_off_module
 from flask_solidq.testing import work_off
-from flask_solidq.testing import work_off as work_off_module
 from tests import support
 from tests.jobs import clock as jobs
 from tests.support.concurrency import BLOCKED

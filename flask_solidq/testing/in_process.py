@@ -9,7 +9,7 @@ ready, or blocked, or coalesced into their open job), a worker's claim (the real
 limits hold, coalesced jobs start as they would), and each claimed job performed and finalized
 as a worker's thread and finisher do (:func:`~flask_solidq.operations.execute.perform_in_app`,
 :func:`~flask_solidq.operations.finalize.finalize_all`). Passes go on until one claims
-nothing. Nothing sleeps: under :func:`~flask_solidq.testing.frozen_clock.frozen_clock`, ``until``
+nothing. Nothing sleeps: under :func:`~flask_solidq.testing.clock.frozen_clock`, ``until``
 moves the clock from one due time to the next instead.
 
 Claims belong to a registered process, so the call registers one (a worker row named
@@ -41,8 +41,8 @@ from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
-from flask_solidq.testing.frozen_clock import FrozenClock
-from flask_solidq.testing.frozen_clock import active_clock
+from flask_solidq.testing.clock import FrozenClock
+from flask_solidq.testing.clock import active_clock
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import to_seconds
 from flask_solidq.values import ProcessKind
