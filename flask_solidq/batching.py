@@ -1,4 +1,4 @@
-"""``solidq.batch()``: the block whose enqueues make one batch (seed 003's Solid Queue batches).
+"""``solidq.batch()``: the block whose enqueues make one batch (Solid Queue's batches).
 
 The block is one transaction on the queue's database (joining the app session's, as a single
 enqueue does): the batch's row is inserted first, every job enqueued inside carries its id,

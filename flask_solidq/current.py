@@ -62,7 +62,7 @@ class OpenBatch:
 
     @property
     def key_prefix(self) -> str:
-        """What the coalesce keys of the batch's jobs start with (seed 003)."""
+        """What the coalesce keys of the batch's jobs start with."""
         return f"Batch/{self.id}/"
 
 

@@ -1,6 +1,6 @@
 """How a control's ``key`` and ``group`` declarations become the key stored with a job.
 
-One set of rules for concurrency limits, rate limits and coalescing, as in the seeds:
+One set of rules for concurrency limits, rate limits and coalescing:
 
 * a ``str`` is a literal (``"global"``); a callable receives the job's arguments;
 * ``None`` or ``False`` as the *declaration* disables the control;
@@ -33,7 +33,7 @@ class _Bare:
 
 
 #: The ``key`` of a declaration that names none (``limits_rate(to=, per=)``): the bare budget,
-#: ``"<group or job name>"``, as a key callable that returns None gives (seed 000).
+#: ``"<group or job name>"``, as a key callable that returns None gives.
 BARE: t.Final = _Bare()
 
 #: The longest key the key columns take (``solidq_jobs.concurrency_key`` and

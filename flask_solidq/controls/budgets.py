@@ -51,7 +51,7 @@ _SAVE = (
 class Locked:
     """The budgets a claim locked: the state of each row, and which row each key it asked
     for is stored in. On MySQL, whose default collation ignores case and trailing spaces, two
-    keys can share one row (and so one budget), as the seed documents."""
+    keys can share one row (and so one budget), as docs/rate-limits.md says."""
 
     def __init__(self) -> None:
         #: Stored key -> the budget in that row.

@@ -61,7 +61,7 @@ class Coalesce(keys.Keyed):
     def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
         """The ``solidq_coalesce_keys.key`` of a call: never blank, since without a group it
         starts with the job's name. Inside a batch it starts with the batch
-        (``Batch/7/ReindexProduct/42``, seed 003): the same key in another batch, or in none,
+        (``Batch/7/ReindexProduct/42``): the same key in another batch, or in none,
         is another key.
 
         :raises ValueError: the key (with its batch's prefix) is longer than its column takes.

@@ -1,4 +1,4 @@
-"""Coalesced enqueues: calls with one key share one pending job (seed 003).
+"""Coalesced enqueues: calls with one key share one pending job.
 
 ``solidq_coalesce_keys`` holds a row per key that has an *open* job, the one later calls join.
 An admission locks that row (``SELECT ... FOR UPDATE``) for the rest of its transaction, so
@@ -22,7 +22,7 @@ With ``debounce``, calls also move a scheduled job later (:mod:`~flask_solidq.co
 coalesce_timing`). How a job was opened is recorded first in its payload
 (``{"coalesce": "collect", ...}``), so a worker knows even if the definition changed since,
 and so a call can tell a key's open job was opened another way (after a deploy switched
-``on_conflict``): it then takes the key over with a new job, as the seed's table says.
+``on_conflict``): it then takes the key over with a new job (docs/coalescing.md's table).
 
 Bulk enqueues admit each key's calls in one transaction per job (:func:`admit_all`).
 """

@@ -124,7 +124,7 @@ def record(decision: Decision, *, bulk: bool) -> None:
     job = decision.pending.job
     job.mark_coalesced(decision.status)
     job.provider_job_id = decision.job_id
-    # As the seed's outcome table has it: a single enqueue that didn't raise reports True
+    # As docs/coalescing.md's outcome table has it: a single enqueue that didn't raise reports True
     # (Active Job sets it), even when the call was discarded or a concurrency conflict
     # destroyed its job; in bulk only a call whose data was stored reports True.
     job.successfully_enqueued = not bulk or decision.status in _STORED

@@ -1,4 +1,4 @@
-"""What starting a coalesced job does (seed 003): free its key, then read what it runs.
+"""What starting a coalesced job does: free its key, then read what it runs.
 
 A worker about to perform a job whose payload says ``coalesce`` opened it (the payload's first
 characters, :data:`~flask_solidq.values.MARKER_PREFIX`) first deletes the key's

@@ -1,4 +1,4 @@
-"""When a coalesced call wants its job to come due: the seed's three rules, in order.
+"""When a coalesced call wants its job to come due: three rules, in order.
 
 1. ``set(wait=)`` or ``set(wait_until=)`` replaces the window for that call;
 2. otherwise the call's time is now plus ``debounce`` (on a debounced definition a plain

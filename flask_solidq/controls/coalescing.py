@@ -1,4 +1,4 @@
-"""The coalescing control (seed 003) as a :class:`~flask_solidq.controls.base.Control`, like
+"""The coalescing control as a :class:`~flask_solidq.controls.base.Control`, like
 the concurrency and rate limits: it takes over the enqueue of every job whose definition
 declares ``coalesce`` (a call may join the key's pending job instead of storing one:
 :mod:`~flask_solidq.controls.coalesce_admission`), and acts when a worker starts such a job

@@ -165,7 +165,7 @@ class ConcurrencyControl(Control):
 
     def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:
         """Give each limited job a slot, or block it, or discard it (``on_conflict``). A
-        discard never destroys work a coalesced job holds (seed 003): a coalesced job's retry
+        discard never destroys work a coalesced job holds: a coalesced job's retry
         fails instead, its work kept, and a job that collected calls (its definition switched
         to ``"discard"`` after dropping ``"collect"``) is blocked, to reach a worker and fail
         there with its calls (see :func:`_what_a_discard_keeps`).

@@ -30,7 +30,7 @@ the moment of the correction, so nothing is admitted in the past on their accoun
 The bound assumes each budget is charged with clock readings that never go back: a claim
 reads its clock only once it holds its budgets' locks
 (:class:`~flask_solidq.controls.base.ClaimClock`), and the cap below would otherwise let a
-stale reading lower a budget's debt. Clocks of different hosts must agree (the seed's rule).
+stale reading lower a budget's debt. Clocks of different hosts must agree.
 
 A looser limit caps the debt ``tat - now`` at ``burst * T`` of the new limit (the most a budget
 under that limit can owe, give or take a claim charged ahead: see below), so admissions

@@ -1,7 +1,7 @@
 """A job's charges: every budget its rate limits charge at the claim, and how many units.
 
-A job under one limit of one unit is charged by its ``rate_limit_key`` alone, as the seed
-stores it. Stacked limits (``limits_rate(name=)``) and limits counted in units
+A job under one limit of one unit is charged by its ``rate_limit_key`` alone, the column
+Solid Queue's limits use. Stacked limits (``limits_rate(name=)``) and limits counted in units
 (``limits_rate(cost=)``) need more: the enqueue writes every budget and its units into
 ``solidq_jobs.rate_limit_charges``, evaluated once with the call's arguments (as the key is),
 so a claim never runs a key or cost callable. Here: that column written and read, and the

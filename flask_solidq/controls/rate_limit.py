@@ -248,7 +248,7 @@ def checked(declaration: RateLimit, decorator: str = "limits_rate") -> RateLimit
             " raise per=."
         )
     if declaration.counts_units and burst == to > 1:
-        # The seed's rule, met in units: a quota spent at once refills one unit a window.
+        # The documented rule, met in units: a quota spent at once refills one unit a window.
         logger.warning(
             "SolidQ: limits_rate(to=%s, burst=%s, cost=...) admits %s units at once, then one"
             " unit every %gs, as burst=to does. For a quota of units, set burst to the largest"

@@ -24,12 +24,12 @@ class Call:
     kwargs: dict[str, t.Any]
     #: The payload, or a function that builds it: a call that was never stored builds it
     #: only when read, so ``perform_now`` with arguments that can't be stored raises only
-    #: if ``job_data`` is read (as the seed's Testing section says).
+    #: if ``job_data`` is read (as docs/testing.md says).
     source: JobData | t.Callable[[], JobData] = dataclasses.field(repr=False, compare=False)
 
     @property
     def arguments(self) -> tuple[t.Any, ...]:
-        """The call's positional arguments (the seeds' name for ``args``)."""
+        """The call's positional arguments (another name for ``args``)."""
         return self.args
 
     @property

@@ -1,4 +1,4 @@
-"""``solidq_batches``: one row per batch of jobs (seed 003's Solid Queue batches)."""
+"""``solidq_batches``: one row per batch of jobs (as Solid Queue's batches)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def _forcing_index(query: sa.Select[t.Any], index: str) -> sa.Select[t.Any]:
     backlog on one queue, whenever its statistics made a sort look cheaper than walking the
     index past the paused queues' ``NOT IN``. ``FOR UPDATE`` locks each row it reads before
     the sort and ``LIMIT``, so one claim locked the whole backlog and a second worker's
-    ``SKIP LOCKED`` found nothing until the first committed (issue 12). Read in index order,
+    ``SKIP LOCKED`` found nothing until the first committed. Read in index order,
     the scan stops after ``limit`` rows it could lock, which also makes a claim of a big
     backlog cheaper. The rows of paused queues it steps over stay locked until its commit too
     (InnoDB keeps them, even in ``READ COMMITTED``), which costs nothing: every claim skips
