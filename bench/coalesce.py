@@ -61,8 +61,8 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench import common  # noqa: E402
 from flask_solidq import coalesce  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 CALLS_PER_JOB = 100
 #: Plain ready jobs (no calls) in the fill for each collecting job that waits.

@@ -40,8 +40,8 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench import app as bench_app  # noqa: E402
 from bench import common  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)

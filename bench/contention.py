@@ -52,12 +52,12 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench import common  # noqa: E402
 from bench import scale  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
-from flask_solidq import engines  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import processes as process_roll  # noqa: E402
 from flask_solidq.operations.claim import claim_batch  # noqa: E402
 from flask_solidq.operations.queue_selector import QueueSelector  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
+from flask_solidq.storage import engines  # noqa: E402
 
 READY = t.cast(sa.Table, models.ReadyExecution.__table__)
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)

@@ -31,7 +31,8 @@ The columns:
   two statements, and whether one of them waited for a row its own ``id IN (...)`` doesn't
   name (it was scanning, not reading its rows by key);
 * claim retries, most in a row: the worker and enqueuer processes record each pause of
-  ``flask_solidq.db.retrying_deadlocks`` (:func:`record_deadlock_pauses`, a wrapper the bench
+  ``flask_solidq.storage.db.retrying_deadlocks`` (:func:`record_deadlock_pauses`, a wrapper the
+  bench
   installs: the library logs nothing for a deadlock a retry got past): how many times a claim
   was tried again, and the most deadlocks one claim met in a row (its attempts, for one that
   ran out); below the table, per operation, how many retries followed a 1st, 2nd, ... deadlock
@@ -50,7 +51,7 @@ The columns:
 The deadlocks it measured on MariaDB (51-117 a run) came from the claim's ``DELETE ... WHERE
 id IN (...)`` of its ready rows, planned as a full scan while the statistics said the table
 held a row or so; the claim now deletes them through a join by primary key
-(:func:`flask_solidq.db.delete_by_ids`), and the runs saw none.
+(:func:`flask_solidq.storage.db.delete_by_ids`), and the runs saw none.
 
 The machine has 2 cores shared with the database servers: 60 worker threads in 12 processes,
 three enqueuers and the server on 2 cores is the point (the contention the probe saw), so the
@@ -85,9 +86,9 @@ from bench import app as bench_app  # noqa: E402
 from bench import common  # noqa: E402
 from bench import scaleout  # noqa: E402
 from bench import throughput  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import claim  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 ATTEMPTS_VARIABLE = "SOLIDQ_BENCH_CLAIM_ATTEMPTS"
@@ -118,7 +119,7 @@ def create_app() -> Flask:
 
 
 def record_deadlock_pauses(path: str) -> None:
-    """Append a line to ``path`` each time :func:`flask_solidq.db.retrying_deadlocks` pauses
+    """Append a line to ``path`` each time :func:`flask_solidq.storage.db.retrying_deadlocks` pauses
     before trying an operation again: the operation's name and which attempt deadlocked (1:
     the first). Nothing is logged for a deadlock that a retry got past; this tells how many
     times in a row one claim deadlocked, hence how far it was from running out of attempts.

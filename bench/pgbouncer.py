@@ -37,8 +37,8 @@ import sqlalchemy as sa
 from bench import app as bench_app
 from bench import common
 from bench import latency
-from flask_solidq import db as solidq_db
 from flask_solidq import models
+from flask_solidq.storage import db as solidq_db
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 BATCH = 1000

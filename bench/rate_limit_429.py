@@ -45,8 +45,8 @@ if __package__ in (None, ""):
 from bench import app as bench_app
 from bench import common
 from flask_solidq import RateLimited
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_rate
+from flask_solidq.storage import db as solidq_db
 
 #: What the API's 429 says to wait, in seconds.
 RETRY_AFTER = 2.0

@@ -36,10 +36,10 @@ from flask import current_app
 from bench import app as bench_app
 from bench import common
 from flask_solidq import current_job
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_rate
 from flask_solidq import models
 from flask_solidq import signals
+from flask_solidq.storage import db as solidq_db
 
 CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 

@@ -58,9 +58,9 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench import common  # noqa: E402
 from bench import throughput  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
 from flask_solidq.operations import queues  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
 PROCESSES = t.cast(sa.Table, models.ProcessRecord.__table__)

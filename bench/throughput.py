@@ -61,8 +61,8 @@ from flask import Flask  # noqa: E402
 from bench import app as bench_app  # noqa: E402
 from bench import common  # noqa: E402
 from bench import procfs  # noqa: E402
-from flask_solidq import db as solidq_db  # noqa: E402
 from flask_solidq import models  # noqa: E402
+from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 JOBS = models.JobRecord.__table__
 LEFTOVERS = {

@@ -2,7 +2,7 @@
 
 * ``"solidq"``: the database queue (the default). An enqueue joins the app session's
   transaction when that has written on the queue's database (see
-  :mod:`flask_solidq.app_transaction`).
+  :mod:`flask_solidq.storage.app_transaction`).
 * ``"inline"``: performed at once, in this thread, after its arguments went through the same
   JSON round trip a stored job's do (so unstorable arguments fail here too). Waits are ignored;
   exceptions propagate to the caller of ``perform_later``.
@@ -23,13 +23,13 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import app_transaction
-from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.config import Adapter
 from flask_solidq.operations import enqueue as enqueue_operation
 from flask_solidq.processes import job_notices
 from flask_solidq.state import get_state
+from flask_solidq.storage import app_transaction
+from flask_solidq.storage import db
 from flask_solidq.testing import batches as testing_batches
 from flask_solidq.timing import utcnow
 

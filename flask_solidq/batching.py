@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import typing as t
 
-from flask_solidq import app_transaction
 from flask_solidq import current
-from flask_solidq import db
 from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
@@ -22,6 +20,8 @@ from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import batches
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.storage import app_transaction
+from flask_solidq.storage import db
 from flask_solidq.testing import batches as testing_batches
 from flask_solidq.timing import utcnow
 

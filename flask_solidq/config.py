@@ -146,7 +146,7 @@ class Settings:
     dashboard_url_prefix: str
     dashboard_basic_auth: tuple[str, str] | None
     #: Whether an enqueue joins the app session's transaction when that has written on the
-    #: queue's database (see :mod:`flask_solidq.app_transaction`).
+    #: queue's database (see :mod:`flask_solidq.storage.app_transaction`).
     enqueue_in_app_transaction: bool
     #: ``SOLIDQ_DATABASE_CONNECT_TIMEOUT``: seconds a new connection of the queue's engines
     #: may take to open before it fails (PostgreSQL's ``connect_timeout``, at least 2 s there;

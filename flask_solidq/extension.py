@@ -9,13 +9,11 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import adapters
-from flask_solidq import app_transaction
 from flask_solidq import batching
 from flask_solidq import cli
 from flask_solidq import config_keys
 from flask_solidq import current
 from flask_solidq import dashboard
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.config import DEFAULTS
 from flask_solidq.config import load_settings
@@ -34,6 +32,8 @@ from flask_solidq.operations.batch_callbacks import Callback
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.storage import app_transaction
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     from flask import Flask

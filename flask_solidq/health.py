@@ -22,8 +22,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.storage import database_clock
 from flask_solidq.values import ProcessKind
 
 

@@ -27,7 +27,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
 from flask_solidq.controls import budgets
 from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
@@ -35,6 +34,7 @@ from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import largest_queues
 from flask_solidq.reads import queue_figures
 from flask_solidq.reads import throughput
+from flask_solidq.storage import database_clock
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:

@@ -18,8 +18,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import admissions
 from flask_solidq.controls import budget_lookup
@@ -30,6 +28,8 @@ from flask_solidq.controls import named_budgets
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.available import admits_available
 from flask_solidq.state import get_state
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

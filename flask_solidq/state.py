@@ -12,12 +12,12 @@ import typing as t
 import sqlalchemy as sa
 from flask import current_app
 
-from flask_solidq import db
-from flask_solidq import engines
 from flask_solidq import errors
 from flask_solidq import models
 from flask_solidq.config import Settings
 from flask_solidq.lifecycle import LifecycleHooks
+from flask_solidq.storage import db
+from flask_solidq.storage import engines
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -84,7 +84,8 @@ class SolidQState:
     @property
     def claim_engine(self) -> sa.Engine:
         """The engine workers claim jobs through (see
-        :func:`flask_solidq.engines.create_claim_engine`); the queue's engine on databases that
+        :func:`flask_solidq.storage.engines.create_claim_engine`); the queue's engine on databases
+        that
         need no other."""
         if self._claim_engine is None:
             engine = self.engine  # first: it takes the same lock
@@ -201,7 +202,7 @@ _PROBE = sa.union_all(
 def _connect_args(bind: str | None) -> dict[str, t.Any]:
     """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
     like), so the queue connects the way the app does. They win over the timeouts the queue
-    adds (see :func:`flask_solidq.engines.connection_args`)."""
+    adds (see :func:`flask_solidq.storage.engines.connection_args`)."""
     options = dict(current_app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     if bind is not None:
         bind_config = (current_app.config.get("SQLALCHEMY_BINDS") or {}).get(bind)

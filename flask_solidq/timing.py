@@ -4,7 +4,8 @@ Times inside flask-solidq are aware UTC datetimes (names end in ``_at``); durati
 seconds once parsed (names end in ``_interval``, ``_timeout``, ``_duration`` or ``_per``).
 
 Every time the queue reads, in this process, comes through :func:`utcnow` or
-:func:`flask_solidq.database_clock.now`, and both honour one override, :func:`frozen_at`: the
+:func:`flask_solidq.storage.database_clock.now`, and both honour one override, :func:`frozen_at`:
+the
 seam :func:`flask_solidq.testing.frozen_clock` sets, so a test steps through a rate limit or a
 debounce window without patching the modules that read the time. Monotonic timers (sleeps,
 polls, timeouts) stay real: they measure waiting, not the queue's time.

@@ -14,11 +14,11 @@ import threading
 import pytest
 
 from flask_solidq import coalesce
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.config import RecurringSettings
 from flask_solidq.definitions.job import Job
 from flask_solidq.recurring import tasks
+from flask_solidq.storage import db
 from flask_solidq.timing import UTC
 from tests import support
 from tests.scripts import recurring_ticks

@@ -11,8 +11,6 @@ import sqlalchemy as sa
 from flask import current_app
 from flask.cli import AppGroup
 
-from flask_solidq import db
-from flask_solidq import install as install_module
 from flask_solidq.cli import batches as cli_batches
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
@@ -29,6 +27,8 @@ from flask_solidq.processes.outage import describe
 from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
+from flask_solidq.storage import install as install_module
 from flask_solidq.timing import utcnow
 from flask_solidq.values import SupervisorMode
 

@@ -12,11 +12,11 @@ import typing as t
 
 import click
 
-from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import params
 from flask_solidq.reads import batches
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

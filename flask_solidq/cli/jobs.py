@@ -14,12 +14,12 @@ import typing as t
 import click
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq import identifiers
 from flask_solidq.cli import params
 from flask_solidq.operations import actions
 from flask_solidq.reads import browse
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 #: The longest error message a list line shows; `flask solidq job ID` shows it whole.

@@ -15,12 +15,12 @@ import typing as t
 import click
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import health
 from flask_solidq import metrics
 from flask_solidq.cli import params
 from flask_solidq.processes.outage import describe
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
 
 EngineFactory = t.Callable[[], sa.Engine]
 

@@ -23,14 +23,14 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import back_off
 from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import local_pauses
 from flask_solidq.controls import rate_charges
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import frozen_at
 from flask_solidq.timing import utcnow
 

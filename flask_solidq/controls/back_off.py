@@ -26,12 +26,12 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import local_pauses
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 logger = logging.getLogger("flask_solidq")

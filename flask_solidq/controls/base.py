@@ -88,7 +88,7 @@ class ClaimAgain(Exception):  # noqa: N818 - a request to the claim, not a failu
 class ClaimClock:
     """The time a claim charges budgets with and stamps its claims with: read once, at the
     first call, from ``read`` (the claim passes the database's clock: see
-    :mod:`flask_solidq.database_clock`).
+    :mod:`flask_solidq.storage.database_clock`).
 
     The CLAIM hooks call it only after locking what they check, so a claim that waited for
     another's lock reads the clock after that one committed: no claim reads a time older than

@@ -14,7 +14,7 @@ dropped or renamed under running workers. Then (as docs/rate-limits.md tells use
 
 A process asks the database (``has_table``) when a claim first meets a rate-limited job,
 then trusts a table it found. One that disappears afterwards is noticed from the error of
-the claim's statement on it (:func:`flask_solidq.db.is_missing_table`): the claim rolls back
+the claim's statement on it (:func:`flask_solidq.storage.db.is_missing_table`): the claim rolls back
 (PostgreSQL aborted its transaction) and runs again, deferring as above.
 
 The answer is kept per database (an app may have several) and per process: a forked worker
@@ -33,9 +33,9 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.models.tables import BUDGETS
+from flask_solidq.storage import db
 
 logger = logging.getLogger("flask_solidq")
 

@@ -14,12 +14,12 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq.controls.gcra import Budget
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 
 _KEYS: sa.BindParameter[t.Any] = sa.bindparam("keys", expanding=True)
@@ -83,7 +83,8 @@ def lock(connection: sa.Connection, keys: t.Iterable[str], now: dt.datetime) -> 
 
     Existing rows are locked first, in key order, in one statement; rows seen for the first
     time are inserted and locked after them. Two claims that both insert new keys can still
-    deadlock on MySQL; the claim is retried then (:func:`flask_solidq.db.retrying_deadlocks`).
+    deadlock on MySQL; the claim is retried then
+    (:func:`flask_solidq.storage.db.retrying_deadlocks`).
     """
     wanted = sorted(set(keys))
     locked = Locked()

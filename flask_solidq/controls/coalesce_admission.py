@@ -35,7 +35,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.controls import coalesce_calls
 from flask_solidq.controls import coalesce_timing as timing
@@ -48,6 +47,7 @@ from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.storage import db
 from flask_solidq.values import MARKER_PREFIX
 from flask_solidq.values import CoalesceStatus
 from flask_solidq.values import JobRef

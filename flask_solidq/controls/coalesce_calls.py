@@ -30,7 +30,7 @@ def applies(job: Job) -> bool:
 def debounces(job: Job) -> bool:
     """Whether ``job``'s definition coalesces and times its job from its calls
     (``debounce``, ``max_wait``): such an enqueue reads the database's clock, which the
-    dispatcher runs the job by (see :mod:`flask_solidq.database_clock`)."""
+    dispatcher runs the job by (see :mod:`flask_solidq.storage.database_clock`)."""
     declaration = type(job)._declared.active_coalesce
     return declaration is not None and declaration.debounce is not None
 

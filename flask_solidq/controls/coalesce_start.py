@@ -22,7 +22,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import signals
 from flask_solidq.controls.coalesce import OnConflict
@@ -32,6 +31,7 @@ from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import db
 from flask_solidq.values import MARKER_PREFIX
 
 if t.TYPE_CHECKING:

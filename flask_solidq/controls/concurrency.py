@@ -18,8 +18,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq import keys
 from flask_solidq.controls import semaphores
@@ -36,6 +34,8 @@ from flask_solidq.definitions.declared import DeclaredAttributes
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.values import JobRef
 from flask_solidq.values import is_coalesced
 from flask_solidq.values import opened_by_collecting

@@ -17,7 +17,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import keys
 from flask_solidq import signals
 from flask_solidq.controls import budget_table
@@ -38,6 +37,7 @@ from flask_solidq.definitions import registry
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import Declared
 from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

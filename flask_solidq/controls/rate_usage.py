@@ -15,13 +15,13 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq.controls import budget_table
 from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_charges
 from flask_solidq.controls.rate_charges import Charge
 from flask_solidq.state import get_state
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

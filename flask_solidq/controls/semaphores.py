@@ -17,12 +17,12 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SEMAPHORES
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 _LOCK = db.for_update(

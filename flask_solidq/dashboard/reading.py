@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import typing as t
 
-from flask_solidq import db
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     import sqlalchemy as sa
@@ -22,6 +22,7 @@ def engine() -> sa.Engine:
 
 @contextlib.contextmanager
 def page() -> t.Iterator[sa.Connection]:
-    """A read-only transaction for one page (see :func:`flask_solidq.db.read_for_counts`)."""
+    """A read-only transaction for one page (see
+    :func:`flask_solidq.storage.db.read_for_counts`)."""
     with db.read_for_counts(engine()) as connection:
         yield connection

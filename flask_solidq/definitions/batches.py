@@ -16,10 +16,10 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq.config import Adapter
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
 
 
 class BatchStatus(str, enum.Enum):

@@ -32,9 +32,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import db
 from flask_solidq import identifiers
-from flask_solidq import postgres
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
@@ -46,6 +44,8 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import retry_keys
 from flask_solidq.operations import retry_payloads
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef

@@ -37,9 +37,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.controls import back_off
 from flask_solidq.controls import budget_table
@@ -49,6 +47,8 @@ from flask_solidq.controls.rate_charges import Charge
 from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import dispatch
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:

@@ -28,13 +28,13 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import current
-from flask_solidq import db
 from flask_solidq import errors
-from flask_solidq import postgres
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.operations import batch_callbacks
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 
 logger = logging.getLogger("flask_solidq")
 

@@ -48,10 +48,6 @@ import weakref
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import database_clock
-from flask_solidq import db
-from flask_solidq import fast_path
-from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
@@ -64,6 +60,10 @@ from flask_solidq.operations import claim_candidates
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.claim_batch_values import ClaimBatch as ClaimBatch
 from flask_solidq.operations.queue_selector import QueueSelector as QueueSelector
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
+from flask_solidq.storage import fast_path
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ClaimedJob as ClaimedJob
@@ -74,7 +74,8 @@ T = t.TypeVar("T")
 INSERT_CLAIMED = CLAIMED.insert()
 
 #: How many times in all a claim that deadlocked (MySQL) or found the database locked is tried,
-#: with pauses that grow to a quarter of a second (:func:`flask_solidq.db.retrying_deadlocks`):
+#: with pauses that grow to a quarter of a second
+#: (:func:`flask_solidq.storage.db.retrying_deadlocks`):
 #: 12 worker processes of 5 threads, with bulk and single enqueues running beside them, made a
 #: MariaDB claim's delete of its ready rows deadlock more than 3 times in a row, and one
 #: claim can't hold up the others (it locks with SKIP LOCKED), so it may as well try again.

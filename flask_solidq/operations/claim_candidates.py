@@ -9,11 +9,11 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import mysql
 from flask_solidq.models.tables import PAUSES
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import mysql
 
 
 def candidates(queue_name: str | None, skip_locked: bool) -> sa.Select[t.Any]:

@@ -12,14 +12,14 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import database_clock
-from flask_solidq import db
-from flask_solidq import postgres
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import job_ends
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.values import JobRef
 
 INSERT_READY = READY.insert()

@@ -15,17 +15,17 @@ import sqlalchemy as sa
 
 from flask_solidq import controls
 from flask_solidq import current
-from flask_solidq import database_clock
-from flask_solidq import db
-from flask_solidq import driver_writes
 from flask_solidq import errors
-from flask_solidq import fast_path
-from flask_solidq import postgres
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
+from flask_solidq.storage import driver_writes
+from flask_solidq.storage import fast_path
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
@@ -41,7 +41,7 @@ _ref = job_rows.ref
 def enqueue(engine: sa.Engine, job: Job) -> None:
     """Store ``job``, ready or scheduled, and record the outcome on it.
 
-    Joins an open :func:`flask_solidq.db.transaction`; otherwise commits before returning.
+    Joins an open :func:`flask_solidq.storage.db.transaction`; otherwise commits before returning.
 
     :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
     :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
@@ -154,7 +154,7 @@ PIPELINED_CHUNK = 250
 
 def _pipelines(engine: sa.Engine, jobs: list[Job]) -> bool:
     """Whether ``jobs`` are stored by :func:`_insert_pipelined`: on PostgreSQL's fast path
-    (:func:`flask_solidq.fast_path.pipelines`), more than one chunk of them, no caller's
+    (:func:`flask_solidq.storage.fast_path.pipelines`), more than one chunk of them, no caller's
     transaction open, and no control concerned with any of them (so no row gets a key, and
     none is held back)."""
     return (
@@ -255,7 +255,8 @@ def _insert_all_in_one_statement(
     The rows travel as one value per column (its values joined as text, or an array:
     ``unnest``), so the statement stays a few lines long whatever the number of jobs: nothing
     to render or parse per row. A chunk whose jobs no control keys takes the statement with
-    the text columns (:data:`~flask_solidq.postgres.BULK_ENQUEUE_TEXT`), any other the one
+    the text columns (:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE_TEXT`), any other
+    the one
     with the controls' columns. Due jobs a control may hold back are left out of the
     statement and dispatched afterwards, one by one.
     """
@@ -298,7 +299,8 @@ def _keyed(chunk: t.Sequence[dict[str, t.Any]], holds: list[bool]) -> bool:
 
 
 def _as_text(chunk: t.Sequence[dict[str, t.Any]], now: dt.datetime) -> _Statement | None:
-    """:data:`~flask_solidq.postgres.BULK_ENQUEUE_TEXT` for a chunk no control keys, or None
+    """:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE_TEXT` for a chunk no control
+    keys, or None
     when its values leave no separator to join them by."""
     columns = {name: list(map(operator.itemgetter(name), chunk)) for name in _TEXT_COLUMNS}
     # Most jobs are due at once: their scheduled_at is ``now`` itself.
@@ -321,7 +323,8 @@ def _as_text(chunk: t.Sequence[dict[str, t.Any]], now: dt.datetime) -> _Statemen
 def _as_arrays(
     chunk: t.Sequence[dict[str, t.Any]], holds: list[bool], now: dt.datetime
 ) -> _Statement:
-    """:data:`~flask_solidq.postgres.BULK_ENQUEUE` for a chunk: every column an array, sent
+    """:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE` for a chunk: every column an
+    array, sent
     in binary format."""
     naive_now = naive_utc(now)
     columns: dict[str, t.Any] = {
@@ -341,7 +344,7 @@ def _fits_own_transaction(
     caller's transaction is open, and no control will act when it becomes ready. On
     PostgreSQL it is then one autocommitted statement (the database chains the two inserts);
     on SQLite and MySQL two inserts on the driver's connection
-    (:mod:`flask_solidq.driver_writes`), unless something listens to the engine's
+    (:mod:`flask_solidq.storage.driver_writes`), unless something listens to the engine's
     statements. A job no control concerns (``controlled`` false) has no hook to ask."""
     return not db.in_transaction(engine) and not (controlled and controls.act_on_dispatch(row))
 
@@ -367,7 +370,7 @@ def _insert_with_execution_autocommitted(
 ) -> int:
     """Insert the job and its ready (or scheduled) execution in one autocommitted statement;
     return its id. A single enqueue's hot path on PostgreSQL, so it runs through
-    :func:`flask_solidq.fast_path.fetch_autocommitted`."""
+    :func:`flask_solidq.storage.fast_path.fetch_autocommitted`."""
     statement = _ONE_STATEMENT_READY if row["scheduled_at"] <= now else _ONE_STATEMENT_SCHEDULED
     params = {
         name: naive_utc(value) if isinstance(value, dt.datetime) else value

@@ -20,10 +20,6 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import db
-from flask_solidq import driver_writes
-from flask_solidq import fast_path
-from flask_solidq import postgres
 from flask_solidq import signals
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
@@ -35,6 +31,10 @@ from flask_solidq.operations import job_ends
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
+from flask_solidq.storage import db
+from flask_solidq.storage import driver_writes
+from flask_solidq.storage import fast_path
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef

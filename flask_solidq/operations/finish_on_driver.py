@@ -6,9 +6,10 @@ SQLAlchemy's Connection its ``DELETE ... RETURNING`` and ``UPDATE`` (each with a
 ``IN`` list) cost a third of a no-op job's CPU in a SQLite or MariaDB worker (cProfile:
 about 55 µs a job, groups of a few jobs), for statements whose text depends only on how
 many jobs and distinct starts the group holds. Here they are written once per shape and run
-in :func:`flask_solidq.driver_writes.transaction` (the same transaction, writer lock and
+in :func:`flask_solidq.storage.driver_writes.transaction` (the same transaction, writer lock and
 errors as the Connection's). PostgreSQL finishes such a group in one statement of its own
-(:data:`flask_solidq.postgres.FINISH`); everything else (failures, retries, batches, a
+(:data:`flask_solidq.storage.dialects.postgres.FINISH`); everything else (failures, retries,
+batches, a
 caller's transaction, an engine with execution listeners) takes
 :func:`flask_solidq.operations.finalize._store_held`.
 
@@ -23,8 +24,8 @@ import datetime as dt
 import functools
 import typing as t
 
-from flask_solidq import driver_writes
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import driver_writes
 
 if t.TYPE_CHECKING:
     import sqlalchemy as sa

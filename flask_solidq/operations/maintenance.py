@@ -14,9 +14,9 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     import datetime as dt

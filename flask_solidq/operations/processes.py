@@ -18,13 +18,13 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 from flask_solidq.values import JobRef
 
 #: Silent processes pruned per transaction.

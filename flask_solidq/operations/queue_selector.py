@@ -6,8 +6,8 @@ import dataclasses
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq.models.tables import READY
+from flask_solidq.storage import db
 
 
 @dataclasses.dataclass(frozen=True)

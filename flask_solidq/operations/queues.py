@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import identifiers
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PAUSES
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 #: The longest queue name the tables take.

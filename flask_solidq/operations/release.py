@@ -29,7 +29,6 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import controls
-from flask_solidq import db
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import CLAIMED
@@ -38,6 +37,7 @@ from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import lost_steps
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
 

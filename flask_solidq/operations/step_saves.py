@@ -20,11 +20,11 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq.definitions import arguments
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

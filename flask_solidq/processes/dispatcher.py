@@ -15,12 +15,12 @@ import time
 import typing as t
 
 from flask_solidq import controls
-from flask_solidq import db
-from flask_solidq import pooler
 from flask_solidq.operations import dispatch
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.poller import Poller
+from flask_solidq.storage import db
+from flask_solidq.storage import pooler
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ProcessKind
 

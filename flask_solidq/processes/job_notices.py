@@ -24,13 +24,13 @@ import json
 import threading
 import typing as t
 
-from flask_solidq import db
-from flask_solidq import postgres
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes.host_bell import DISPATCHER
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell
 from flask_solidq.processes.pg_listener import PostgresListener
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import UTC
 
 if t.TYPE_CHECKING:

@@ -20,8 +20,6 @@ import datetime as dt
 import logging
 import typing as t
 
-from flask_solidq import database_clock
-from flask_solidq import db
 from flask_solidq import formatting
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.queue_selector import QueueSelector
@@ -29,6 +27,8 @@ from flask_solidq.processes import interrupts
 from flask_solidq.processes import launcher
 from flask_solidq.processes import tally as tally_module
 from flask_solidq.reads import leftovers
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     from flask import Flask

@@ -15,10 +15,10 @@ from __future__ import annotations
 import typing as t
 
 from flask_solidq import controls
-from flask_solidq import db
 from flask_solidq.operations import dispatch
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.worker import Worker
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     from flask import Flask

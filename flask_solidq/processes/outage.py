@@ -25,8 +25,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import pooler
+from flask_solidq.storage import db
+from flask_solidq.storage import pooler
 
 if t.TYPE_CHECKING:
     from flask_solidq.processes.base import ThreadActivity
@@ -45,7 +45,7 @@ MYSQL_STATEMENT_TIMEOUTS = (1969, 3024)
 
 
 #: The packages of the drivers whose own errors (not wrapped by SQLAlchemy: raised around the
-#: statements, by the fast path of :mod:`flask_solidq.db` or a listener) are told apart too.
+#: statements, by the fast path of :mod:`flask_solidq.storage.db` or a listener) are told apart too.
 DRIVERS = ("psycopg", "psycopg2", "pymysql", "MySQLdb", "sqlite3")
 
 
@@ -54,7 +54,7 @@ def is_unreachable(error: BaseException) -> bool:
     (refused, timed out, reset, gone silent), rather than a statement that failed on a
     server that answered. SQLAlchemy's errors and the drivers' own (psycopg's, PyMySQL's)
     are told apart alike. PgBouncer refusing what only a direct connection carries (startup
-    options, a prepared statement: see :func:`flask_solidq.pooler.is_pooler_error`) is a
+    options, a prepared statement: see :func:`flask_solidq.storage.pooler.is_pooler_error`) is a
     setting to fix, never an outage."""
     if pooler.is_pooler_error(error):
         return False

@@ -1,7 +1,8 @@
 """Wake-ups across machines on PostgreSQL: ``LISTEN`` on a connection of its own.
 
 A transaction that makes jobs ready (the dispatcher's) or defers them (a claim's) sends
-``NOTIFY`` in itself (see :mod:`flask_solidq.postgres`), so PostgreSQL delivers it when, and
+``NOTIFY`` in itself (see :mod:`flask_solidq.storage.dialects.postgres`), so PostgreSQL delivers it
+when, and
 only if, that transaction commits, to every listener on any machine. Only those transactions
 notify, never an enqueue: a ``NOTIFY`` takes a lock at commit that serializes the committing
 transactions that notified, which one dispatcher and the claims that defer can afford and a
@@ -13,7 +14,7 @@ process polls, as it would anyway.
 
 Behind a pooler, a notification only reaches a session the server keeps: the listener
 connects through the direct URL of ``SOLIDQ_DATABASE_LISTEN_URL`` (see
-:func:`flask_solidq.pooler.listen_engine`). Without one nobody listens, nobody notifies, and
+:func:`flask_solidq.storage.pooler.listen_engine`). Without one nobody listens, nobody notifies, and
 ``flask solidq work`` says so once at start (:func:`warn_if_unheard`).
 """
 
@@ -24,8 +25,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import pooler
 from flask_solidq.processes.outage import is_unreachable
+from flask_solidq.storage import pooler
 
 if t.TYPE_CHECKING:
     from flask_solidq.config import Settings

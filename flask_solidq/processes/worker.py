@@ -52,8 +52,6 @@ import threading
 import time
 import typing as t
 
-from flask_solidq import db
-from flask_solidq import engines
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
@@ -65,6 +63,8 @@ from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
 from flask_solidq.processes.pool import Queued
 from flask_solidq.processes.pool import StartLedger
+from flask_solidq.storage import db
+from flask_solidq.storage import engines
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:

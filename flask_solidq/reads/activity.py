@@ -18,10 +18,10 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import postgres
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,8 @@ def activities(
     failures, and where an index answers a grouped count alone the finished jobs too, are
     counted once per minute over the longest window and summed into each (no second pass
     over the hour's rows); on PostgreSQL each window's finished jobs are counted per slot
-    along the index (:func:`flask_solidq.postgres.counts_per_slot`). ``until`` is a whole
+    along the index (:func:`flask_solidq.storage.dialects.postgres.counts_per_slot`). ``until`` is
+    a whole
     minute, as every window is whole minutes."""
     minutes = max(slots * slot_minutes for slots, slot_minutes in shapes)
     window = Window(until - dt.timedelta(minutes=minutes), minutes)
@@ -132,7 +133,8 @@ class Window:
 
 def _counted_by_ranges(connection: sa.Connection) -> bool:
     """Whether finished jobs are counted one index range per slot
-    (:func:`flask_solidq.postgres.counts_per_slot`): where a count visits every row anyway
+    (:func:`flask_solidq.storage.dialects.postgres.counts_per_slot`): where a count visits every
+    row anyway
     (PostgreSQL); where an index answers alone, the grouped count reads only the index."""
     return not db.counts_from_index_alone(connection)
 

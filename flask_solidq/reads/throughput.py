@@ -15,8 +15,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq.models.tables import JOBS
+from flask_solidq.storage import db
 
 
 @dataclasses.dataclass(frozen=True)

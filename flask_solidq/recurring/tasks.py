@@ -19,7 +19,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import errors
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import registry
@@ -28,6 +27,7 @@ from flask_solidq.models.tables import RECURRING_EXECUTIONS
 from flask_solidq.models.tables import RECURRING_TASKS
 from flask_solidq.operations import enqueue
 from flask_solidq.recurring.schedule import Schedule
+from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import CoalesceStatus
@@ -243,7 +243,7 @@ def enqueue_tick(engine: sa.Engine, task: RecurringTask, run_at: dt.datetime) ->
     job, or enqueuing failed.
 
     Requires an application context. Opens its own transaction, so call it outside any
-    :func:`flask_solidq.db.transaction` block. Never raises: errors are logged on the
+    :func:`flask_solidq.storage.db.transaction` block. Never raises: errors are logged on the
     ``flask_solidq.scheduler`` logger, as Solid Queue logs them, so that one broken task can't
     stop the scheduler.
     """

@@ -3,7 +3,7 @@
 While one is on, every time flask-solidq reads in this process is the clock's: the enqueue's
 stamps and due times, the claim's GCRA admissions, the debounce windows, the dispatcher's due
 jobs, the retries' waits, and the database's clock as the claim and dispatch read it on
-PostgreSQL and MariaDB (:mod:`flask_solidq.database_clock`). They all go through one seam,
+PostgreSQL and MariaDB (:mod:`flask_solidq.storage.database_clock`). They all go through one seam,
 :func:`flask_solidq.timing.frozen_at`, so nothing else is patched.
 
 The override is process-wide, not per thread: the threads a test starts (a thread-mode

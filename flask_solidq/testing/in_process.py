@@ -28,7 +28,6 @@ import sqlalchemy as sa
 from flask import current_app
 
 from flask_solidq import controls
-from flask_solidq import db
 from flask_solidq.config import Adapter
 from flask_solidq.config import parse_queues
 from flask_solidq.logging import subscriber as log_subscriber
@@ -41,6 +40,7 @@ from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
+from flask_solidq.storage import db
 from flask_solidq.testing.clock import FrozenClock
 from flask_solidq.testing.clock import active_clock
 from flask_solidq.timing import as_utc

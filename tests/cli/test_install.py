@@ -27,7 +27,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy.dialects import mysql
 
 from flask_solidq import models
-from flask_solidq.install import schema_versions
+from flask_solidq.storage.install import schema_versions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"

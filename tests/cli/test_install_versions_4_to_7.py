@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.install import schema_versions
+from flask_solidq.storage.install import schema_versions
 from tests.cli.test_install import LATER_THAN_VERSION_3
 from tests.cli.test_install import Databases
 from tests.cli.test_install import FlaskCLI

@@ -19,7 +19,6 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import PendingMigrations
-from flask_solidq import db
 from flask_solidq import housekeeping
 from flask_solidq.controls import budget_table
 from flask_solidq.controls import rate_limit
@@ -27,6 +26,7 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.rate_limiter import RateLimiter
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import rate_limit as jobs

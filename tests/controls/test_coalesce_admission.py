@@ -19,7 +19,6 @@ from sqlalchemy import orm
 from flask_solidq import CoalesceStatus
 from flask_solidq import SerializationError
 from flask_solidq import coalesce
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_concurrency
 from flask_solidq import models
 from flask_solidq import signals
@@ -27,6 +26,7 @@ from flask_solidq.config import RecurringSettings
 from flask_solidq.definitions import arguments
 from flask_solidq.operations import dispatch
 from flask_solidq.recurring import tasks
+from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
 from tests import support

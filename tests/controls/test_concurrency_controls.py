@@ -15,7 +15,6 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_concurrency
 from flask_solidq.controls import concurrency
 from flask_solidq.definitions import registry
@@ -25,6 +24,7 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import concurrency as concurrency_jobs

@@ -17,10 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import RateLimited
-from flask_solidq import database_clock
 from flask_solidq import signals
 from flask_solidq.controls.admissions import Admission
 from flask_solidq.models.tables import BUDGETS
+from flask_solidq.storage import database_clock
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import named_budgets as jobs

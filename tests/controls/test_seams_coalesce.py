@@ -30,7 +30,6 @@ from flask_solidq import CoalesceStatus
 from flask_solidq import CollectedJobMismatch
 from flask_solidq import EnqueueError
 from flask_solidq import coalesce
-from flask_solidq import db as solidq_db
 from flask_solidq import errors
 from flask_solidq import signals
 from flask_solidq.controls import coalesce_admission as coalesce_operation
@@ -48,6 +47,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.controls.test_concurrency_controls import claim

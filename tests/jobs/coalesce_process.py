@@ -27,7 +27,7 @@ from sqlalchemy import orm
 
 from flask_solidq import coalesce
 from flask_solidq import current_job
-from flask_solidq import db as solidq_db
+from flask_solidq.storage import db as solidq_db
 from tests import support
 from tests.support import solidq
 

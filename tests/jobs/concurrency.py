@@ -18,9 +18,9 @@ import typing as t
 import sqlalchemy as sa
 from flask import current_app
 
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_concurrency
 from flask_solidq import retry_on
+from flask_solidq.storage import db as solidq_db
 from tests.support import solidq
 
 #: The ``duration`` of the database-level jobs, in seconds.

@@ -39,12 +39,12 @@ from flask import current_app
 from flask_solidq import RateLimited
 from flask_solidq import coalesce
 from flask_solidq import current_job
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 from flask_solidq import models
 from flask_solidq import retry_on
 from flask_solidq.models.base import UTCDateTime
+from flask_solidq.storage import db as solidq_db
 from tests.support import solidq
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)

@@ -24,11 +24,11 @@ from flask import current_app
 
 from flask_solidq import RateLimited
 from flask_solidq import current_job
-from flask_solidq import database_clock
-from flask_solidq import db as solidq_db
 from flask_solidq import limits_rate
 from flask_solidq import models
 from flask_solidq.models.base import UTCDateTime
+from flask_solidq.storage import database_clock
+from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests.support import solidq
 

@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from flask import current_app
 
 from flask_solidq import current_job
-from flask_solidq import db as solidq_db
 from flask_solidq import discard_on
 from flask_solidq import retry_on
 from flask_solidq.models.base import UTCDateTime
+from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests.support import solidq
 

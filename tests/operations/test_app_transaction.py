@@ -12,11 +12,11 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import orm
 
 from flask_solidq import SolidQ
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
+from flask_solidq.storage import db
 from tests import support
 from tests.jobs import worker as worker_jobs
 

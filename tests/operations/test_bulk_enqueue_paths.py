@@ -14,12 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import SerializationError
-from flask_solidq import fast_path
 from flask_solidq import models
-from flask_solidq import postgres
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import enqueue
+from flask_solidq.storage import fast_path
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs
@@ -127,7 +127,7 @@ def _spy(fetch: t.Callable[..., t.Any], statements: list[t.Any]) -> t.Callable[.
 
 
 def _spy_pipelined(statements: list[t.Any]) -> t.Callable[..., t.Any]:
-    """:func:`flask_solidq.fast_path.fetch_pipelined`, recording each statement it runs."""
+    """:func:`flask_solidq.storage.fast_path.fetch_pipelined`, recording each statement it runs."""
     fetch = fast_path.fetch_pipelined
 
     def spy(engine: sa.Engine, pipelined: t.Iterable[fast_path.Statement]) -> t.Any:

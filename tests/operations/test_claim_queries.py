@@ -9,10 +9,10 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import postgres
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import worker as worker_jobs

@@ -1,5 +1,5 @@
 """A single enqueue on SQLite and MySQL/MariaDB through the driver's own connection
-(:mod:`flask_solidq.driver_writes`): it stores exactly what the ordinary path stores (on
+(:mod:`flask_solidq.storage.driver_writes`): it stores exactly what the ordinary path stores (on
 SQLite the same text for every time, which the queue's comparisons rely on), and a failure
 leaves nothing behind. PostgreSQL takes its own one-statement path."""
 
@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import EnqueueError
-from flask_solidq import driver_writes
 from flask_solidq import models
+from flask_solidq.storage import driver_writes
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs

@@ -1,6 +1,6 @@
 """The hot statements that skip SQLAlchemy's Connection on PostgreSQL (a single enqueue, a
-claim, a batch's finish: :func:`flask_solidq.fast_path.fetch_autocommitted`; a pipelined
-bulk enqueue: :func:`~flask_solidq.fast_path.fetch_pipelined`) behave as the rest: a lost
+claim, a batch's finish: :func:`flask_solidq.storage.fast_path.fetch_autocommitted`; a pipelined
+bulk enqueue: :func:`~flask_solidq.storage.fast_path.fetch_pipelined`) behave as the rest: a lost
 connection is SQLAlchemy's error and is replaced, listeners (which send them through the
 Connection after all) hear the statement with its execution context, and what they store
 reads back as through the ORM."""
@@ -15,11 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import EnqueueError
-from flask_solidq import engines
-from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.operations import claim
 from flask_solidq.operations import enqueue
+from flask_solidq.storage import engines
+from flask_solidq.storage import fast_path
 from tests import support
 from tests.jobs import worker as worker_jobs
 from tests.support import solidq

@@ -11,10 +11,10 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import driver_writes
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations import finish_on_driver
+from flask_solidq.storage import driver_writes
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs

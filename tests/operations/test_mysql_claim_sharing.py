@@ -21,11 +21,11 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.operations import claim
 from flask_solidq.operations import claim_candidates
 from flask_solidq.operations import queues
+from flask_solidq.storage import db
 from tests import support
 from tests.jobs import basic as jobs
 from tests.support import solidq

@@ -10,11 +10,11 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import PendingMigrations
-from flask_solidq import db
 from flask_solidq import models
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import queue_figures
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import basic as jobs

@@ -20,10 +20,10 @@ from flask import Flask
 from flask.cli import FlaskGroup
 
 from flask_solidq import cli
-from flask_solidq import db
-from flask_solidq import engines
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.poller import Poller
+from flask_solidq.storage import db
+from flask_solidq.storage import engines
 from tests import support
 from tests.support.runtime import ROOT
 

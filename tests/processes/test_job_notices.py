@@ -12,8 +12,6 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import postgres
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.host_bell import DISPATCHER
@@ -21,6 +19,8 @@ from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell
 from flask_solidq.processes.pg_listener import PostgresListener
 from flask_solidq.processes.signal_safe_waker import Waker
+from flask_solidq.storage import db
+from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import utcnow
 from tests import support
 

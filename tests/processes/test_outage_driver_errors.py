@@ -1,5 +1,5 @@
 """Outages logged as promised on every path (issue 18, item 4): the drivers' own errors
-(psycopg's, PyMySQL's), raised around SQLAlchemy by the fast path of :mod:`flask_solidq.db`,
+(psycopg's, PyMySQL's), raised around SQLAlchemy by the fast path of :mod:`flask_solidq.storage.db`,
 are told apart as SQLAlchemy's are, and a database restart under a worker logs one warning
 per process and outage, with no ERROR line or traceback from the finisher or the poll.
 """
@@ -15,11 +15,11 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import engines
-from flask_solidq import fast_path
-from flask_solidq import pooler
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.outage import is_unreachable
+from flask_solidq.storage import engines
+from flask_solidq.storage import fast_path
+from flask_solidq.storage import pooler
 from tests import support
 from tests.jobs import worker as worker_jobs
 from tests.processes import test_faults

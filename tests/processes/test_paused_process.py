@@ -15,7 +15,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import worker as worker_jobs

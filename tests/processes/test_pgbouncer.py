@@ -17,11 +17,11 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import engines
-from flask_solidq import fast_path
 from flask_solidq import models
 from flask_solidq.processes.outage import is_unreachable
+from flask_solidq.storage import db
+from flask_solidq.storage import engines
+from flask_solidq.storage import fast_path
 from tests import support
 from tests.conftest import _backends
 from tests.jobs import coalesce as coalesce_jobs

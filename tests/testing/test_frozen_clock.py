@@ -13,10 +13,10 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq import database_clock
 from flask_solidq import timing
 from flask_solidq.config import Adapter
 from flask_solidq.operations import claim
+from flask_solidq.storage import database_clock
 from flask_solidq.testing import frozen_clock
 from flask_solidq.testing import in_process as work_off_module
 from flask_solidq.testing import work_off

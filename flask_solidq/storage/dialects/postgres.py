@@ -2,10 +2,11 @@
 statements, its wake-up channels, JIT off for the count pages and the minute bucket.
 
 Everything else is SQLAlchemy Core, which renders for each dialect (MySQL's and SQLite's own
-needs are in :mod:`~flask_solidq.mysql` and :mod:`~flask_solidq.sqlite`). These few statements are
+needs are in :mod:`~flask_solidq.storage.dialects.mysql` and
+:mod:`~flask_solidq.storage.dialects.sqlite`). These few statements are
 PostgreSQL-only because they use what only PostgreSQL has, data-modifying CTEs (one round trip
 where the other databases need four), ``unnest`` over array parameters, and ``pg_notify``.
-The operations pick them through :mod:`flask_solidq.db`'s capability checks
+The operations pick them through :mod:`flask_solidq.storage.db`'s capability checks
 (``supports_insert_in_cte``) and never build SQL text themselves.
 """
 
@@ -25,7 +26,7 @@ READY_CHANNEL = "solidq_ready"
 SCHEDULED_CHANNEL = "solidq_scheduled"
 
 #: Turns JIT compilation off for the rest of a transaction (see
-#: :func:`flask_solidq.db.read_for_counts`).
+#: :func:`flask_solidq.storage.db.read_for_counts`).
 JIT_OFF = "SET LOCAL jit = off"
 
 

@@ -27,7 +27,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from flask_solidq import db
+from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import frozen_at
 from flask_solidq.timing import utcnow
@@ -64,7 +64,7 @@ def column(connection: sa.Connection) -> sa.ColumnElement[dt.datetime] | None:
 
 
 def read_now(engine: sa.Engine) -> dt.datetime:
-    """:func:`now` on the open :func:`flask_solidq.db.transaction` of ``engine``, or on a
+    """:func:`now` on the open :func:`flask_solidq.storage.db.transaction` of ``engine``, or on a
     connection of its own."""
     if engine.dialect.name not in _QUERIES or frozen_at() is not None:
         return utcnow()

@@ -1,11 +1,11 @@
 """The queue's transactions and the statements every dialect writes its own way.
 
 How a transaction is opened for writing or reading (and joined: an explicit
-:func:`transaction`, or the app's own, see :mod:`flask_solidq.app_transaction`), row locking
+:func:`transaction`, or the app's own, see :mod:`flask_solidq.storage.app_transaction`), row locking
 with ``SKIP LOCKED``, inserts that ignore duplicates, deletes by id, and which errors are
 deadlocks worth retrying. Operations call these helpers and never test the dialect. How the
-engines are built is :mod:`flask_solidq.engines`'; PostgreSQL's driver-level fast path is
-:mod:`flask_solidq.fast_path`'s.
+engines are built is :mod:`flask_solidq.storage.engines`'; PostgreSQL's driver-level fast path is
+:mod:`flask_solidq.storage.fast_path`'s.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from flask_solidq import mysql
-from flask_solidq import pooler
-from flask_solidq import postgres
-from flask_solidq import sqlite
+from flask_solidq.storage import pooler
+from flask_solidq.storage.dialects import mysql
+from flask_solidq.storage.dialects import postgres
+from flask_solidq.storage.dialects import sqlite
 
 T = t.TypeVar("T")
 
@@ -69,7 +69,7 @@ def joined(
 ) -> t.Iterator[sa.Connection]:
     """Inside the block, every queue write on ``engine`` runs on ``connection``, in a
     transaction someone else owns (the app's session: see
-    :mod:`flask_solidq.app_transaction`), and :func:`after_commit` callbacks go to
+    :mod:`flask_solidq.storage.app_transaction`), and :func:`after_commit` callbacks go to
     ``callbacks``, which that owner runs when it commits. Nothing here commits."""
     current = _ambient.get() or {}
     # The dict itself, read now: after a lost connection, reading connection.info raises.
@@ -213,7 +213,7 @@ def counts_from_index_alone(connection: sa.Connection | sa.Engine) -> bool:
 def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
     """Whether processes can wake each other through the database: PostgreSQL's
     ``LISTEN``/``NOTIFY``, heard through psycopg 3; behind a pooler, only with a direct URL
-    to listen on (see :func:`flask_solidq.pooler.listen_engine`). Where they can't, nobody
+    to listen on (see :func:`flask_solidq.storage.pooler.listen_engine`). Where they can't, nobody
     sends ``NOTIFY`` (a lock at commit for no listener) and this machine's sockets wake its
     processes instead."""
     if connection.dialect.name != "postgresql" or connection.dialect.driver != "psycopg":

@@ -8,15 +8,16 @@ text never changes. Here they run on the pooled DBAPI connection (``sqlite3``, P
 compiled once, their parameters converted by the columns' own bind processors (so a datetime
 is stored in exactly the text SQLAlchemy stores, which the queue's comparisons on SQLite rely
 on), in the transaction the ordinary path takes: on SQLite this process's writer lock
-(:func:`flask_solidq.sqlite.writer_lock`), ``BEGIN IMMEDIATE`` and ``COMMIT``; on MySQL the
+(:func:`flask_solidq.storage.dialects.sqlite.writer_lock`), ``BEGIN IMMEDIATE`` and ``COMMIT``; on
+MySQL the
 driver's own transaction, at the isolation level the pool's connect set. Every error rolls
 back and is raised as SQLAlchemy's, and a lost MySQL connection invalidates the pool's
 connections of its generation (as SQLAlchemy's Connection does). The pool and its connect
 events (WAL, pragmas, timeouts) still apply. PostgreSQL has its own one-statement path
-(:mod:`flask_solidq.fast_path`).
+(:mod:`flask_solidq.storage.fast_path`).
 
 Only when nothing would miss it: an engine whose statements something listens to (tracing, a
-test counting statements; see :func:`flask_solidq.fast_path.has_execution_listeners`) takes
+test counting statements; see :func:`flask_solidq.storage.fast_path.has_execution_listeners`) takes
 the ordinary way, and so does an enqueue inside the caller's transaction or one a control acts
 on (the caller decides those).
 """
@@ -32,8 +33,8 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from flask_solidq import fast_path
-from flask_solidq import sqlite
+from flask_solidq.storage import fast_path
+from flask_solidq.storage.dialects import sqlite
 
 #: The drivers this path knows how to run a transaction on.
 DRIVERS = frozenset({"pysqlite", "pymysql"})
@@ -224,7 +225,8 @@ def transaction(engine: sa.Engine) -> t.Iterator[Run]:
     transaction's cursor.
 
     :raises sqlalchemy.exc.DBAPIError: the database refused or failed (as SQLAlchemy's
-        Connection raises it, so :func:`flask_solidq.db.retrying_deadlocks` knows a deadlock);
+        Connection raises it, so :func:`flask_solidq.storage.db.retrying_deadlocks` knows a
+        deadlock);
         the transaction was rolled back.
     """
     sqlite_lock = sqlite.writer_lock(engine)

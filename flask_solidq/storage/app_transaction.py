@@ -26,7 +26,7 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_solidq import db
+from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
     from flask_solidq.state import SolidQState

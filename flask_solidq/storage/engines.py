@@ -4,8 +4,9 @@ The queue has engines (and so connection pools) of its own, apart from the app's
 settings would change how the app's own transactions lock, and the workers must not starve the
 app's pool. Each is tuned for its database here (:func:`create_queue_engine`), with the
 guards of ``SOLIDQ_DATABASE_*`` against a database that is slow, gone or cut off
-(:class:`ConnectionSettings`); SQLite's connection setup is :mod:`flask_solidq.sqlite`'s,
-a pooler's :mod:`flask_solidq.pooler`'s.
+(:class:`ConnectionSettings`); SQLite's connection setup is
+:mod:`flask_solidq.storage.dialects.sqlite`'s,
+a pooler's :mod:`flask_solidq.storage.pooler`'s.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import pooler
-from flask_solidq import sqlite
+from flask_solidq.storage import pooler
+from flask_solidq.storage.dialects import sqlite
 
 #: Seconds a SQLite connection waits for another process's write lock before it gives up with
 #: "database is locked". Queue transactions are short, so a long wait means a real problem.
@@ -58,7 +59,8 @@ class ConnectionSettings:
     #: a direct connection: see :func:`create_queue_engine`.
     pooler: str | None = None
     #: A URL that reaches PostgreSQL directly, past the pooler, for ``LISTEN`` (see
-    #: :func:`flask_solidq.pooler.listen_engine`); None: behind a pooler, processes poll instead.
+    #: :func:`flask_solidq.storage.pooler.listen_engine`); None: behind a pooler, processes poll
+    #: instead.
     listen_url: sa.URL | None = None
 
 
@@ -83,7 +85,7 @@ def create_queue_engine(
     * Every server database: the timeouts of ``connections`` (see :func:`connection_args`),
       and ``pool_pre_ping``.
     * PostgreSQL behind a pooler (``connections.pooler``): see
-      :func:`flask_solidq.pooler.configure`.
+      :func:`flask_solidq.storage.pooler.configure`.
     * Every database: ``hide_parameters``, so no SQLAlchemy error's text (and so no log line
       or traceback) ever carries a job's arguments or keys.
     """
@@ -141,7 +143,7 @@ def create_claim_engine(
     order, so no claim can be lost once its job's outcome is stored. Everything else commits
     durably. Its connections have the same timeouts as the queue engine's. Behind a pooler,
     ``synchronous_commit`` is set in each of its transactions, as the statement timeout is
-    (see :func:`flask_solidq.pooler.configure`).
+    (see :func:`flask_solidq.storage.pooler.configure`).
     """
     if url.get_backend_name() != "postgresql":
         return None
@@ -164,7 +166,7 @@ def _configure_pooler(
     connections: ConnectionSettings,
     prelude: str,
 ) -> None:
-    """Record how ``engine`` reaches PostgreSQL (see :func:`flask_solidq.pooler.configure`);
+    """Record how ``engine`` reaches PostgreSQL (see :func:`flask_solidq.storage.pooler.configure`);
     behind a pooler, its listener is built on the direct listen URL, without startup options
     either (the URL may be a session-pooling PgBouncer's)."""
     build_listener = None
@@ -193,7 +195,8 @@ def connection_args(
       ``statement_timeout`` in ``options``, before the app's own options so a
       ``-c statement_timeout`` of the app's wins. Behind a pooler (``connections.pooler``),
       no ``options`` (PgBouncer refuses a connection that sends them; the statement timeout
-      is set in each transaction instead, see :func:`flask_solidq.pooler.configure`), and psycopg's
+      is set in each transaction instead, see :func:`flask_solidq.storage.pooler.configure`), and
+      psycopg's
       automatic prepared statements are off (``prepare_threshold=None``): a statement
       prepared on one server connection doesn't exist on the next transaction's.
     * MySQL/MariaDB (PyMySQL): ``connect_timeout``; PyMySQL exposes no TCP keepalive, so

@@ -1,7 +1,8 @@
 """What MySQL and MariaDB need that SQLAlchemy Core doesn't render for them on its own.
 
 The statements and hints that only these two take, in one place beside
-:mod:`~flask_solidq.postgres` and :mod:`~flask_solidq.sqlite`; :mod:`flask_solidq.db` picks
+:mod:`~flask_solidq.storage.dialects.postgres` and :mod:`~flask_solidq.storage.dialects.sqlite`;
+:mod:`flask_solidq.storage.db` picks
 between them, so the operations never test the dialect.
 """
 
@@ -29,7 +30,7 @@ def forcing_index(query: sa.Select[t.Any], table: sa.Table, index: str) -> sa.Se
 def delete_by_ids(table_name: str) -> sa.TextClause:
     """``DELETE`` the rows of ``table_name`` whose ids the JSON array ``:ids`` lists, joined
     from the list so the server reads the table by its primary key (see
-    :func:`flask_solidq.db.delete_by_ids`)."""
+    :func:`flask_solidq.storage.db.delete_by_ids`)."""
     return sa.text(
         f"DELETE t FROM JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS k"
         f" STRAIGHT_JOIN {table_name} AS t ON t.id = k.id"

@@ -15,8 +15,8 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import db
-from flask_solidq import pooler
+from flask_solidq.storage import db
+from flask_solidq.storage import pooler
 
 
 def fetch_autocommitted(
@@ -223,7 +223,7 @@ def _fetch(
     parameters on the client); a driver error becomes SQLAlchemy's, and a lost connection
     invalidates the pool's connections of its generation (as SQLAlchemy's Connection does: a
     restarted server dropped them all). PgBouncer refusing a prepared statement says what to
-    set (:data:`flask_solidq.pooler.POOLER_FIX`)."""
+    set (:data:`flask_solidq.storage.pooler.POOLER_FIX`)."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
     try:
         cursor = _client_cursor(pooled) if client_side else pooled.cursor()

@@ -3,9 +3,9 @@
 Transaction pooling hands each transaction any server connection, so nothing the queue needs
 may live on a session: no startup options (``SET LOCAL`` in each transaction instead), no
 server-side prepared statements, and ``LISTEN`` only through a URL that reaches PostgreSQL
-directly. Which engines are pooled is recorded here when :mod:`flask_solidq.engines` builds
-them; the transactions (:mod:`flask_solidq.db`) and the driver-level fast path
-(:mod:`flask_solidq.fast_path`) ask this module what a pooled engine needs.
+directly. Which engines are pooled is recorded here when :mod:`flask_solidq.storage.engines` builds
+them; the transactions (:mod:`flask_solidq.storage.db`) and the driver-level fast path
+(:mod:`flask_solidq.storage.fast_path`) ask this module what a pooled engine needs.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def configure(
 ) -> None:
     """PostgreSQL behind a pooler (``pooler``, ``SOLIDQ_DATABASE_POOLER``): transaction
     pooling gives each transaction any server connection, so nothing the queue needs may live
-    on a session. What :func:`flask_solidq.engines.connection_args` would send as startup
+    on a session. What :func:`flask_solidq.storage.engines.connection_args` would send as startup
     options is set with ``SET LOCAL`` (``prelude``) in each transaction instead: sent with its
     ``BEGIN`` (see :func:`_begin_with_prelude`), and before each statement of
-    :func:`flask_solidq.fast_path.fetch_autocommitted` in the same round trip. ``LISTEN``
+    :func:`flask_solidq.storage.fast_path.fetch_autocommitted` in the same round trip. ``LISTEN``
     goes through :func:`listen_engine`, on the engine ``build_listener`` builds.
 
     Connected directly: only a connection PgBouncer refuses for its startup options is told
@@ -106,7 +106,7 @@ def _begin_with_prelude(prelude: bytes, dbapi_connection: t.Any) -> None:
     own; ``BEGIN`` and the ``SET LOCAL`` statements go in that same round trip instead, on the
     driver's libpq connection (psycopg reads the transaction's state from there, so it sends
     no second ``BEGIN``). An autocommit connection's statements commit on their own: the
-    prelude travels with each (:func:`flask_solidq.fast_path.fetch_autocommitted`). Other
+    prelude travels with each (:func:`flask_solidq.storage.fast_path.fetch_autocommitted`). Other
     drivers, or a connection with its own isolation level, take a round trip more."""
     driver = dbapi_connection.driver_connection
     if getattr(driver, "autocommit", False):
