@@ -18,6 +18,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import queues
 from flask_solidq.timing import utcnow
 from tests import support
+from tests import test_metrics as metrics_tests
 from tests.operations.test_job_actions import enqueue
 from tests.operations.test_job_actions import run_ready
 from tests.test_metrics import Samples
@@ -31,6 +32,10 @@ from tests.test_metrics import scrape
 if t.TYPE_CHECKING:
     from flask import Flask
 
+# test_metrics' fixtures: the dashboard on, and more apps on the same database.
+app = metrics_tests.app
+make_app = metrics_tests.make_app
+
 OTHER = "other"
 #: The gauges labelled by queue alone.
 PER_QUEUE = (
@@ -39,29 +44,6 @@ PER_QUEUE = (
     "solidq_jobs_finished_last_hour",
     "solidq_jobs_failed_last_hour",
 )
-
-
-@pytest.fixture
-def app(database_url: str) -> t.Iterator[Flask]:
-    """Overrides conftest's ``app``: the dashboard on (testing mode opens it)."""
-    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
-        yield app
-
-
-@pytest.fixture
-def make_app(app: Flask, database_url: str) -> t.Iterator[t.Callable[..., Flask]]:
-    """More apps on the same database with other settings (``app`` empties it after)."""
-    made: list[Flask] = []
-
-    def make(**config: t.Any) -> Flask:
-        made.append(support.create_app(database_url, SOLIDQ_DASHBOARD=True, **config))
-        return made[-1]
-
-    yield make
-    for other in made:
-        with other.app_context():
-            other.extensions["solidq"].dispose()
-            support.db.engines[None].dispose()
 
 
 @pytest.fixture(autouse=True)

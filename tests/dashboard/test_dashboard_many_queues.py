@@ -15,6 +15,7 @@ import pytest
 from flask_solidq.operations import queues
 from flask_solidq.reads import queue_pages
 from tests import support
+from tests.dashboard import test_dashboard as dashboard_tests
 from tests.dashboard.test_dashboard import Page
 from tests.dashboard.test_dashboard import clean_job_module  # noqa: F401
 from tests.dashboard.test_dashboard import failed_job
@@ -27,6 +28,10 @@ if t.TYPE_CHECKING:
     from flask import Flask
     from flask.testing import FlaskClient
 
+# The dashboard tests' fixtures: the dashboard on, no request context kept pushed.
+app = dashboard_tests.app
+_push_request_context = dashboard_tests._push_request_context
+
 PREFIX = "/solidq"
 #: 120 queues with a job each: more than two pages.
 NAMES = [f"queue-{number:03d}" for number in range(120)]
@@ -34,18 +39,6 @@ NAMES = [f"queue-{number:03d}" for number in range(120)]
 PAUSED_ONLY = "queue-paused-only"
 #: Names a search must take as text, not as patterns.
 ODD = ["odd%name", "odd_name", "odd/slash"]
-
-
-@pytest.fixture
-def app(database_url: str) -> t.Iterator[Flask]:
-    """Overrides conftest's ``app``: the dashboard on (testing mode opens it)."""
-    with support.app_emptied_after(database_url, SOLIDQ_DASHBOARD=True) as app:
-        yield app
-
-
-@pytest.fixture(autouse=True)
-def _push_request_context() -> None:
-    """Overrides pytest-flask's fixture of that name (see tests/dashboard/test_dashboard.py)."""
 
 
 @pytest.fixture
