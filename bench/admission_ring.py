@@ -2,8 +2,9 @@
 
     python bench/admission_ring.py [--backends sqlite,postgres] [--jobs N] [--rounds R]
 
-The ring (``solidq_rate_limits.admissions``, :mod:`flask_solidq.controls.admission_ring`) is
-one more value in the UPDATE a claim already makes to each budget it charges. This measures
+The ring (``solidq_rate_limits.admissions``,
+:mod:`flask_solidq.controls.rate_limit.admission_ring`) is one more value in the UPDATE a claim
+already makes to each budget it charges. This measures
 what that costs: for each backend and round, two child processes each claim a backlog of
 ``--jobs`` rate-limited jobs, 10 per claim (``claim_batch``, in-process, no worker), in a
 scratch database of their own; one imports flask_solidq from ``--before`` (default

@@ -94,7 +94,7 @@ from bench import common  # noqa: E402
 from bench import rate_limit_jobs  # noqa: E402
 from bench.rate_limit_jobs import Case  # noqa: E402
 from flask_solidq import models  # noqa: E402
-from flask_solidq.controls import gcra  # noqa: E402
+from flask_solidq.controls.rate_limit import gcra  # noqa: E402
 from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 WORK_APP = "bench.rate_limit_jobs:create_app"

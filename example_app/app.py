@@ -29,7 +29,7 @@ from example_app.extensions import migrate
 from example_app.extensions import solidq
 from example_app.models import Product
 from flask_solidq import models as queue
-from flask_solidq.controls.budgets import IS_DEFERRED
+from flask_solidq.controls.rate_limit.budgets import IS_DEFERRED
 from flask_solidq.resources import resource_dir
 
 pages = Blueprint("pages", __name__)

@@ -27,7 +27,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls import budgets
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.errors import SolidQError
 from flask_solidq.models.tables import FAILED
 from flask_solidq.operations.processes import process_rows

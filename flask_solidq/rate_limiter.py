@@ -19,21 +19,21 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import errors
-from flask_solidq.controls import admissions
-from flask_solidq.controls import budget_lookup
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
-from flask_solidq.controls import named_budgets
 from flask_solidq.controls import rate_limit
-from flask_solidq.controls.available import admits_available
+from flask_solidq.controls.rate_limit import admissions
+from flask_solidq.controls.rate_limit import budget_lookup
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import gcra
+from flask_solidq.controls.rate_limit import named_budgets
+from flask_solidq.controls.rate_limit.available import admits_available
 from flask_solidq.state import get_state
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.rate_charges import Charge
+    from flask_solidq.controls.rate_limit.rate_charges import Charge
     from flask_solidq.definitions.job import Job
 
 
@@ -180,8 +180,8 @@ class RateLimiter:
         admission and tries again, for up to ``timeout`` seconds (None, the default: as long
         as it takes; 0: not at all). ``RateLimited`` raised in the block (the API said 429)
         pauses the budgets for its ``retry_after``, as a job's does, then propagates. The
-        block gets an :class:`~flask_solidq.controls.admissions.Admission`. A call whose keys
-        come out blank isn't limited: it is admitted at once, charging nothing.
+        block gets an :class:`~flask_solidq.controls.rate_limit.admissions.Admission`. A call whose
+        keys come out blank isn't limited: it is admitted at once, charging nothing.
 
         :raises flask_solidq.errors.RateLimited: (with ``keys``, pausing nothing) none within
             ``timeout``; raised at once when the next admission is later than that, with its

@@ -137,7 +137,7 @@ class SolidQState:
         """Raise :class:`~flask_solidq.PendingMigrations` unless every flask-solidq table
         (and every column a later schema version added) exists, apart from the rate limit's
         budgets table: without it only rate-limited jobs wait (they fail closed, see
-        :mod:`flask_solidq.controls.budget_table`), so enqueueing and workers go on. A
+        :mod:`flask_solidq.controls.rate_limit.budget_table`), so enqueueing and workers go on. A
         positive answer is cached for the life of the process."""
         if self._tables_exist:
             return

@@ -54,7 +54,7 @@ class ClaimedJob(t.NamedTuple):
     #: The batch the job belongs to, if any: its outcome is counted there.
     batch_id: int | None = None
     #: Every budget it is charged and its units, under stacked or weighted rate limits
-    #: (:mod:`flask_solidq.controls.rate_charges`); None under one limit of one unit.
+    #: (:mod:`flask_solidq.controls.rate_limit.rate_charges`); None under one limit of one unit.
     rate_limit_charges: str | None = None
 
 

@@ -17,7 +17,7 @@ from flask_solidq import config
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 from flask_solidq import models
-from flask_solidq.controls import named_budgets
+from flask_solidq.controls.rate_limit import named_budgets
 from flask_solidq.definitions import registry
 from flask_solidq.operations import queues
 from flask_solidq.recurring import tasks

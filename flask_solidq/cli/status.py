@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import typing as t
 
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.formatting import count_of
 from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age

@@ -14,7 +14,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls import coalescing
+from flask_solidq.controls import coalesce
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
 from flask_solidq.controls.base import ClaimAgain as ClaimAgain
@@ -35,7 +35,7 @@ if t.TYPE_CHECKING:
 
 #: Every control, in the order their hooks run. Fixed at import: the hooks a control
 #: overrides are looked up once (:func:`_overriding`).
-CONTROLS: tuple[Control, ...] = (concurrency.CONTROL, rate_limit.CONTROL, coalescing.CONTROL)
+CONTROLS: tuple[Control, ...] = (concurrency.CONTROL, rate_limit.CONTROL, coalesce.CONTROL)
 
 
 class Enqueue(t.NamedTuple):

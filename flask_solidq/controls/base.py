@@ -99,7 +99,7 @@ class ClaimClock:
     A claim made for a worker that waits for a job's start (``charges_ahead``) lets a hook
     charge a job at a moment just ahead of the clock (:meth:`charge_ahead`); the job's claim is
     then stamped with that moment, and the worker starts it no earlier (see "Charging ahead"
-    in :mod:`~flask_solidq.controls.gcra`).
+    in :mod:`~flask_solidq.controls.rate_limit.gcra`).
     """
 
     def __init__(

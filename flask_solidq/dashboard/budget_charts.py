@@ -1,6 +1,6 @@
 """The budgets page's charts: for each budget, its admissions per second over the last
-minutes (the ring its claims keep, :mod:`flask_solidq.controls.admission_ring`), drawn against
-its limit (``to`` per ``per`` seconds, as a rate per second) when this app declares it. The
+minutes (the ring its claims keep, :mod:`flask_solidq.controls.rate_limit.admission_ring`), drawn
+against its limit (``to`` per ``per`` seconds, as a rate per second) when this app declares it. The
 ring of a limit counted in units (``limits_rate(cost=)``) holds units, and its chart says so:
 "units/s" against a limit of units, never a count of claims."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from flask_solidq.controls import admission_ring
+from flask_solidq.controls.rate_limit import admission_ring
 from flask_solidq.dashboard import bar_chart
 from flask_solidq.reads import control_reads
 

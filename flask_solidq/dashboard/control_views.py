@@ -1,8 +1,9 @@
 """The dashboard's pages for what the controls store: rate-limit budgets, coalesce keys,
 concurrency keys (their blocked jobs and semaphores), and the registered processes. Each
 reads through :mod:`flask_solidq.reads.control_reads` (and the figures of
-:mod:`~flask_solidq.reads.queue_figures` / :mod:`~flask_solidq.controls.budgets`), a page at a
-time: every list that grows with the queue is keyset-paginated (``?after=``, the last key or
+:mod:`~flask_solidq.reads.queue_figures` / :mod:`~flask_solidq.controls.rate_limit.budgets`), a
+page at a time: every list that grows with the queue is keyset-paginated (``?after=``, the last key
+or
 id of the previous page), the figures per job name are bounded by the app's definitions.
 """
 
@@ -14,8 +15,8 @@ import datetime as dt
 from flask import Blueprint
 from flask import render_template
 
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.dashboard import budget_charts
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading

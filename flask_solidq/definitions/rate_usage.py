@@ -8,7 +8,8 @@ import typing as t
 class RateLimitUsage:
     """The part of a job that reports what its rate-limited call really used."""
 
-    #: Set by the worker that runs the job (:class:`flask_solidq.controls.rate_usage.Usage`):
+    #: Set by the worker that runs the job
+    #: (:class:`flask_solidq.controls.rate_limit.rate_usage.Usage`):
     #: corrects the budgets its claim charged. None when no claim charged any (a job
     #: performed now, in the caller's process).
     _rate_limit_usage: t.Callable[[int, str | None], int] | None = None

@@ -62,8 +62,8 @@ class CoalescedCall(Base):
         """A select of the calls still waiting to run: their job hasn't finished, hasn't failed
         and hasn't started. So scheduled, ready and blocked jobs' calls count, and so do those
         of a claimed job whose coalesce key still points at it: starting is what frees the key
-        (:mod:`~flask_solidq.controls.coalesce_start`), so a claimed job still holding its key
-        hasn't started.
+        (:mod:`~flask_solidq.controls.coalesce.coalesce_start`), so a claimed job still holding its
+        key hasn't started.
 
         ``session.scalar(sa.select(sa.func.count()).select_from(CoalescedCall.waiting()
         .subquery()))`` counts them.
@@ -71,7 +71,7 @@ class CoalescedCall(Base):
         A collecting job that no longer holds a key (it filled, or runs again after a retry)
         counts as started from its claim, since nothing stored tells its claim from its start:
         which it is, because workers claim collecting jobs only for idle threads and start
-        them first, never ahead (:class:`~flask_solidq.controls.coalescing.Coalescing`).
+        them first, never ahead (:class:`~flask_solidq.controls.coalesce.control.Coalescing`).
 
         The conditions correlate on the job's id rather than the call's ``job_id``: the same
         value, but PostgreSQL then probes each job once rather than each call (bench/coalesce.py:

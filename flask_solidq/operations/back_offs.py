@@ -3,18 +3,19 @@
 Part of storing a batch of outcomes (:mod:`flask_solidq.operations.finalize`), in its
 transaction: :func:`pause` before the jobs' claims are deleted (budgets first, as a claim
 locks them), :func:`defer` after. Each job's budgets (the ones it was admitted
-by: :func:`flask_solidq.controls.rate_charges.of`) are paused from the database's clock
-(:mod:`flask_solidq.controls.back_off`), and the job goes back to wait exactly as a job its
+by: :func:`flask_solidq.controls.rate_limit.rate_charges.of`) are paused from the database's clock
+(:mod:`flask_solidq.controls.rate_limit.back_off`), and the job goes back to wait exactly as a job
+its
 rate limit deferred at claim does:
 
 * a scheduled execution at the latest of its budgets' next slots, which come after the pause
   (a job without a budget: the pause's end);
 * the job row's own ``scheduled_at`` untouched, so the execution due later than it reads as
-  deferred (:data:`flask_solidq.controls.budgets.IS_DEFERRED`: the dashboard, ``status`` and
-  the metrics count it there);
+  deferred (:data:`flask_solidq.controls.rate_limit.budgets.IS_DEFERRED`: the dashboard, ``status``
+  and the metrics count it there);
 * no attempt recorded, and ``executions`` as before the run (the payload is saved, with any
   step progress);
-* without the budgets table (:mod:`~flask_solidq.controls.budget_table`), no budget is
+* without the budgets table (:mod:`~flask_solidq.controls.rate_limit.budget_table`), no budget is
   paused: the job waits out its pause as a job without a rate limit does;
 * its concurrency slot given back once the outcome committed (the FINISH hooks, as a claim's
   deferral gives it back in its ``after_claim``); it takes one again, or blocks, when it comes
@@ -25,7 +26,7 @@ The ``rate_limit_back_off`` signal is sent per job once the transaction committe
 A job held at its start by a pause (:attr:`~flask_solidq.operations.execute.Outcome
 .held_at_start`: admitted before the 429, not started) is stored the same way, but it never
 ran: its claim's charges are given back to its budgets (no further than the moment of the
-deferral, :meth:`~flask_solidq.controls.gcra.Budget.correct`), it pauses nothing but what
+deferral, :meth:`~flask_solidq.controls.rate_limit.gcra.Budget.correct`), it pauses nothing but what
 its process heard and hadn't stored, and ``defer_rate_limited`` is sent for it instead.
 """
 
@@ -39,11 +40,11 @@ import sqlalchemy as sa
 
 from flask_solidq import errors
 from flask_solidq import signals
-from flask_solidq.controls import back_off
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import rate_charges
-from flask_solidq.controls.rate_charges import Charge
+from flask_solidq.controls.rate_limit import back_off
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import rate_charges
+from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import dispatch

@@ -124,7 +124,7 @@ def claim_batch(
     ``charge_ahead``: the caller starts each job of the batch's ``starts`` no earlier than
     its moment there, so a rate limit may admit a job a few milliseconds ahead of the clock
     rather than send it back to wait (see "Charging ahead" in
-    :mod:`~flask_solidq.controls.gcra`).
+    :mod:`~flask_solidq.controls.rate_limit.gcra`).
 
     Each queue's claim commits on its own. A deadlock (MySQL) is tried again. When jobs were
     claimed, ``signals.claim`` is sent after the commit. A ``process_id`` that is not

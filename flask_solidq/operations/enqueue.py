@@ -115,7 +115,7 @@ def enqueue_all(engine: sa.Engine, jobs: t.Sequence[Job]) -> None:
     """Store ``jobs`` and record each outcome: the ordinary ones in one transaction, with
     multi-row inserts; then the ones a control takes over (coalesced calls: key after key in
     sorted order, one transaction per job their calls land in, see
-    :func:`flask_solidq.controls.coalesce_admission.admit_all`). Inside the caller's
+    :func:`flask_solidq.controls.coalesce.coalesce_admission.admit_all`). Inside the caller's
     transaction it is all one, all-or-nothing.
 
     Every payload and key is built before anything is committed (on PostgreSQL, the rows

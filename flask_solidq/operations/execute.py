@@ -16,9 +16,9 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
-from flask_solidq.controls import back_off
-from flask_solidq.controls import rate_charges
-from flask_solidq.controls import rate_usage
+from flask_solidq.controls.rate_limit import back_off
+from flask_solidq.controls.rate_limit import rate_charges
+from flask_solidq.controls.rate_limit import rate_usage
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
@@ -103,7 +103,7 @@ def perform(
     worker holding the claim, lets a job with steps save its progress as it goes.
 
     The controls' START hooks run first: a coalesced job frees its key and reads its payload
-    and calls again (see :mod:`~flask_solidq.controls.coalesce_start`). A job whose
+    and calls again (see :mod:`~flask_solidq.controls.coalesce.coalesce_start`). A job whose
     definition can't be loaded, or whose arguments or calls can't be, fails with that reason
     before anything runs.
     """
@@ -308,7 +308,7 @@ def _rate_limited(claimed: ClaimedJob, job: Job, limited: errors.RateLimited) ->
     """Deferred: back to scheduled once its budgets' back-off is stored, with its progress;
     the run isn't counted (``executions`` as before it), and no rule sees the error. The
     back-off is noted in this process and written at once, before the outcome is handed on
-    (:func:`flask_solidq.controls.back_off.heard`); the time the job runs again is the
+    (:func:`flask_solidq.controls.rate_limit.back_off.heard`); the time the job runs again is the
     finisher's to decide (its budgets' next slot after the pause), so ``retry`` holds this
     host's estimate until then."""
     job.executions = max(0, job.executions - 1)

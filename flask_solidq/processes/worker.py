@@ -29,7 +29,7 @@ run, it claims for idle threads only). The claimed-ahead jobs are claims like an
   the worker claims only for idle threads, as without ``prefetch``, so they aren't starved
   by the unlimited jobs behind them. Collecting jobs are treated the same (a claimed one is
   one starting now, so ``CoalescedCall.waiting()`` counts the calls of every collecting job
-  not yet started: see :class:`~flask_solidq.controls.coalescing.Coalescing`).
+  not yet started: see :class:`~flask_solidq.controls.coalesce.control.Coalescing`).
 
 Without a backlog a worker claims for its idle threads only, so it doesn't hoard the few
 ready jobs another worker's idle threads could run.

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from flask_solidq import argument_filter
 from flask_solidq import identifiers
-from flask_solidq.controls.budgets import IS_DEFERRED
+from flask_solidq.controls.rate_limit.budgets import IS_DEFERRED
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS
@@ -130,7 +130,7 @@ class JobDetail:
     #: a retry by hand, until the job itself goes.
     attempts: list[attempt_reads.Attempt] = dataclasses.field(default_factory=list)
     #: Every budget it is charged and its units, as stored, under stacked or weighted limits
-    #: (:mod:`flask_solidq.controls.rate_charges`).
+    #: (:mod:`flask_solidq.controls.rate_limit.rate_charges`).
     rate_limit_charges: str | None = None
 
     @property

@@ -4,7 +4,7 @@ open coalesce keys, blocked concurrency keys with their semaphores, and processe
 Every list is keyset-paginated on a unique, indexed column (``after``: the last value of the
 previous page), so a page costs the same with a million keys as with ten. The figures per job
 name (:func:`flask_solidq.reads.queue_figures.coalesce_summary`) and the deferred jobs per
-budget (:func:`flask_solidq.controls.budgets.waiting`) are read where they already live.
+budget (:func:`flask_solidq.controls.rate_limit.budgets.waiting`) are read where they already live.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
-from flask_solidq.controls.available import admits_available as admits_available  # re-exported
+from flask_solidq.controls.rate_limit import gcra
+from flask_solidq.controls.rate_limit.available import (
+    admits_available as admits_available,  # re-exported
+)
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import CLAIMED
@@ -45,7 +47,7 @@ class BudgetRow(t.NamedTuple):
     tat: dt.datetime
     last_slot_at: dt.datetime | None
     updated_at: dt.datetime
-    #: Its recent admissions (:mod:`flask_solidq.controls.admission_ring`).
+    #: Its recent admissions (:mod:`flask_solidq.controls.rate_limit.admission_ring`).
     admissions: str | None = None
     #: Until when an API's 429 paused it (None: never paused).
     backed_off_until: dt.datetime | None = None

@@ -11,7 +11,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls.budgets import IS_DEFERRED
+from flask_solidq.controls.rate_limit.budgets import IS_DEFERRED
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS

@@ -16,7 +16,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.controls.budgets import DEFERRED_KEY
+from flask_solidq.controls.rate_limit.budgets import DEFERRED_KEY
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS

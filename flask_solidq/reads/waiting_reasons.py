@@ -9,11 +9,11 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
-from flask_solidq.controls import rate_charges
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import gcra
+from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.definitions import registry
 from flask_solidq.errors import JobNotFound
 from flask_solidq.models.tables import COALESCE_KEYS

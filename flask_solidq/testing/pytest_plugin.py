@@ -21,7 +21,7 @@ import pytest
 
 from flask_solidq import testing
 from flask_solidq.config import Adapter
-from flask_solidq.controls import local_pauses
+from flask_solidq.controls.rate_limit import local_pauses
 
 if t.TYPE_CHECKING:
     from flask import Flask

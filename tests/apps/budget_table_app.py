@@ -1,7 +1,7 @@
 """The rate-limit app with the waits of a missing budgets table scaled down from minutes to
 seconds: ``flask --app tests.apps.budget_table_app``, for the process test that migrates the
 table back under running workers and watches the reminders (the real waits are a minute and
-five: see :mod:`flask_solidq.controls.budget_table`).
+five: see :mod:`flask_solidq.controls.rate_limit.budget_table`).
 
 Environment: as :mod:`tests.apps.rate_limit_app`.
 """
@@ -12,8 +12,7 @@ import datetime as dt
 
 from flask import Flask
 
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import budget_table
 from tests.apps import rate_limit_app
 
 #: How long a limited job waits while the table is missing.
@@ -27,7 +26,7 @@ REMINDER = 3.0
 def create_app() -> Flask:
     """The rate-limit app; the waits are scaled here, not at import (the tests import the
     numbers above), before `flask solidq work` forks its processes."""
-    rate_limit.TABLE_MISSING_WAIT = dt.timedelta(seconds=WAIT)
+    budget_table.TABLE_MISSING_WAIT = dt.timedelta(seconds=WAIT)
     budget_table.RECHECK_INTERVAL = RECHECK
     budget_table.REMINDER_INTERVAL = REMINDER
     return rate_limit_app.create_app()

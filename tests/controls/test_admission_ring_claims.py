@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from flask_solidq import limits_rate
 from flask_solidq import models
-from flask_solidq.controls import admission_ring
+from flask_solidq.controls.rate_limit import admission_ring
 from flask_solidq.operations import claim
 from tests import support
 from tests.support import solidq

@@ -1,5 +1,5 @@
 """Without the budgets table (``solidq_rate_limits``) the rate limit fails closed and the rest
-carries on (:mod:`flask_solidq.controls.budget_table`), on every backend, without worker
+carries on (:mod:`flask_solidq.controls.rate_limit.budget_table`), on every backend, without worker
 processes: the table is renamed away (missing from the start, or gone under a process that
 had found it), jobs are enqueued and claimed with
 :func:`flask_solidq.operations.claim.claim_batch`, and what each reader of budgets makes of
@@ -20,8 +20,7 @@ import sqlalchemy as sa
 
 from flask_solidq import PendingMigrations
 from flask_solidq import housekeeping
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import budget_table
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
@@ -40,7 +39,7 @@ if t.TYPE_CHECKING:
 PROCESS_ID = 4747
 CLAIMERS = (PROCESS_ID,)
 EVERY_QUEUE = claim.QueueSelector(("*",))
-WAIT = rate_limit.TABLE_MISSING_WAIT
+WAIT = budget_table.TABLE_MISSING_WAIT
 AWAY = "solidq_rate_limits_away"
 GLOBAL_KEY = "rate_test.global/global"
 

@@ -1,6 +1,6 @@
 """Without the budgets table, in real `flask solidq work` processes, on every backend: the
 rate limit fails closed and everything else carries on
-(:mod:`flask_solidq.controls.budget_table`).
+(:mod:`flask_solidq.controls.rate_limit.budget_table`).
 
 Each test starts `flask solidq work --threads 3` (two worker processes, or one, and a
 dispatcher, polling fast) on the rate-limit app, with ``solidq_rate_limits`` renamed away
@@ -22,7 +22,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import budget_table
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.apps import budget_table_app
@@ -195,9 +195,9 @@ def test_without_the_table_limited_jobs_wait_a_minute_every_other_job_runs_one_e
     )
     assert ran(engine, limited) == set()
     until = deferred_until(engine, list(limited))
-    latest = utcnow() + rate_limit.TABLE_MISSING_WAIT
+    latest = utcnow() + budget_table.TABLE_MISSING_WAIT
     for job_id, enqueued_at in limited.items():
-        assert enqueued_at + rate_limit.TABLE_MISSING_WAIT <= until[job_id] <= latest
+        assert enqueued_at + budget_table.TABLE_MISSING_WAIT <= until[job_id] <= latest
     assert support.rows(engine, FAILED) == []
 
     errors = errors_by_process(work)

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from flask_solidq import RateLimited
 from flask_solidq import signals
-from flask_solidq.controls.admissions import Admission
+from flask_solidq.controls.rate_limit.admissions import Admission
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.storage import database_clock
 from flask_solidq.testing import frozen_clock

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from flask_solidq import RateLimited
 from flask_solidq import signals
-from flask_solidq.controls import budgets
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import FAILED

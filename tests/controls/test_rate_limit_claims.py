@@ -23,10 +23,10 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq import signals
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
 from flask_solidq.controls import rate_limit
-from flask_solidq.controls.gcra import MAX_AHEAD
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
 from flask_solidq.definitions import registry
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import signals
-from flask_solidq.controls import local_pauses
+from flask_solidq.controls.rate_limit import local_pauses
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOB_FAILURES

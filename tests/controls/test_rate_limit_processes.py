@@ -40,7 +40,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.controls import budgets
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.operations import claim
 from flask_solidq.timing import utcnow
 from tests import support

@@ -16,7 +16,7 @@ import typing as t
 import pytest
 
 from flask_solidq import limits_rate
-from flask_solidq.controls.gcra import MAX_AHEAD
+from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.rate_limiter import RateLimiter

@@ -32,11 +32,11 @@ from flask_solidq import EnqueueError
 from flask_solidq import coalesce
 from flask_solidq import errors
 from flask_solidq import signals
-from flask_solidq.controls import coalesce_admission as coalesce_operation
-from flask_solidq.controls import coalesce_start
 from flask_solidq.controls import concurrency
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import OnFull
+from flask_solidq.controls.coalesce import coalesce_admission as coalesce_operation
+from flask_solidq.controls.coalesce import coalesce_start
 from flask_solidq.definitions import registry
 from flask_solidq.models import CoalescedCall
 from flask_solidq.models import FailedExecution

@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from flask_solidq import CoalesceStatus
 from flask_solidq import models
 from flask_solidq import testing
-from flask_solidq.controls import budgets
-from flask_solidq.controls.gcra import MAX_AHEAD
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
 from flask_solidq.operations import claim
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.cli import status
-from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import gcra
 from flask_solidq.dashboard import control_views
 from flask_solidq.operations import claim
 from flask_solidq.reads import control_reads

@@ -14,10 +14,10 @@ import typing as t
 
 import pytest
 
-from flask_solidq.controls import budgets
-from flask_solidq.controls import gcra
 from flask_solidq.controls import rate_limit
-from flask_solidq.controls.available import admits_available
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import gcra
+from flask_solidq.controls.rate_limit.available import admits_available
 from flask_solidq.dashboard import control_views
 from flask_solidq.formatting import describe_limit
 from flask_solidq.reads import control_reads

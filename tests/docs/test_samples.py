@@ -23,7 +23,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_solidq import SolidQ
 from flask_solidq import signals
-from flask_solidq.controls import named_budgets
+from flask_solidq.controls.rate_limit import named_budgets
 from flask_solidq.definitions import registry
 from tests.docs import preambles
 from tests.docs.samples import Sample

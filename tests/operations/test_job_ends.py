@@ -75,7 +75,7 @@ ENDINGS = {
     r"JOBS\.delete\(": {
         "operations/job_ends.py": "the writer",
         "operations/maintenance.py": "clears jobs finished (counted) long ago",
-        "controls/coalesce_admission.py": "a row that lost its key's race, never counted",
+        "controls/coalesce/coalesce_admission.py": "a row that lost its key's race, never counted",
     },
     r"finished_at\s*=": {
         "operations/job_ends.py": "the writer",

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.controls.budgets import IS_DEFERRED
+from flask_solidq.controls.rate_limit.budgets import IS_DEFERRED
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import dispatch
 from flask_solidq.timing import utcnow

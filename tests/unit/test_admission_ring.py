@@ -1,13 +1,13 @@
-"""A budget's ring of recent admissions (:mod:`flask_solidq.controls.admission_ring`): what it
-records, what it forgets, and the text it is stored as."""
+"""A budget's ring of recent admissions (:mod:`flask_solidq.controls.rate_limit.admission_ring`):
+what it records, what it forgets, and the text it is stored as."""
 
 from __future__ import annotations
 
 import datetime as dt
 import random
 
-from flask_solidq.controls import admission_ring as ring
-from flask_solidq.controls import gcra
+from flask_solidq.controls.rate_limit import admission_ring as ring
+from flask_solidq.controls.rate_limit import gcra
 
 NOON = dt.datetime(2026, 1, 1, 12, 0, 0)
 NOON_SECOND = 1767268800  # Unix time of NOON

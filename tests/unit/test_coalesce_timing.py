@@ -1,5 +1,5 @@
-"""The debounce rules on their own (flask_solidq.controls.coalesce_timing): when a coalesced
-call wants its job to come due, how ``max_wait`` caps it, and when a job moves (seed 003,
+"""The debounce rules on their own (flask_solidq.controls.coalesce.coalesce_timing): when a
+coalesced call wants its job to come due, how ``max_wait`` caps it, and when a job moves (seed 003,
 "Debouncing"). No database: the admission that applies them is tested in
 tests/controls/test_coalesce_debounce.py."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import typing as t
 
-from flask_solidq.controls import coalesce_timing as timing
 from flask_solidq.controls.coalesce import Coalesce
 from flask_solidq.controls.coalesce import OnConflict
 from flask_solidq.controls.coalesce import coalesce
+from flask_solidq.controls.coalesce import coalesce_timing as timing
 from flask_solidq.definitions.declared import DeclaredAttributes
 
 UTC = dt.timezone.utc

@@ -9,7 +9,7 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq.controls import coalesce_admission
+from flask_solidq.controls.coalesce import coalesce_admission
 from flask_solidq.operations import claim
 from flask_solidq.operations import finalize
 from flask_solidq.storage import db

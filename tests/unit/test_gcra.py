@@ -1,5 +1,5 @@
 """The rate limit's arithmetic, without a database: GCRA over one budget
-(:mod:`flask_solidq.controls.gcra`) and the staggered slots of refused jobs.
+(:mod:`flask_solidq.controls.rate_limit.gcra`) and the staggered slots of refused jobs.
 
 The guarantees of the seed's "What the limit guarantees" and "How waiting works", checked on
 exact microsecond times: the interval rounded up, a burst at once then one per interval, no
@@ -20,12 +20,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from flask_solidq.controls.gcra import MAX_AHEAD
-from flask_solidq.controls.gcra import MAX_CHARGE_AHEAD
-from flask_solidq.controls.gcra import MIN_CHARGE_AHEAD
-from flask_solidq.controls.gcra import Budget
-from flask_solidq.controls.gcra import Rate
-from flask_solidq.controls.gcra import retry_time
+from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
+from flask_solidq.controls.rate_limit.gcra import MAX_CHARGE_AHEAD
+from flask_solidq.controls.rate_limit.gcra import MIN_CHARGE_AHEAD
+from flask_solidq.controls.rate_limit.gcra import Budget
+from flask_solidq.controls.rate_limit.gcra import Rate
+from flask_solidq.controls.rate_limit.gcra import retry_time
 from flask_solidq.timing import UTC
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pytest
 from flask_solidq import SolidQ
 from flask_solidq import keys
 from flask_solidq import limits_rate
-from flask_solidq.controls import named_budgets
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import named_budgets
 from flask_solidq.definitions import registry
 
 limiter = SolidQ().rate_limiter

@@ -6,7 +6,7 @@ dropped or renamed under running workers. Then (as docs/rate-limits.md tells use
 
 * enqueueing works, rate-limited jobs included: they are stored, and wait;
 * a claim defers every rate-limited job it meets by
-  :data:`~flask_solidq.controls.rate_limit.TABLE_MISSING_WAIT` and claims the rest;
+  :data:`TABLE_MISSING_WAIT` and claims the rest;
 * each process logs one ERROR naming the fix, then a one-line reminder at most every
   :data:`REMINDER_INTERVAL` while its claims keep meeting rate-limited jobs;
 * it looks for the table again at most every :data:`RECHECK_INTERVAL`, so a table migrated
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import logging
 import os
 import threading
@@ -45,6 +46,10 @@ RECHECK_INTERVAL = 30.0
 
 #: How often, at most, a process logs that the table is still missing, in seconds.
 REMINDER_INTERVAL = 300.0
+
+#: How long a limited job waits when the budgets table is missing, before it is looked at
+#: again (the limit fails closed).
+TABLE_MISSING_WAIT = dt.timedelta(minutes=1)
 
 #: The table's name.
 NAME: str = BUDGETS.name

@@ -16,12 +16,12 @@ import datetime as dt
 import json
 import typing as t
 
-from flask_solidq.controls import gcra
+from flask_solidq.controls.rate_limit import gcra
 from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.budgets import Locked
-    from flask_solidq.controls.rate_limit import RateLimit
+    from flask_solidq.controls.rate_limit.budgets import Locked
+    from flask_solidq.controls.rate_limit.declaration import RateLimit
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
 
@@ -108,7 +108,8 @@ def admit(
     least of them); return that time, or None when one budget refuses (none is charged).
 
     Each budget is charged at the same moment, the one the job starts after, so the window
-    bound of each holds on it (see "Charging ahead" in :mod:`~flask_solidq.controls.gcra`).
+    bound of each holds on it (see "Charging ahead" in
+    :mod:`~flask_solidq.controls.rate_limit.gcra`).
     """
     if len(charges) == 1:  # the usual case: one budget's own arithmetic
         (charge,) = charges
@@ -127,8 +128,8 @@ def admit(
 def defer(states: Locked, charges: list[Charge], now: dt.datetime) -> tuple[str, dt.datetime]:
     """When a job its budgets refused looks again, and which budget says so: the latest of
     their next free slots, taken on that budget alone (the others' slots stay free for jobs
-    that need only them); :data:`~flask_solidq.controls.gcra.MAX_AHEAD` from now (or the end
-    of its back-off) when one of them has none that soon."""
+    that need only them); :data:`~flask_solidq.controls.rate_limit.gcra.MAX_AHEAD` from now (or the
+    end of its back-off) when one of them has none that soon."""
     if len(charges) == 1:  # the usual case: one budget's own slot
         (charge,) = charges
         return charge.key, gcra.retry_time(states[charge.key], charge.rate, now, charge.units)

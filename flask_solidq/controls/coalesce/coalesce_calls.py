@@ -1,5 +1,5 @@
 """Coalesced calls before and after their admission
-(:mod:`~flask_solidq.controls.coalesce_admission`): each call worked out before anything is
+(:mod:`~flask_solidq.controls.coalesce.coalesce_admission`): each call worked out before anything is
 written (its key, the time it asks for, the payloads it may store: :func:`prepare`), and its
 outcome recorded on the job and announced (:func:`record`, :func:`announce`)."""
 
@@ -10,15 +10,15 @@ import datetime as dt
 import typing as t
 
 from flask_solidq import signals
-from flask_solidq.controls import coalesce_timing as timing
-from flask_solidq.controls.coalesce import OnConflict
+from flask_solidq.controls.coalesce import coalesce_timing as timing
+from flask_solidq.controls.coalesce.declaration import OnConflict
 from flask_solidq.definitions import calls
 from flask_solidq.definitions.arguments import dumps
 from flask_solidq.values import MARKER
 from flask_solidq.values import CoalesceStatus
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.coalesce import Coalesce
+    from flask_solidq.controls.coalesce.declaration import Coalesce
     from flask_solidq.definitions.job import Job
 
 
@@ -148,6 +148,6 @@ def announce(decision: Decision) -> None:
 
 def announce_all(decisions: t.Iterable[Decision]) -> None:
     """Send ``signals.coalesce`` for each decision that
-    :func:`flask_solidq.controls.coalesce_admission.admit_all` didn't announce."""
+    :func:`flask_solidq.controls.coalesce.coalesce_admission.admit_all` didn't announce."""
     for decision in decisions:
         announce(decision)

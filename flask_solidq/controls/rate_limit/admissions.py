@@ -3,8 +3,9 @@
 A web request or a script takes an admission from a budget as a worker's claim does: the
 budget rows are locked (sorted by key, a missing one inserted), the database's clock is read
 under the locks, and the claim's GCRA arithmetic admits or refuses
-(:func:`~flask_solidq.controls.rate_charges.admit`). Admitted a moment ahead (see "Charging
-ahead" in :mod:`~flask_solidq.controls.gcra`), the caller waits for that moment, as a
+(:func:`~flask_solidq.controls.rate_limit.rate_charges.admit`). Admitted a moment ahead (see
+"Charging ahead" in :mod:`~flask_solidq.controls.rate_limit.gcra`), the caller waits for that
+moment, as a
 worker's thread does, so the window bound holds on the times charged, across jobs and callers
 alike. Refused, it sleeps until the budgets' next admission and tries again, up to its
 timeout; a back-off (``backed_off_until``) makes that admission later, as it does a claim's.
@@ -24,18 +25,18 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import errors
-from flask_solidq.controls import back_off
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import local_pauses
-from flask_solidq.controls import rate_charges
+from flask_solidq.controls.rate_limit import back_off
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import local_pauses
+from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import frozen_at
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.rate_charges import Charge
+    from flask_solidq.controls.rate_limit.rate_charges import Charge
 
 
 @dataclasses.dataclass(frozen=True)

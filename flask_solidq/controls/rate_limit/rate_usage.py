@@ -4,8 +4,8 @@ A limit counted in units (``limits_rate(cost=)``) charges an estimate at the cla
 a prompt may take, the points a query may cost. Once the API has answered, the job reports
 what it took and the budgets it was charged move by the difference, both ways: a call that
 took more leaves the budget owing more (up to its burst, see
-:meth:`~flask_solidq.controls.gcra.Budget.correct`), one that took less gives units back from
-that moment on. The correction is its own short transaction on the budgets' rows, read on the
+:meth:`~flask_solidq.controls.rate_limit.gcra.Budget.correct`), one that took less gives units back
+from that moment on. The correction is its own short transaction on the budgets' rows, read on the
 database's clock as the claims are.
 """
 
@@ -15,10 +15,10 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import rate_charges
-from flask_solidq.controls.rate_charges import Charge
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import rate_charges
+from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.state import get_state
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db

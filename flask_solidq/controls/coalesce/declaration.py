@@ -5,8 +5,8 @@ call's (the job receives them as ``calls``). ``debounce`` pushes a pending job b
 call, at most ``max_wait`` past its opening. Here: the declaration and its validation.
 
 The control itself, with its ENQUEUE and START hooks, is
-:mod:`~flask_solidq.controls.coalescing`; its timing rules are in
-:mod:`~flask_solidq.controls.coalesce_timing`.
+:mod:`~flask_solidq.controls.coalesce.control`; its timing rules are in
+:mod:`~flask_solidq.controls.coalesce.coalesce_timing`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typing as t
 
 from flask_solidq import current
 from flask_solidq import keys
-from flask_solidq.controls import concurrency
+from flask_solidq.controls.concurrency import declaration as concurrency
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import declared
 from flask_solidq.definitions import options

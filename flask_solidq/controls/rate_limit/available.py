@@ -1,6 +1,6 @@
 """How much a budget admits at once now, for the people reading it (the dashboard's budgets
 page, ``flask solidq status``, ``solidq.rate_limiter.state``): the GCRA of
-:mod:`~flask_solidq.controls.gcra` run forward without charging anything."""
+:mod:`~flask_solidq.controls.rate_limit.gcra` run forward without charging anything."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typing as t
 if t.TYPE_CHECKING:
     import datetime as dt
 
-    from flask_solidq.controls import gcra
+    from flask_solidq.controls.rate_limit import gcra
 
 
 def admits_available(budget: gcra.Budget, rate: gcra.Rate, now: dt.datetime) -> int:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import typing as t
 
-from flask_solidq.controls import named_budgets
-from flask_solidq.controls import rate_limit
-from flask_solidq.controls.rate_charges import Charge
+from flask_solidq.controls.rate_limit import control as rate_limit
+from flask_solidq.controls.rate_limit import named_budgets
+from flask_solidq.controls.rate_limit.declaration import RateLimit
+from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
 
@@ -145,7 +146,7 @@ def _shown(job: type[Job]) -> str:
     return str(getattr(job, "function", job).__qualname__)
 
 
-def _checked_units(units: object, limit: rate_limit.RateLimit) -> int:
+def _checked_units(units: object, limit: RateLimit) -> int:
     if isinstance(units, bool) or not isinstance(units, int):
         raise ValueError(f"units must be a whole number of 1 or more, not {units!r}.")
     if not 1 <= units <= limit.burst:

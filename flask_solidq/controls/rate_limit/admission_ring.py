@@ -3,8 +3,9 @@
 second against its limit.
 
 The claim that admits a job already locks and rewrites its budget's row; the ring is one more
-value of that same UPDATE (:func:`flask_solidq.controls.budgets.save`), never a statement of
-its own. It holds the last :data:`SECONDS` seconds ending at the newest admission's second, as
+value of that same UPDATE (:func:`flask_solidq.controls.rate_limit.budgets.save`), never a
+statement of its own. It holds the last :data:`SECONDS` seconds ending at the newest admission's
+second, as
 text: ``<newest second, Unix time>:<count of that second>,<of the one before>,...``, a zero
 written as nothing and trailing zeros dropped (``1764680000:3,,1`` is 3 admissions at
 1764680000 and 1 two seconds before). So an idle budget's ring is a dozen characters, and a busy

@@ -1,12 +1,13 @@
 """The coalescing control as a :class:`~flask_solidq.controls.base.Control`, like
 the concurrency and rate limits: it takes over the enqueue of every job whose definition
 declares ``coalesce`` (a call may join the key's pending job instead of storing one:
-:mod:`~flask_solidq.controls.coalesce_admission`), and acts when a worker starts such a job
-(it frees the key, then reads what the job runs: :mod:`~flask_solidq.controls.coalesce_start`).
+:mod:`~flask_solidq.controls.coalesce.coalesce_admission`), and acts when a worker starts such a job
+(it frees the key, then reads what the job runs:
+:mod:`~flask_solidq.controls.coalesce.coalesce_start`).
 
 The declaration is :mod:`~flask_solidq.controls.coalesce`, its timing rules
-:mod:`~flask_solidq.controls.coalesce_timing`, and what a call carries before and after its
-admission :mod:`~flask_solidq.controls.coalesce_calls`.
+:mod:`~flask_solidq.controls.coalesce.coalesce_timing`, and what a call carries before and after its
+admission :mod:`~flask_solidq.controls.coalesce.coalesce_calls`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 import functools
 import typing as t
 
-from flask_solidq.controls import coalesce_admission
-from flask_solidq.controls import coalesce_calls
-from flask_solidq.controls import coalesce_start
 from flask_solidq.controls.base import Control
+from flask_solidq.controls.coalesce import coalesce_admission
+from flask_solidq.controls.coalesce import coalesce_calls
+from flask_solidq.controls.coalesce import coalesce_start
 from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
@@ -26,8 +27,8 @@ if t.TYPE_CHECKING:
     import sqlalchemy as sa
 
     from flask_solidq.controls.base import JobStore
-    from flask_solidq.controls.coalesce_calls import Pending
-    from flask_solidq.controls.coalesce_start import StoredCall
+    from flask_solidq.controls.coalesce.coalesce_calls import Pending
+    from flask_solidq.controls.coalesce.coalesce_start import StoredCall
     from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob

@@ -6,13 +6,13 @@ the job: :mod:`flask_solidq.operations.finalize`), or the app calls
 claim locks them (sorted by key, a missing one inserted), the pause is counted from the
 database's clock read under those locks, as the claims that compare with it read it, and
 ``backed_off_until`` is written in the same transaction; a pause never shortens a longer one
-already there. The arithmetic that honours it is in :mod:`~flask_solidq.controls.gcra`
+already there. The arithmetic that honours it is in :mod:`~flask_solidq.controls.rate_limit.gcra`
 ("Backing off").
 
 A pause is worth most in the milliseconds after the 429, so a job's is not left to its
 finisher's next batch: the thread that heard it notes it in this process at once
-(:mod:`~flask_solidq.controls.local_pauses`: this process's claims and starts honour it from
-then on) and writes it in a transaction of its own before the job's outcome is handed on
+(:mod:`~flask_solidq.controls.rate_limit.local_pauses`: this process's claims and starts honour it
+from then on) and writes it in a transaction of its own before the job's outcome is handed on
 (:func:`heard`), which is when every other process's claims and starts see it. The finisher
 writes it again with the outcome (a no-op: a pause never shortens), so a failed early write
 loses nothing.
@@ -27,9 +27,9 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import signals
-from flask_solidq.controls import budget_table
-from flask_solidq.controls import budgets
-from flask_solidq.controls import local_pauses
+from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import local_pauses
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
@@ -49,7 +49,7 @@ class BackedOff(t.NamedTuple):
 def pause(connection: sa.Connection, pauses: t.Mapping[str, dt.timedelta]) -> BackedOff:
     """Pause each budget key of ``pauses`` for its length from the database's clock, in the
     caller's transaction, which keeps the budgets locked; the caller hands out any slots it
-    needs from them, then saves them (:func:`flask_solidq.controls.budgets.save`)."""
+    needs from them, then saves them (:func:`flask_solidq.controls.rate_limit.budgets.save`)."""
     # No budget (a job without a rate limit told 429): nothing to lock, only the clock.
     locked = budgets.lock(connection, pauses, utcnow()) if pauses else budgets.Locked()
     now = database_clock.now(connection)

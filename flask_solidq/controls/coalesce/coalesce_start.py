@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from flask_solidq import errors
 from flask_solidq import signals
-from flask_solidq.controls.coalesce import OnConflict
+from flask_solidq.controls.coalesce.declaration import OnConflict
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.model_references import MissingRecord

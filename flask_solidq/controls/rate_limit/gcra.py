@@ -22,7 +22,7 @@ units: if admissions of ``n_1 ... n_k`` units (``S`` in all) fall in one window,
 ``t_1``, then before the last ``tat >= t_1 + (S - n_k) * T``, so the last comes at
 ``t_k >= t_1 + (S - burst) * T``, and ``t_k - t_1 < per = (to - burst + 1) * T`` gives
 ``S <= to``. A job under several limits is charged on each budget at the same moment
-(:mod:`~flask_solidq.controls.rate_charges`), so each budget's bound holds on its own.
+(:mod:`~flask_solidq.controls.rate_limit.rate_charges`), so each budget's bound holds on its own.
 A correction (:meth:`Budget.correct`, ``rate_limit_used``) moves ``tat`` as a charge of the
 difference would: more units owed, up to the cap below, or units given back no further than
 the moment of the correction, so nothing is admitted in the past on their account.
@@ -74,7 +74,7 @@ import datetime as dt
 import fractions
 import math
 
-from flask_solidq.controls import admission_ring
+from flask_solidq.controls.rate_limit import admission_ring
 
 #: How far ahead slots are handed out; a job past that looks again this long from now,
 #: without taking a slot.

@@ -7,7 +7,7 @@ or :meth:`SolidQ.transaction` the lock lasts until that commits. A key without a
 by inserting it after the job it points at, ignoring a duplicate: a racing admission that
 inserted first wins, this one deletes the job it just wrote (nothing else saw it) and goes
 round to lock the winner's row. A worker starting the job deletes the row (see
-:mod:`~flask_solidq.controls.coalesce_start`), so a call during the run opens the next job.
+:mod:`~flask_solidq.controls.coalesce.coalesce_start`), so a call during the run opens the next job.
 
 What a call does when its key has an open job (``on_conflict``):
 
@@ -36,12 +36,12 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import errors
-from flask_solidq.controls import coalesce_calls
-from flask_solidq.controls import coalesce_timing as timing
-from flask_solidq.controls.coalesce import OnConflict
-from flask_solidq.controls.coalesce import OnFull
-from flask_solidq.controls.coalesce_calls import Decision
-from flask_solidq.controls.coalesce_calls import Pending
+from flask_solidq.controls.coalesce import coalesce_calls
+from flask_solidq.controls.coalesce import coalesce_timing as timing
+from flask_solidq.controls.coalesce.coalesce_calls import Decision
+from flask_solidq.controls.coalesce.coalesce_calls import Pending
+from flask_solidq.controls.coalesce.declaration import OnConflict
+from flask_solidq.controls.coalesce.declaration import OnFull
 from flask_solidq.definitions.arguments import dumps
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
@@ -54,7 +54,7 @@ from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.base import JobStore
-    from flask_solidq.controls.coalesce import Coalesce
+    from flask_solidq.controls.coalesce.declaration import Coalesce
 
 
 #: How many times an admission goes round after losing the race for a new key's row. Each

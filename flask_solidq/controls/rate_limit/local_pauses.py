@@ -2,8 +2,8 @@
 
 A job that raises :class:`~flask_solidq.errors.RateLimited` (or code that calls
 ``solidq.rate_limiter.back_off``) has just been told "stop" by the API. The pause is written to
-the budgets' rows (:mod:`~flask_solidq.controls.back_off`), and from that commit on no claim
-anywhere admits a job of those budgets; but the commit comes a transaction later, and until
+the budgets' rows (:mod:`~flask_solidq.controls.rate_limit.back_off`), and from that commit on no
+claim anywhere admits a job of those budgets; but the commit comes a transaction later, and until
 then the process that heard the 429 could claim and start another job of the same budget on a
 thread freed a moment before (measured: two jobs claimed 3 ms after the 429, started before the
 pause was written). So the pause is noted here first, at once, in the thread that heard it, and
@@ -30,7 +30,7 @@ import typing as t
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.budgets import Locked
+    from flask_solidq.controls.rate_limit.budgets import Locked
 
 
 class PauseBoard:

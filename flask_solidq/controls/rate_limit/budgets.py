@@ -3,7 +3,7 @@
 A claim locks the budgets of its limited jobs, in sorted key order, for the length of its
 transaction, so two claimers never admit against the same budget at once and never deadlock
 each other; a budget seen for the first time is inserted. The arithmetic on a budget's times
-lives in :mod:`flask_solidq.controls.gcra`; this module only reads and writes rows.
+lives in :mod:`flask_solidq.controls.rate_limit.gcra`; this module only reads and writes rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.controls.gcra import Budget
+from flask_solidq.controls.rate_limit.gcra import Budget
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
