@@ -37,8 +37,8 @@ from flask import Flask
 from flask import current_app
 
 from bench import common
+from flask_solidq import current_job
 from flask_solidq import signals
-from flask_solidq.current import current_job
 from flask_solidq.logging import line_writer
 from flask_solidq.storage import db as solidq_db
 

@@ -16,6 +16,7 @@ from flask_solidq import current
 from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
+from flask_solidq.definitions.running import running_job
 from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import batches
 from flask_solidq.state import SolidQState
@@ -62,7 +63,7 @@ def _parent_id(parent: Parent) -> int | None:
     :raises TypeError: ``parent`` is neither a batch nor a batch id.
     """
     if parent is None:
-        running = current.running_job()
+        running = running_job()
         return running.batch_id if running is not None else None
     if isinstance(parent, (Batch, current.OpenBatch)):
         return parent.id

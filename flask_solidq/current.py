@@ -7,24 +7,14 @@ import contextlib
 import contextvars
 import typing as t
 
-from werkzeug.local import LocalProxy
-
-if t.TYPE_CHECKING:
-    from flask_solidq.definitions.job import Job
-
-_current_job: contextvars.ContextVar[Job] = contextvars.ContextVar("solidq_current_job")
-
-#: The :class:`~flask_solidq.Job` being performed in this thread, with ``job_id``,
-#: ``provider_job_id``, ``executions``, ``coalesced_calls`` and ``arguments``. Outside a job,
-#: using it raises :class:`RuntimeError`.
-current_job: Job = t.cast(
-    "Job", LocalProxy(_current_job, unbound_message="Working outside of a flask-solidq job.")
-)
+#: The job performed in this context. Typed ``object`` here, below the job definitions: the
+#: public :data:`flask_solidq.current_job` is its proxy, typed as the ``Job`` it holds.
+JOB: contextvars.ContextVar[object] = contextvars.ContextVar("solidq_current_job")
 
 
-def running_job() -> Job | None:
+def running_job() -> object | None:
     """The job performed in this context, or None."""
-    return _current_job.get(None)
+    return JOB.get(None)
 
 
 class Performing:
@@ -34,14 +24,14 @@ class Performing:
 
     __slots__ = ("job", "_token")
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: object) -> None:
         self.job = job
 
     def __enter__(self) -> None:
-        self._token = _current_job.set(self.job)
+        self._token = JOB.set(self.job)
 
     def __exit__(self, *exc_info: object) -> None:
-        _current_job.reset(self._token)
+        JOB.reset(self._token)
 
 
 class OpenBatch:

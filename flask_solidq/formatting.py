@@ -9,8 +9,6 @@ import typing as t
 if t.TYPE_CHECKING:
     import datetime as dt
 
-    from flask_solidq.controls.rate_limit import RateLimit
-
 
 def format_when(moment: dt.datetime, now: dt.datetime) -> str:
     """When something comes: ``now``, or ``in 4m10s``."""
@@ -62,18 +60,6 @@ def format_expiry(moment: dt.datetime, now: dt.datetime) -> str:
     if remaining >= 0:
         return f"in {format_duration(remaining)}"
     return f"expired {format_duration(-remaining)} ago"
-
-
-def describe_limit(declaration: RateLimit) -> str:
-    """A rate limit as a person says it: ``10 per 1m00s, burst 5``; a limit counted in units
-    says so (``100 units per 1m00s, burst 100``: claims alone would read ten times too few),
-    and a stacked limit's name comes first (``daily: 3 per 1d00h``), so the rows of one job's
-    budgets tell their limits apart."""
-    per = format_duration(declaration.per) if declaration.per >= 1 else f"{declaration.per:g}s"
-    burst = f", burst {declaration.burst}" if declaration.burst > 1 else ""
-    to = count_of(declaration.to, declaration.counts_units)
-    named = f"{declaration.name}: " if declaration.name is not None else ""
-    return f"{named}{to} per {per}{burst}"
 
 
 def count_of(count: int, units: bool, noun: str = "") -> str:

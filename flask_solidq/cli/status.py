@@ -9,7 +9,6 @@ import typing as t
 from flask_solidq.controls.rate_limit import budget_table
 from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.formatting import count_of
-from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_duration
 from flask_solidq.formatting import format_expiry
@@ -201,7 +200,7 @@ def _budget_cells(
     # "?": the job that declares it isn't imported by this app, so its limit is unknown.
     return [
         key if waiting else f"  {key}",
-        describe_limit(outlook.limit) if outlook else "?",
+        outlook.limit.in_words() if outlook else "?",
         count_of(outlook.available, outlook.counts_units) if outlook else "?",
         str(waiting.size) if waiting else "-",
         format_when(outlook.next_admission_at, now) if outlook else "?",

@@ -21,7 +21,6 @@ from flask_solidq.dashboard import budget_charts
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.formatting import count_of
-from flask_solidq.formatting import describe_limit
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_when
@@ -93,7 +92,7 @@ def _budget_view(
     return BudgetView(
         key=row.key,
         # "?": the job that declares it isn't imported by this app, so its limit is unknown.
-        limit=describe_limit(outlook.limit) if outlook else "?",
+        limit=outlook.limit.in_words() if outlook else "?",
         doing=describe_budget(outlook, waiting, now) if outlook else "?",
         waiting=waiting.size if waiting else 0,
         next_check=format_when(waiting.next_check_at, now) if waiting else "-",

@@ -26,7 +26,7 @@ import typing as t
 if t.TYPE_CHECKING:
     from flask_solidq.controls.coalesce import Coalesce
     from flask_solidq.controls.concurrency import ConcurrencyLimit
-    from flask_solidq.controls.rate_limit import RateLimit
+    from flask_solidq.controls.rate_limit.limit import RateLimit
     from flask_solidq.definitions.failures import DiscardRule
     from flask_solidq.definitions.failures import RetryRule
     from flask_solidq.keys import Keyed

@@ -19,7 +19,6 @@ from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.controls.rate_limit import gcra
 from flask_solidq.controls.rate_limit.available import admits_available
 from flask_solidq.dashboard import control_views
-from flask_solidq.formatting import describe_limit
 from flask_solidq.reads import control_reads
 from flask_solidq.timing import utcnow
 from tests.dashboard import test_dashboard_control_pages as pages
@@ -171,13 +170,13 @@ def test_each_stacked_budget_is_found_with_its_own_declaration(app):
         assert main is not None and (main.name, main.to) == (None, 2)
 
 
-def test_describe_limit_names_a_stacked_limit_and_says_units():
+def test_a_limit_in_words_names_a_stacked_limit_and_says_units():
     with_units = rate_limit.RateLimit(
         to=90, per=60.0, burst=30, key="k", group=None, name="tokens", cost=lambda n: n
     )
-    assert describe_limit(with_units) == "tokens: 90 units per 1m00s, burst 30"
+    assert with_units.in_words() == "tokens: 90 units per 1m00s, burst 30"
     fixed_cost = rate_limit.RateLimit(to=10, per=0.5, burst=1, key="k", group=None, cost=1)
-    assert describe_limit(fixed_cost) == "10 per 0.5s"
+    assert fixed_cost.in_words() == "10 per 0.5s"
 
 
 @pytest.mark.parametrize("burst", [2, 5])

@@ -21,9 +21,6 @@ from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import DeclaredAttributes
 
-if t.TYPE_CHECKING:
-    pass
-
 DEFAULT_DURATION = 180.0
 
 logger = logging.getLogger("flask_solidq")

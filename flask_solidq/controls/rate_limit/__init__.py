@@ -13,6 +13,6 @@ from __future__ import annotations
 
 from flask_solidq.controls.rate_limit.control import CONTROL as CONTROL
 from flask_solidq.controls.rate_limit.control import declaration_for as declaration_for
-from flask_solidq.controls.rate_limit.declaration import RateLimit as RateLimit
 from flask_solidq.controls.rate_limit.declaration import limits_rate as limits_rate
 from flask_solidq.controls.rate_limit.declaration import named_budget as named_budget
+from flask_solidq.controls.rate_limit.limit import RateLimit as RateLimit

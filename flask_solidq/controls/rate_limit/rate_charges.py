@@ -21,7 +21,7 @@ from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.rate_limit.budgets import Locked
-    from flask_solidq.controls.rate_limit.declaration import RateLimit
+    from flask_solidq.controls.rate_limit.limit import RateLimit
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
 
