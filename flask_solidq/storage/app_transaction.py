@@ -29,7 +29,7 @@ from sqlalchemy import orm
 from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:
-    from flask_solidq.state import SolidQState
+    from flask_sqlalchemy import SQLAlchemy
 
 #: ``session.info`` key: the engines the session wrote on in its current transaction.
 WRITTEN = "solidq_written_engines"
@@ -37,6 +37,26 @@ WRITTEN = "solidq_written_engines"
 AFTER_COMMIT = "solidq_after_commit"
 
 _listening = False
+
+
+class _JoinSetting(t.Protocol):
+    @property
+    def enqueue_in_app_transaction(self) -> bool: ...
+
+
+class AppDatabase(t.Protocol):
+    """What the join reads of an app's state (a :class:`~flask_solidq.state.SolidQState`):
+    whether to join, the queue's engine and the app's Flask-SQLAlchemy. A protocol, so that
+    storage needs nothing from the layers above it."""
+
+    @property
+    def settings(self) -> _JoinSetting: ...
+
+    @property
+    def engine(self) -> sa.Engine: ...
+
+    @property
+    def sqlalchemy(self) -> SQLAlchemy: ...
 
 
 def listen() -> None:
@@ -52,7 +72,7 @@ def listen() -> None:
     _listening = True
 
 
-def joining(state: SolidQState) -> t.ContextManager[bool]:
+def joining(state: AppDatabase) -> t.ContextManager[bool]:
     """Inside the block, the queue's writes run in the app session's transaction when they
     should (see the module's docstring); yields whether they do.
 
@@ -69,7 +89,7 @@ _NOT_JOINING = contextlib.nullcontext(False)
 
 
 @contextlib.contextmanager
-def _joined(state: SolidQState, connection: sa.Connection) -> t.Iterator[bool]:
+def _joined(state: AppDatabase, connection: sa.Connection) -> t.Iterator[bool]:
     """Inside the block, the queue's writes on ``state``'s engine join ``connection``, the
     app session's, and their after-commit callbacks wait for the session's commit."""
     session = t.cast(orm.Session, state.sqlalchemy.session())
@@ -78,7 +98,7 @@ def _joined(state: SolidQState, connection: sa.Connection) -> t.Iterator[bool]:
         yield True
 
 
-def perform_after_commit(state: SolidQState, enqueue: t.Callable[[], None]) -> None:
+def perform_after_commit(state: AppDatabase, enqueue: t.Callable[[], None]) -> None:
     """Run ``enqueue`` right after the app session's transaction commits (never, if it rolls
     back); at once when the session has written nothing."""
     session = _current_session(state)
@@ -88,7 +108,7 @@ def perform_after_commit(state: SolidQState, enqueue: t.Callable[[], None]) -> N
     session.info.setdefault(AFTER_COMMIT, []).append(enqueue)
 
 
-def _app_connection(state: SolidQState) -> sa.Connection | None:
+def _app_connection(state: AppDatabase) -> sa.Connection | None:
     if not state.settings.enqueue_in_app_transaction or db.in_transaction(state.engine):
         return None
     session = _current_session(state)
@@ -101,7 +121,7 @@ def _app_connection(state: SolidQState) -> sa.Connection | None:
     return None
 
 
-def _current_session(state: SolidQState) -> orm.Session | None:
+def _current_session(state: AppDatabase) -> orm.Session | None:
     """The app context's session, if one was made (without making one)."""
     scoped = state.sqlalchemy.session
     if not scoped.registry.has():
