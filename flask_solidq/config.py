@@ -172,8 +172,8 @@ class Settings:
     #: ``SOLIDQ_DATABASE_PRE_PING``: test a pooled connection before handing it out (SQLAlchemy's
     #: ``pool_pre_ping``), so a connection the server or the network closed while it sat in
     #: the pool is replaced instead of failing the next statement. Default False: it costs a
-    #: round trip on every checkout, the hot path's claims and finishes included (measured:
-    #: about a fifth of a MariaDB worker's throughput), and the equivalent comes free:
+    #: round trip on every checkout, the hot path's claims and finishes included (see
+    #: docs/performance.md, "Figures behind the code"), and the equivalent comes free:
     #: SQLAlchemy invalidates the whole pool on the first disconnect error it sees, the
     #: processes retry their next poll on fresh connections, and the keepalives and timeouts
     #: above notice a dead path. A web process that must not fail one enqueue after a database

@@ -150,8 +150,8 @@ class SolidQState:
 
 def _probe_runs(engine: sa.Engine) -> bool:
     """Whether :data:`_PROBE` runs: every table and later column is there. One round trip
-    that reads no row, where reflecting the tables took about 20 ms on PostgreSQL, paid by
-    each process's first enqueue; when it fails, :func:`_missing_tables` says what is
+    that reads no row, where reflecting the tables took tens of milliseconds, paid by each
+    process's first enqueue; when it fails, :func:`_missing_tables` says what is
     missing (or raises the error that stopped it)."""
     try:
         with db.read(engine) as connection:

@@ -66,7 +66,7 @@ class Deferral(t.NamedTuple):
 class HeldAtStart(Exception):  # noqa: N818 - a control's answer, not an error
     """Raised by a START hook: the job must not start now and goes back to wait, unstarted
     and with its claim's charges given back (a budget it was admitted by is paused: see
-    :func:`flask_solidq.controls.rate_limit.RateLimitControl.start`)."""
+    :func:`flask_solidq.controls.rate_limit.control.RateLimitControl.start`)."""
 
     def __init__(
         self, pause: dt.timedelta | None = None, *, wait: dt.timedelta | None = None

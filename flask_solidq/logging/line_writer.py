@@ -3,11 +3,10 @@
 A worker thread logs two lines per job. Written where they are logged, each line is a
 ``write`` call, and a call that enters the kernel releases the GIL: while the other threads
 are busy, that hands the GIL over, and the writer then waits to get it back. With three
-threads draining no-op jobs on PostgreSQL the lines cost about as much CPU as the rest of the
-job (measured: 310-340 µs of CPU per job with a write per line, 160-185 µs with the lines
-off), and :class:`logging.StreamHandler`, which writes under its lock, made it worse (420-460
-µs): a thread that lost the GIL inside the write still held the lock, and the others slept
-on it.
+threads draining no-op jobs the lines cost about as much CPU as the rest of the job (see
+docs/performance.md, "Figures behind the code"), and :class:`logging.StreamHandler`, which
+writes under its lock, made it worse: a thread that lost the GIL inside the write still held the
+lock, and the others slept on it.
 
 So a :class:`LineWriter` writes lines the way the finisher stores outcomes: a thread takes a
 line, the writer's own thread wakes, lingers :data:`LINGER` for the lines that follow, and

@@ -53,7 +53,7 @@ class CoalescedCall(Base):
     __table_args__ = (
         sa.Index("ix_solidq_coalesced_calls_job_id_id", "job_id", "id"),
         # The oldest waiting call: `waiting().order_by(created_at).limit(1)` walks it from the
-        # oldest call, skipping those whose job is done (schema version 2, bench/coalesce.py).
+        # oldest call, skipping those whose job is done (bench/coalesce.py measures it).
         sa.Index("ix_solidq_coalesced_calls_for_monitoring", "created_at", "job_id"),
     )
 
@@ -74,8 +74,8 @@ class CoalescedCall(Base):
         them first, never ahead (:class:`~flask_solidq.controls.coalesce.control.Coalescing`).
 
         The conditions correlate on the job's id rather than the call's ``job_id``: the same
-        value, but PostgreSQL then probes each job once rather than each call (bench/coalesce.py:
-        about a quarter faster at 1,000,000 waiting calls). "Not claimed unless it holds its
+        value, but PostgreSQL then probes each job once rather than each call (bench/coalesce.py).
+        "Not claimed unless it holds its
         key" is one anti-join with the key nested in it: written as "not claimed, or holding
         its key" (an OR of two EXISTS) PostgreSQL can't anti-join it, and ``min(created_at)``
         took 2.6 times as long.

@@ -40,9 +40,9 @@ BATCH_SIZE = 500
 #: The longest pause, in seconds, between two tries to store a batch.
 MAX_BACKOFF = 5.0
 #: How long the finisher waits, once an outcome arrived, for more to join its batch. A
-#: batch's statement costs about the same CPU whatever its size (some 500 µs on PostgreSQL,
-#: measured), so a short wait while the other threads finish their jobs stores several
-#: outcomes for the price of one; the worker's threads don't wait for it.
+#: batch's statement costs about the same CPU whatever its size, so a short wait while the other
+#: threads finish their jobs stores several outcomes for the price of one; the worker's threads
+#: don't wait for it.
 LINGER = 0.002
 
 

@@ -269,7 +269,7 @@ def coalesce_summary(connection: sa.Connection) -> list[CoalesceSummary]:
     """Per job name: its open coalesce keys, and its waiting collected calls with the oldest
     one's time (``CoalescedCall.waiting()``), by name. Two grouped queries, each looking a
     row's job name up along the jobs' primary key: joined, SQLite scanned the million
-    finished jobs to probe the (empty) keys, 100 ms a query."""
+    finished jobs to probe the (empty) keys (bench/dashboard.py)."""
     key_job = _job_name_of(COALESCE_KEYS.c.job_id)
     open_keys: dict[str, int] = dict(
         connection.execute(

@@ -79,7 +79,7 @@ def walk_names(connection: sa.Connection, after: str | None, limit: int) -> list
     pauses: each the
     least past the last, a seek along each table's index on the name (a loose index scan, as
     :func:`flask_solidq.reads.search.queue_names` does). Not one recursive statement: in one,
-    MariaDB reads the index from its start at every step (200 ms a page at 20,000 queues)."""
+    MariaDB reads the index from its start at every step (bench/many_queues.py)."""
     names: list[str] = []
     last = after
     while len(names) < limit:

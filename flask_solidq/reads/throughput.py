@@ -68,8 +68,8 @@ def _from_two_indexes(
     """The same figures where an index answers a count alone (MariaDB, SQLite): per minute
     along ``finished_at``'s index, per queue along ``(queue_name, finished_at)``, one range
     per queue (the names found one index seek each). Grouping by both from one index made
-    MariaDB read each finished job's row for its queue: 52 ms against 24 for the two, over
-    the 41,000 jobs of the last hour of a million."""
+    MariaDB read each finished job's row for its queue, twice as slow at a million jobs
+    (bench/dashboard.py)."""
     per_minute = _per_minute(connection, since_param, minute, minutes)
     names = _queue_names(connection)
     per_queue = (

@@ -98,7 +98,7 @@ def record_seconds(ring: str | None, added: t.Mapping[int, int]) -> str | None:
 def _record_newest(ring: str | None, second: int, count: int) -> str | None:
     """``ring`` with ``count`` more admissions in ``second`` when that is its newest second or
     later (every claim but one charged ahead out of order): edited as text, without parsing
-    the counts (a claim rewrote all 180 of them, about 50 µs, for one changed number). None
+    the counts (a claim would rewrite all of them for one changed number). None
     when the general path must do it (an older second, or text that isn't a ring)."""
     if not ring:
         return f"{second}:{count}" if count else None

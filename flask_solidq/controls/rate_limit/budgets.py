@@ -142,7 +142,7 @@ def read(connection: sa.Connection, key: str) -> Budget | None:
 def paused_until(connection: sa.Connection, keys: t.Sequence[str]) -> dt.datetime | None:
     """Until when a back-off holds any of the budgets of ``keys`` now, by the database's
     clock (the latest end); None when none is paused. One statement, no lock: a job about to
-    start asks it (:meth:`flask_solidq.controls.rate_limit.RateLimitControl.start`)."""
+    start asks it (:meth:`flask_solidq.controls.rate_limit.control.RateLimitControl.start`)."""
     clock = database_clock.column(connection)
     columns = [BUDGETS.c.backed_off_until] if clock is None else [BUDGETS.c.backed_off_until, clock]
     query = sa.select(*columns).where(

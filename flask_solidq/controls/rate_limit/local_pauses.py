@@ -5,14 +5,13 @@ A job that raises :class:`~flask_solidq.errors.RateLimited` (or code that calls
 the budgets' rows (:mod:`~flask_solidq.controls.rate_limit.back_off`), and from that commit on no
 claim anywhere admits a job of those budgets; but the commit comes a transaction later, and until
 then the process that heard the 429 could claim and start another job of the same budget on a
-thread freed a moment before (measured: two jobs claimed 3 ms after the 429, started before the
-pause was written). So the pause is noted here first, at once, in the thread that heard it, and
-this process's own claims and starts read it:
+thread freed a moment before, which bench/rate_limit_429.py showed happening. So the pause is noted
+here first, at once, in the thread that heard it, and this process's own claims and starts read it:
 
-* a claim (:class:`~flask_solidq.controls.rate_limit.RateLimitControl`) writes a noted pause
+* a claim (:class:`~flask_solidq.controls.rate_limit.control.RateLimitControl`) writes a noted pause
   into the budgets it locks, counted from the database's clock, before it admits anything;
-* a job about to start (:func:`flask_solidq.controls.rate_limit.held_at_start`) whose budget
-  is noted as paused goes back to wait instead.
+* a job about to start (:meth:`.control.RateLimitControl.start`) whose budget is noted as
+  paused goes back to wait instead.
 
 The note is by this host's clock (:func:`~flask_solidq.timing.utcnow`: it decides only what
 this process does, and a test's frozen clock moves it as it moves the stored pause); it holds
