@@ -19,6 +19,7 @@ from flask_solidq import errors
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
+from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.storage import database_clock
@@ -472,3 +473,6 @@ class _Store:
 
 #: The store the controls' ENQUEUE hooks write through.
 STORE = _Store()
+
+#: A finished batch's callbacks are enqueued by this module's enqueue (see there).
+batch_callbacks.enqueue_with(enqueue)
