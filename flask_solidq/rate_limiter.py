@@ -284,11 +284,11 @@ def _state(connection: sa.Connection, charge: Charge, now: dt.datetime) -> Budge
     paused = budget.backed_off_until
     return BudgetState(
         key=key,
-        next_admission_at=budget.available_at(limit.rate, now, charge.units),
+        next_admission_at=budget.available_at(gcra.rate_of(limit), now, charge.units),
         waiting=waiting[0].size if waiting else 0,
         next_check_at=waiting[0].next_check_at if waiting else None,
         last_slot_at=budget.last_slot_at,
-        available=admits_available(budget, limit.rate, now),
+        available=admits_available(budget, gcra.rate_of(limit), now),
         counts_units=limit.counts_units,
         limit_name=limit.name,
         backed_off_until=paused if paused is not None and paused > now else None,

@@ -13,8 +13,9 @@ the ones the package reads (``_rate_limit``, ``_concurrency_limit``, ``_coalesce
 ``_failure_rules``) are read-only views of that object, on :class:`DeclaredAttributes`, which
 ``Job`` inherits; so are the keys a call would get (``rate_limit_key_for``...).
 
-The declarations themselves (``RateLimit``, ``ConcurrencyLimit``, ``Coalesce``) belong to their
-controls, a layer above: they are named here for type checkers only.
+The declarations themselves (``RateLimit``, ``ConcurrencyLimit``, ``Coalesce``) are plain values
+of their own modules here (:mod:`.rate_limits`, :mod:`.concurrency_limits`, :mod:`.coalescing`);
+the decorators that make them and the controls that act on them are a layer above.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import functools
 import typing as t
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.coalesce import Coalesce
-    from flask_solidq.controls.concurrency import ConcurrencyLimit
-    from flask_solidq.controls.rate_limit.limit import RateLimit
+    from flask_solidq.definitions.coalescing import Coalesce
+    from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
     from flask_solidq.definitions.failures import DiscardRule
     from flask_solidq.definitions.failures import RetryRule
+    from flask_solidq.definitions.rate_limits import RateLimit
     from flask_solidq.keys import Keyed
 
 T = t.TypeVar("T")

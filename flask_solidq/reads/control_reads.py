@@ -254,8 +254,8 @@ def budget_outlook(key: str, budget: gcra.Budget | None, now: dt.datetime) -> Bu
     budget = budget or gcra.Budget()
     return BudgetOutlook(
         limit=declaration,
-        available=admits_available(budget, declaration.rate, now),
-        next_admission_at=budget.available_at(declaration.rate, now),
+        available=admits_available(budget, gcra.rate_of(declaration), now),
+        next_admission_at=budget.available_at(gcra.rate_of(declaration), now),
         counts_units=declaration.counts_units,
     )
 

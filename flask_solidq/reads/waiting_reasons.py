@@ -99,7 +99,7 @@ def _latest_admission(
         if declaration is None:
             return None
         budget = budgets.read(connection, key) or gcra.Budget()
-        admits = budget.available_at(declaration.rate, now, units)
+        admits = budget.available_at(gcra.rate_of(declaration), now, units)
         if latest is None or admits > latest[0]:
             latest = (admits, key, units)
     return latest

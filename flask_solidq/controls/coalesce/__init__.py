@@ -9,8 +9,8 @@ due (:mod:`.coalesce_timing`).
 from __future__ import annotations
 
 from flask_solidq.controls.coalesce.control import CONTROL as CONTROL
-from flask_solidq.controls.coalesce.declaration import DEFAULT_MAX_CALLS as DEFAULT_MAX_CALLS
-from flask_solidq.controls.coalesce.declaration import Coalesce as Coalesce
-from flask_solidq.controls.coalesce.declaration import OnConflict as OnConflict
-from flask_solidq.controls.coalesce.declaration import OnFull as OnFull
 from flask_solidq.controls.coalesce.declaration import coalesce as coalesce
+from flask_solidq.definitions.coalescing import DEFAULT_MAX_CALLS as DEFAULT_MAX_CALLS
+from flask_solidq.definitions.coalescing import Coalesce as Coalesce
+from flask_solidq.definitions.coalescing import OnConflict as OnConflict
+from flask_solidq.definitions.coalescing import OnFull as OnFull

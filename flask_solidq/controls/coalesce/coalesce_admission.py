@@ -40,9 +40,9 @@ from flask_solidq.controls.coalesce import coalesce_calls
 from flask_solidq.controls.coalesce import coalesce_timing as timing
 from flask_solidq.controls.coalesce.coalesce_calls import Decision
 from flask_solidq.controls.coalesce.coalesce_calls import Pending
-from flask_solidq.controls.coalesce.declaration import OnConflict
-from flask_solidq.controls.coalesce.declaration import OnFull
 from flask_solidq.definitions.arguments import dumps
+from flask_solidq.definitions.coalescing import OnConflict
+from flask_solidq.definitions.coalescing import OnFull
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
@@ -54,7 +54,7 @@ from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.base import JobStore
-    from flask_solidq.controls.coalesce.declaration import Coalesce
+    from flask_solidq.definitions.coalescing import Coalesce
 
 
 #: How many times an admission goes round after losing the race for a new key's row. Each

@@ -11,14 +11,14 @@ import typing as t
 
 from flask_solidq import signals
 from flask_solidq.controls.coalesce import coalesce_timing as timing
-from flask_solidq.controls.coalesce.declaration import OnConflict
 from flask_solidq.definitions import calls
 from flask_solidq.definitions.arguments import dumps
+from flask_solidq.definitions.coalescing import OnConflict
 from flask_solidq.values import MARKER
 from flask_solidq.values import CoalesceStatus
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.coalesce.declaration import Coalesce
+    from flask_solidq.definitions.coalescing import Coalesce
     from flask_solidq.definitions.job import Job
 
 

@@ -24,9 +24,9 @@ import sqlalchemy as sa
 
 from flask_solidq import errors
 from flask_solidq import signals
-from flask_solidq.controls.coalesce.declaration import OnConflict
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions.calls import Call
+from flask_solidq.definitions.coalescing import OnConflict
 from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import COALESCED_CALLS

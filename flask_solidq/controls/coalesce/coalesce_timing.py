@@ -18,7 +18,7 @@ import datetime as dt
 import typing as t
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.coalesce.declaration import Coalesce
+    from flask_solidq.definitions.coalescing import Coalesce
 
 #: The least a call moves a job: a hot key then doesn't write on every call, and the
 #: dispatcher polls every second by default anyway.

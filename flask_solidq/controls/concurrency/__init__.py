@@ -11,8 +11,8 @@ from flask_solidq.controls.concurrency.control import LEFTOVER as LEFTOVER
 from flask_solidq.controls.concurrency.control import limit_of as limit_of
 from flask_solidq.controls.concurrency.control import maintain as maintain
 from flask_solidq.controls.concurrency.control import slot_terms as slot_terms
-from flask_solidq.controls.concurrency.declaration import DEFAULT_DURATION as DEFAULT_DURATION
-from flask_solidq.controls.concurrency.declaration import ConcurrencyLimit as ConcurrencyLimit
-from flask_solidq.controls.concurrency.declaration import OnConflict as OnConflict
 from flask_solidq.controls.concurrency.declaration import check_combinations as check_combinations
 from flask_solidq.controls.concurrency.declaration import limits_concurrency as limits_concurrency
+from flask_solidq.definitions.concurrency_limits import DEFAULT_DURATION as DEFAULT_DURATION
+from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit as ConcurrencyLimit
+from flask_solidq.definitions.concurrency_limits import OnConflict as OnConflict

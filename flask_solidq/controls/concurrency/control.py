@@ -34,9 +34,9 @@ from flask_solidq.values import opened_by_collecting
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
 
-from flask_solidq.controls.concurrency.declaration import DEFAULT_DURATION
-from flask_solidq.controls.concurrency.declaration import ConcurrencyLimit
-from flask_solidq.controls.concurrency.declaration import OnConflict
+from flask_solidq.definitions.concurrency_limits import DEFAULT_DURATION
+from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
+from flask_solidq.definitions.concurrency_limits import OnConflict
 
 logger = logging.getLogger("flask_solidq")
 

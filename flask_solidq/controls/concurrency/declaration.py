@@ -8,9 +8,7 @@ points.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import enum
 import logging
 import typing as t
 
@@ -18,44 +16,13 @@ from flask_solidq import keys
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
+from flask_solidq.definitions.concurrency_limits import DEFAULT_DURATION
+from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
+from flask_solidq.definitions.concurrency_limits import OnConflict
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import DeclaredAttributes
 
-DEFAULT_DURATION = 180.0
-
 logger = logging.getLogger("flask_solidq")
-
-
-class OnConflict(str, enum.Enum):
-    """What a job does when its concurrency key has no free slot."""
-
-    #: Wait as a blocked execution until a slot frees.
-    BLOCK = "block"
-    #: Destroy the job in the enqueue's (or dispatch's) own transaction.
-    DISCARD = "discard"
-
-
-@dataclasses.dataclass(frozen=True)
-class ConcurrencyLimit(keys.Keyed):
-    """A validated ``limits_concurrency`` declaration."""
-
-    to: int
-    key: keys.KeyDeclaration
-    duration: float
-    group: keys.KeyDeclaration
-    on_conflict: OnConflict
-
-    def stored_key(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-    ) -> str | None:
-        """The ``solidq_jobs.concurrency_key`` of a call: None when the key comes out blank
-        (the job is then not limited, and never blocks).
-
-        :raises ValueError: the key is longer than its column takes.
-        """
-        key = self.key_for(job_name, args, kwargs) or None
-        keys.check_length(key, job_name, "concurrency key")
-        return key
 
 
 def limits_concurrency(

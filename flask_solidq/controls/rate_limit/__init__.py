@@ -15,4 +15,4 @@ from flask_solidq.controls.rate_limit.control import CONTROL as CONTROL
 from flask_solidq.controls.rate_limit.control import declaration_for as declaration_for
 from flask_solidq.controls.rate_limit.declaration import limits_rate as limits_rate
 from flask_solidq.controls.rate_limit.declaration import named_budget as named_budget
-from flask_solidq.controls.rate_limit.limit import RateLimit as RateLimit
+from flask_solidq.definitions.rate_limits import RateLimit as RateLimit

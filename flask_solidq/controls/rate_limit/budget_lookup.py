@@ -17,10 +17,10 @@ import typing as t
 
 from flask_solidq.controls.rate_limit import control as rate_limit
 from flask_solidq.controls.rate_limit import named_budgets
-from flask_solidq.controls.rate_limit.limit import RateLimit
 from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
+from flask_solidq.definitions.rate_limits import RateLimit
 
 
 def charges_for(

@@ -33,7 +33,7 @@ if t.TYPE_CHECKING:
 
 #: The shortest interval between admissions a limit may declare, in seconds.
 
-from flask_solidq.controls.rate_limit.limit import RateLimit
+from flask_solidq.definitions.rate_limits import RateLimit
 
 
 class RateLimitControl(Control):

@@ -17,12 +17,12 @@ import typing as t
 from flask_solidq import keys
 from flask_solidq.controls.concurrency import declaration as concurrency
 from flask_solidq.controls.rate_limit import named_budgets
-from flask_solidq.controls.rate_limit.limit import RateLimit
 from flask_solidq.definitions import declarations
 from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.definitions.rate_limits import RateLimit
 
 #: The shortest interval between admissions a limit may declare, in seconds.
 MIN_INTERVAL = 0.001

@@ -72,9 +72,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fractions
+import functools
 import math
+import typing as t
 
 from flask_solidq.controls.rate_limit import admission_ring
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.rate_limits import RateLimit
 
 #: How far ahead slots are handed out; a job past that looks again this long from now,
 #: without taking a slot.
@@ -119,6 +124,16 @@ class Rate:
         """How early before ``tat`` a claim of ``units`` is still admitted: ``(burst - units)
         * T`` (``tau`` for one unit; never admitted when ``units`` exceeds the burst)."""
         return self.interval * (self.burst - units)
+
+
+def rate_of(limit: RateLimit) -> Rate:
+    """``limit`` as the arithmetic takes it (the same object for the same figures)."""
+    return _rate(limit.to, limit.per, limit.burst)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rate(to: int, per: float, burst: int) -> Rate:
+    return Rate.of(to, per, burst)
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ import threading
 import typing as t
 
 if t.TYPE_CHECKING:
-    from flask_solidq.controls.rate_limit.limit import RateLimit
+    from flask_solidq.definitions.rate_limits import RateLimit
 
 _budgets: dict[str, RateLimit] = {}
 _lock = threading.Lock()

@@ -21,8 +21,8 @@ from flask_solidq.definitions import registry
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.rate_limit.budgets import Locked
-    from flask_solidq.controls.rate_limit.limit import RateLimit
     from flask_solidq.definitions.job import Job
+    from flask_solidq.definitions.rate_limits import RateLimit
     from flask_solidq.values import ClaimedJob
 
 
@@ -36,7 +36,7 @@ class Charge:
 
     @property
     def rate(self) -> gcra.Rate:
-        return self.limit.rate
+        return gcra.rate_of(self.limit)
 
 
 def stamp(job: Job, row: dict[str, t.Any]) -> None:

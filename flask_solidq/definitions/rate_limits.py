@@ -1,15 +1,13 @@
-"""``RateLimit``: one validated ``limits_rate`` declaration (or named budget), as plain data
-with the keys, costs and words it gives: what the claim charges and what people read.
-"""
+"""``RateLimit``: what a ``limits_rate`` declaration (or a named budget) holds, as plain data
+a job class keeps (:mod:`flask_solidq.definitions.declared`), with the keys, costs and words
+it gives; the decorator and what enforces it are :mod:`flask_solidq.controls.rate_limit`'s."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import typing as t
 
 from flask_solidq import keys
-from flask_solidq.controls.rate_limit import gcra
 from flask_solidq.formatting import count_of
 from flask_solidq.formatting import format_duration
 
@@ -46,11 +44,6 @@ class RateLimit(keys.Keyed):
     def interval(self) -> float:
         """Seconds between admissions once the burst is spent: ``per / (to - burst + 1)``."""
         return self.per / (self.to - self.burst + 1)
-
-    @functools.cached_property
-    def rate(self) -> gcra.Rate:
-        """The limit as the GCRA arithmetic takes it."""
-        return gcra.Rate.of(self.to, self.per, self.burst)
 
     def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
         """The ``solidq_jobs.rate_limit_key`` of a call: a blank key is stored as ``""`` (the
