@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from flask_solidq import signals
 from flask_solidq.config import Adapter
+from flask_solidq.definitions import job as job_definitions
 from flask_solidq.operations import enqueue as enqueue_operation
 from flask_solidq.processes import job_notices
 from flask_solidq.state import get_state
@@ -139,3 +140,7 @@ def _round_trip_arguments(job: Job) -> None:
     job.load_payload(json.loads(json.dumps(job.payload())))
     job.mark_enqueued(utcnow())
     job.successfully_enqueued = True
+
+
+#: A job's perform_later reaches this module's enqueue.
+job_definitions.ADAPTER.fill(enqueue)

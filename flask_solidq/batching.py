@@ -132,3 +132,7 @@ class Batches:
             return definitions_batches.find(batch_id)  # the test adapter's, in memory
         state.check_tables()
         return definitions_batches.find(batch_id, state.engine)
+
+
+#: A batch's enqueue() block is this module's.
+definitions_batches.ADDING_TO.fill(adding_to)

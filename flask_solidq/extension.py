@@ -113,8 +113,6 @@ class SolidQ:
             sqlalchemy,
             self._lifecycle_hooks,
             self._dashboard_rules,
-            adapters.enqueue,
-            batching.adding_to,
         )
         app.cli.add_command(cli.solidq_group)
         if settings.dashboard:

@@ -23,13 +23,10 @@ if t.TYPE_CHECKING:
     from flask import Flask
     from flask_sqlalchemy import SQLAlchemy
 
-    from flask_solidq.definitions.job import Job
-    from flask_solidq.testing.batches import HeldBatch
-
 
 class SolidQState:
-    """The flask-solidq state of one app: settings, the queue's engine, the test adapter's
-    record of jobs."""
+    """The flask-solidq state of one app: its settings, the queue's engines, the lifecycle
+    hooks and the dashboard's access rules."""
 
     def __init__(
         self,
@@ -38,18 +35,8 @@ class SolidQState:
         sqlalchemy: SQLAlchemy,
         lifecycle_hooks: LifecycleHooks | None = None,
         dashboard_rules: list[t.Callable[[], bool]] | None = None,
-        enqueue: t.Callable[[Job, SolidQState], None] | None = None,
-        enqueue_into_batch: t.Callable[[int], t.ContextManager[t.Any]] | None = None,
     ) -> None:
         self.settings = settings
-        #: Sends a job to the app's adapter (:func:`flask_solidq.adapters.enqueue`, which the
-        #: extension hands over): a job definition reaches it here, at call time, instead of
-        #: importing the adapters and, through them, the operations. It is given this state
-        #: too, which the job has just looked up: a ``perform_later`` looks it up once.
-        self.enqueue = enqueue or _no_adapter
-        #: Opens a block whose enqueues add to an existing batch
-        #: (:func:`flask_solidq.batching.adding_to`), handed over the same way.
-        self.enqueue_into_batch = enqueue_into_batch or _no_batches
         self.sqlalchemy = sqlalchemy
         #: The lifecycle hooks of the ``SolidQ`` object the app was set up with (shared by
         #: every app that object serves), which its processes run.
@@ -59,10 +46,6 @@ class SolidQState:
         #: applies too; the last one registered decides).
         self.dashboard_rules = dashboard_rules if dashboard_rules is not None else []
         self.adapter = settings.adapter
-        #: Jobs the "test" adapter recorded, oldest first (see flask_solidq.testing).
-        self.test_jobs: list[Job] = []
-        #: The test adapter's batches, by id (see flask_solidq.testing.batches).
-        self.test_batches: dict[int, HeldBatch] = {}
         self._engine: sa.Engine | None = None
         self._claim_engine: sa.Engine | None = None
         self._tables_exist = False
@@ -209,20 +192,6 @@ def _connect_args(bind: str | None) -> dict[str, t.Any]:
         if isinstance(bind_config, dict):
             options.update({k: v for k, v in bind_config.items() if k != "url"})
     return dict(options.get("connect_args") or {})
-
-
-def _no_adapter(job: Job, state: SolidQState) -> None:
-    raise RuntimeError(
-        f"{type(job).job_name} can't be enqueued: this app's flask-solidq state was built"
-        " without an adapter (SolidQ.init_app builds it with one)."
-    )
-
-
-def _no_batches(batch_id: int) -> t.ContextManager[t.Any]:
-    raise RuntimeError(
-        f"Batch {batch_id} can't be added to: this app's flask-solidq state was built without"
-        " batches (SolidQ.init_app builds it with them)."
-    )
 
 
 def get_state() -> SolidQState:

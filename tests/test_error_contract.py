@@ -23,6 +23,7 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.testing import batches as testing_batches
 from tests import support
 from tests.support import solidq
 
@@ -266,7 +267,7 @@ def test_every_adapter_refuses_the_same_job_twice(tmp_path, adapter):
             solidq.perform_all_later([job, job])
         assert job.successfully_enqueued is None
         if adapter == "test":
-            assert app.extensions["solidq"].test_jobs == []
+            assert testing_batches.records_of(app.extensions["solidq"]).jobs == []
 
 
 # -- 6. a stored payload that can't be loaded ----------------------------------------------------

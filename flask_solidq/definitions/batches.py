@@ -16,10 +16,15 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import slots
 from flask_solidq.config import Adapter
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.state import get_state
 from flask_solidq.storage import db
+
+if t.TYPE_CHECKING:
+    from flask_solidq.current import OpenBatch
+    from flask_solidq.state import SolidQState
 
 
 class BatchStatus(str, enum.Enum):
@@ -82,7 +87,7 @@ class Batch:
         :raises flask_solidq.BatchAlreadyFinished: the batch finished (or is gone) first;
             nothing enqueued in the block was stored.
         """
-        return get_state().enqueue_into_batch(self.id)
+        return ADDING_TO.call(self.id)
 
     @classmethod
     def of(cls, row: t.Any) -> Batch:
@@ -108,6 +113,18 @@ class Batch:
         )
 
 
+#: A block whose enqueues add to a batch (:meth:`Batch.enqueue`): the batch block runs the
+#: operations, a layer above, so :mod:`flask_solidq.batching` fills it.
+ADDING_TO: slots.Slot[t.Callable[[int], t.ContextManager[OpenBatch]]] = slots.Slot(
+    "flask_solidq.batching"
+)
+
+#: A batch of the test adapter, held in memory (None when there is none, or its block is
+#: open): :mod:`flask_solidq.testing.batches` fills it.
+HELD: slots.Slot[t.Callable[[SolidQState, int], Batch | None]] = slots.Slot(
+    "flask_solidq.testing.batches"
+)
+
 #: The callback columns of ``solidq_batches``, in the order a finished batch stores them.
 CALLBACK_KINDS = ("on_success", "on_failure", "on_finish")
 
@@ -119,8 +136,7 @@ def find(batch_id: int, engine: sa.Engine | None = None) -> Batch | None:
     if engine is None:
         state = get_state()
         if state.adapter is Adapter.TEST:
-            held = state.test_batches.get(batch_id)
-            return None if held is None or held.enqueued_at is None else held.read()
+            return HELD.call(state, batch_id)
         engine = state.engine
     with db.read(engine) as connection:
         return read(connection, batch_id)

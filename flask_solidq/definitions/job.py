@@ -27,6 +27,7 @@ import typing as t
 from flask_solidq import current
 from flask_solidq import identifiers
 from flask_solidq import signals
+from flask_solidq import slots
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
 from flask_solidq.definitions import job_checks
@@ -46,6 +47,7 @@ from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
 
 if t.TYPE_CHECKING:
+    from flask_solidq.state import SolidQState
     from flask_solidq.values import CoalesceStatus
 
 
@@ -54,6 +56,11 @@ _encode_string = json.encoder.encode_basestring
 
 #: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
 _ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
+
+
+#: How a job reaches its app's adapter (``perform_later``): the adapters run the operations,
+#: a layer above the definitions, so :mod:`flask_solidq.adapters` fills it.
+ADAPTER: slots.Slot[t.Callable[[Job, SolidQState], None]] = slots.Slot("flask_solidq.adapters")
 
 
 class Job(Resumable, RateLimitUsage):
@@ -209,8 +216,7 @@ class Job(Resumable, RateLimitUsage):
         return cls.new(*args, **kwargs).perform_later()
 
     def _perform_later_on_instance(self: JobT) -> JobT:
-        state = get_state()
-        state.enqueue(self, state)
+        ADAPTER.call(self, get_state())
         return self
 
     perform_later = job_methods.PerformLater(_perform_later_on_class, _perform_later_on_instance)

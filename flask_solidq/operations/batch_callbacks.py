@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from flask_solidq import current
 from flask_solidq import signals
+from flask_solidq import slots
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
@@ -23,17 +24,12 @@ logger = logging.getLogger("flask_solidq")
 Callback = type[Job] | Job | None
 
 #: How a callback job is enqueued: :func:`flask_solidq.operations.enqueue.enqueue`, which
-#: hands itself over as it is imported (:func:`enqueue_with`). An enqueue may finish a batch (a
-#: concurrency limit discarding a job of another batch counts it there), and a finished batch
-#: enqueues its callbacks: the two call each other, and this slot is where, instead of an
-#: import circle.
-_enqueue: t.Callable[[sa.Engine, Job], None] | None = None
-
-
-def enqueue_with(enqueue: t.Callable[[sa.Engine, Job], None]) -> None:
-    """Make ``enqueue`` how callbacks are enqueued (see :data:`_enqueue`)."""
-    global _enqueue
-    _enqueue = enqueue
+#: fills the slot. An enqueue may finish a batch (a concurrency limit discarding a job of
+#: another batch counts it there), and a finished batch enqueues its callbacks: the two call
+#: each other, and this slot is where, instead of an import circle.
+ENQUEUE: slots.Slot[t.Callable[[sa.Engine, Job], None]] = slots.Slot(
+    "flask_solidq.operations.enqueue"
+)
 
 
 def prepare_callbacks(callbacks: t.Mapping[str, Callback]) -> dict[str, str | None]:
@@ -79,8 +75,6 @@ def store(engine: sa.Engine, row: t.Any, batch: Batch, into: current.OpenBatch |
     A callback that can't be built any more (its definition was removed since the batch
     opened, or its key callable raises) is logged at ERROR and skipped: rolling the
     finishing transaction back would undo the outcomes it stores, and retry forever."""
-    if _enqueue is None:  # flask_solidq's __init__ imports the enqueue, which sets it
-        raise RuntimeError("flask_solidq.operations.enqueue was never imported")
     kinds = ["on_finish", "on_failure" if batch.failed_jobs else "on_success"]
     with current.enqueuing_into(into):
         for kind in sorted(kinds, key=CALLBACK_KINDS.index):
@@ -92,7 +86,7 @@ def store(engine: sa.Engine, row: t.Any, batch: Batch, into: current.OpenBatch |
             except Exception:
                 logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, row.id)
                 continue
-            _enqueue(engine, job)  # joins the finishing transaction
+            ENQUEUE.call(engine, job)  # joins the finishing transaction
 
 
 def callback_job(stored: dict[str, t.Any], batch: Batch) -> Job:

@@ -475,4 +475,4 @@ class _Store:
 STORE = _Store()
 
 #: A finished batch's callbacks are enqueued by this module's enqueue (see there).
-batch_callbacks.enqueue_with(enqueue)
+batch_callbacks.ENQUEUE.fill(enqueue)

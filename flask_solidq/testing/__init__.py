@@ -54,13 +54,13 @@ class _HasId(t.Protocol):
 
 def enqueued_jobs() -> list[Job]:
     """The jobs recorded and not performed yet, oldest first."""
-    return list(_test_state().test_jobs)
+    return list(testing_batches.records_of(_test_state()).jobs)
 
 
 def clear_enqueued_jobs() -> None:
     """Forget every recorded job, and the batches they were in."""
     state = _test_state()
-    state.test_jobs.clear()
+    testing_batches.records_of(state).jobs.clear()
     testing_batches.clear(state)
 
 
@@ -86,9 +86,9 @@ def assert_enqueued_with(
     :raises AssertionError: no job enqueued in the block matches; the message lists them.
     """
     state = _test_state()
-    before = len(state.test_jobs)
+    before = len(testing_batches.records_of(state).jobs)
     yield
-    new_jobs = state.test_jobs[before:]
+    new_jobs = testing_batches.records_of(state).jobs[before:]
     criteria = {
         "job": job,
         "args": None if args is None else tuple(args),
@@ -132,9 +132,9 @@ def perform_enqueued_jobs(*, only: t.Collection[type[Job]] | None = None) -> int
 
 
 def _next_job(state: SolidQState, only: t.Collection[type[Job]] | None) -> Job | None:
-    for index, job in enumerate(state.test_jobs):
+    for index, job in enumerate(testing_batches.records_of(state).jobs):
         if only is None or type(job) in only:
-            return state.test_jobs.pop(index)
+            return testing_batches.records_of(state).jobs.pop(index)
     return None
 
 

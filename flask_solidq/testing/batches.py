@@ -16,9 +16,12 @@ import datetime as dt
 import json
 import logging
 import typing as t
+import weakref
 
 from flask_solidq import current
 from flask_solidq import errors
+from flask_solidq.definitions import batches as definitions_batches
+from flask_solidq.definitions import job as job_definitions
 from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.operations import batch_callbacks
@@ -58,13 +61,46 @@ class HeldBatch:
         return Batch.of(self)
 
 
+@dataclasses.dataclass
+class Records:
+    """What the test adapter holds for one app: its jobs, oldest first, and its batches."""
+
+    jobs: list[Job] = dataclasses.field(default_factory=list)
+    batches: dict[int, HeldBatch] = dataclasses.field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget every job and batch."""
+        self.jobs.clear()
+        self.batches.clear()
+
+
+#: Each app's records, by its state: kept here, beside the test adapter, so the app's state
+#: (below the job definitions) holds nothing of theirs.
+_RECORDS: weakref.WeakKeyDictionary[SolidQState, Records] = weakref.WeakKeyDictionary()
+
+
+def records_of(state: SolidQState) -> Records:
+    """The test adapter's records for ``state``'s app."""
+    records = _RECORDS.get(state)
+    if records is None:
+        records = _RECORDS[state] = Records()
+    return records
+
+
+def find(state: SolidQState, batch_id: int) -> Batch | None:
+    """Batch ``batch_id`` as ``solidq.batches.find`` gives it under the test adapter (None
+    when there is none, or its block is still open)."""
+    held = records_of(state).batches.get(batch_id)
+    return None if held is None or held.enqueued_at is None else held.read()
+
+
 def record(state: SolidQState, job: Job) -> None:
     """Record ``job``, in the batch whose block is open, if any."""
     opened = current.open_batch()
     if opened is not None:
         job.batch_id = opened.id
         opened.stored += 1
-    state.test_jobs.append(job)
+    records_of(state).jobs.append(job)
 
 
 @contextlib.contextmanager
@@ -82,14 +118,14 @@ def batch(
     """
     held = HeldBatch(
         parent_id=parent_id,
-        id=max(state.test_batches, default=0) + 1,
+        id=max(records_of(state).batches, default=0) + 1,
         metadata=batches.metadata_json(metadata),
         on_success=callbacks["on_success"],
         on_failure=callbacks["on_failure"],
         on_finish=callbacks["on_finish"],
         created_at=utcnow(),
     )
-    state.test_batches[held.id] = held
+    records_of(state).batches[held.id] = held
     with _taken_back_on_error(state, held.id, new=True) as opened:
         yield opened
         if parent_id is not None:
@@ -123,7 +159,7 @@ def _open(state: SolidQState, batch_id: int, what: str) -> HeldBatch:
     :raises flask_solidq.BatchAlreadyFinished: it has finished, or is gone (``what`` says
         what was therefore not recorded).
     """
-    held = state.test_batches.get(batch_id)
+    held = records_of(state).batches.get(batch_id)
     if held is None or held.finished_at is not None or held.enqueued_at is None:
         raise errors.BatchAlreadyFinished(
             f"Batch {batch_id} {'has finished' if held else 'is gone'}; {what}. A batch"
@@ -141,7 +177,7 @@ def job_ended(state: SolidQState, job: Job, *, failed: bool) -> None:
 
 def _ended(state: SolidQState, batch_id: int, *, failed: bool) -> None:
     """Count one job (or child batch) of batch ``batch_id`` ended."""
-    held = state.test_batches.get(batch_id)
+    held = records_of(state).batches.get(batch_id)
     if held is None or held.finished_at is not None or held.enqueued_at is None:
         return
     if failed:
@@ -155,7 +191,7 @@ def _ended(state: SolidQState, batch_id: int, *, failed: bool) -> None:
 
 def clear(state: SolidQState) -> None:
     """Forget every batch."""
-    state.test_batches.clear()
+    records_of(state).batches.clear()
 
 
 @contextlib.contextmanager
@@ -164,16 +200,16 @@ def _taken_back_on_error(
 ) -> t.Iterator[current.OpenBatch]:
     """A block whose enqueues go into batch ``batch_id``; if it raises, the jobs it recorded
     (and the batch, when ``new``) are forgotten, as a rolled-back transaction's would be."""
-    before = len(state.test_jobs)
+    before = len(records_of(state).jobs)
     opened = current.OpenBatch(batch_id)
     try:
         with current.enqueuing_into(opened):
             yield opened
     except BaseException:
-        added = {id(job) for job in state.test_jobs[before:] if job.batch_id == batch_id}
-        state.test_jobs[:] = [job for job in state.test_jobs if id(job) not in added]
+        added = {id(job) for job in records_of(state).jobs[before:] if job.batch_id == batch_id}
+        records_of(state).jobs[:] = [job for job in records_of(state).jobs if id(job) not in added]
         if new:
-            state.test_batches.pop(batch_id, None)
+            records_of(state).batches.pop(batch_id, None)
         raise
 
 
@@ -185,7 +221,7 @@ def _finish(state: SolidQState, held: HeldBatch) -> None:
     held.failed_at = held.finished_at if held.failed_jobs else None
     finished = held.read()
     kinds = {"on_finish", "on_failure" if held.failed_jobs else "on_success"}
-    parent = state.test_batches.get(held.parent_id) if held.parent_id is not None else None
+    parent = records_of(state).batches.get(held.parent_id) if held.parent_id is not None else None
     into = current.OpenBatch(parent.id) if parent is not None else None
     with current.enqueuing_into(into):
         for kind in (kind for kind in CALLBACK_KINDS if kind in kinds):
@@ -197,9 +233,13 @@ def _finish(state: SolidQState, held: HeldBatch) -> None:
             except Exception:
                 logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, held.id)
                 continue
-            state.enqueue(job, state)
+            job_definitions.ADAPTER.call(job, state)
     batch_callbacks.announce_finished([finished])
     if parent is not None and into is not None:
         parent.total_jobs += into.stored
         parent.pending_jobs += into.stored
         _ended(state, parent.id, failed=bool(held.failed_jobs))
+
+
+#: ``solidq.batches.find`` under the test adapter reads the batches held here.
+definitions_batches.HELD.fill(find)

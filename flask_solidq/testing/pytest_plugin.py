@@ -22,6 +22,7 @@ import pytest
 from flask_solidq import testing
 from flask_solidq.config import Adapter
 from flask_solidq.controls.rate_limit import local_pauses
+from flask_solidq.testing import batches as testing_batches
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -62,12 +63,10 @@ def solidq_jobs(app: Flask) -> t.Iterator[JobRecorder]:
     """Record the jobs the test enqueues instead of storing them (the test adapter)."""
     state = app.extensions["solidq"]
     adapter, state.adapter = state.adapter, Adapter.TEST
-    state.test_jobs.clear()
-    state.test_batches.clear()
+    testing_batches.records_of(state).clear()
     with app.app_context():
         try:
             yield JobRecorder()
         finally:
             state.adapter = adapter
-            state.test_jobs.clear()
-            state.test_batches.clear()
+            testing_batches.records_of(state).clear()
