@@ -1,6 +1,6 @@
 """Deadlocks under load: does a claim still run out of deadlock retries when 12 worker
 processes of 5 threads drain a queue that two bulk enqueuers and a single enqueuer are
-filling (issue 18 item 5)?
+filling?
 
     python bench/deadlock_stress.py [--claim-attempts 3,10] [--rounds 2]
                                     [--bulk-jobs 20000] [--chunk 500] [--singles 2000]

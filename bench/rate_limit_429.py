@@ -2,7 +2,7 @@
 
     python bench/rate_limit_429.py [--backends sqlite,postgres,mysql] [--runs 20]
 
-Issue 35's scenario, measured with real worker processes: per run, six jobs limited by
+Measured with real worker processes: per run, six jobs limited by
 ``limits_rate(to=20, per=1, burst=5)`` on a budget of the run's own, the first of which makes
 its "call" (50 ms, an API's round trip: with 5 ms, the burst's other jobs that two
 busy cores hadn't yet run past their start check started a millisecond after the 429, admitted

@@ -25,10 +25,9 @@ Cases (``--cases``, default the first eleven):
 * ``to2-b2``, ``to10-b2``, ``to50-b2``, ``to100-b2``: burst 2, default polls (the goal: 95% of
   ideal or more);
 * ``to1-b1``, ``to5-b1``, ``to10-b1``, ``to50-b1``: the default burst of 1, default polls
-  (issue 23's goal: 95% of ``to / per`` or more; before claims were charged ahead, a claim
-  a hair before its slot went to the back of the line, and ``to5-b1`` drained at 67%);
-* not by default, ``to110-b11`` and ``to119-b20``: the seed's simulation, which drains at
-  100 a second with a 0.1 s dispatcher poll (it says: falls behind, keeps up).
+  (the goal: 95% of ``to / per`` or more);
+* not by default, ``to110-b11`` and ``to119-b20``: the documented simulation, which drains
+  at 100 a second with a 0.1 s dispatcher poll (it says: falls behind, keeps up).
 
 How the rate is measured: from the jobs' own admission times. Each job reads its claim's
 ``solidq_claimed_executions.created_at`` (the clock value the claim charged the budget with)
