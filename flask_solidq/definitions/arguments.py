@@ -246,7 +246,7 @@ def _deserialization_error(exc: DeserializationError, position: str) -> Deserial
     return exc  # A subclass such as MissingRecord carries data of its own: keep it.
 
 
-def load_args(data: list[JSONValue]) -> tuple[JobArgument, ...]:
+def load_args(data: JSONValue) -> tuple[JobArgument, ...]:
     """Rebuild a job's positional arguments from what :func:`dump_args` returned, after a
     trip through JSON.
 
@@ -272,7 +272,7 @@ def load_args(data: list[JSONValue]) -> tuple[JobArgument, ...]:
     return tuple(out)
 
 
-def load_kwargs(data: dict[str, JSONValue]) -> dict[str, JobArgument]:
+def load_kwargs(data: JSONValue) -> dict[str, JobArgument]:
     """Rebuild a job's keyword arguments from what :func:`dump_kwargs` returned, after a trip
     through JSON.
 

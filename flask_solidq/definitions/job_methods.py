@@ -9,8 +9,8 @@ import types
 import typing as t
 
 if t.TYPE_CHECKING:
+    from flask_solidq.definitions.configured_job import ConfiguredJob
     from flask_solidq.definitions.function_job import FunctionJob
-    from flask_solidq.definitions.job import ConfiguredJob
     from flask_solidq.definitions.job import Job
 
 JobT = t.TypeVar("JobT", bound="Job")
