@@ -209,7 +209,7 @@ def _persist(engine: sa.Engine, rows: list[_TaskRow]) -> None:
         )
 
 
-def _differs(stored: sa.Row[tuple[object, ...]], row: _TaskRow) -> bool:
+def _differs(stored: sa.Row[t.Any], row: _TaskRow) -> bool:
     return any(getattr(stored, column) != row[column] for column in _CONFIGURED_COLUMNS)
 
 
