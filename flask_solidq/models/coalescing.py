@@ -4,6 +4,7 @@ and the calls a collecting job holds."""
 from __future__ import annotations
 
 import datetime as dt
+import typing as t
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
@@ -57,7 +58,7 @@ class CoalescedCall(Base):
     )
 
     @classmethod
-    def waiting(cls) -> sa.Select[CoalescedCall]:
+    def waiting(cls) -> sa.Select[t.Any]:
         """A select of the calls still waiting to run: their job hasn't finished, hasn't failed
         and hasn't started. So scheduled, ready and blocked jobs' calls count, and so do those
         of a claimed job whose coalesce key still points at it: starting is what frees the key
