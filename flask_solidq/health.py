@@ -136,7 +136,26 @@ def check_host(
     return Report(verdict, message, hostname, threshold, now, supervisors)
 
 
-def _process_health(row: sa.Row[t.Any], now: dt.datetime, threshold: float) -> ProcessHealth:
+class _RegisteredProcess(t.Protocol):
+    """What :func:`_process_health` reads of a ``solidq_processes`` row."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def hostname(self) -> str | None: ...
+    @property
+    def supervisor_id(self) -> int | None: ...
+    @property
+    def last_heartbeat_at(self) -> dt.datetime: ...
+
+
+def _process_health(row: _RegisteredProcess, now: dt.datetime, threshold: float) -> ProcessHealth:
     silent = max(0.0, (now - row.last_heartbeat_at).total_seconds())
     return ProcessHealth(
         row.id,

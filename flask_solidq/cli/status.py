@@ -102,7 +102,7 @@ def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
     )
 
 
-class ProcessRow(t.Protocol):
+class ProcessLine(t.Protocol):
     """What :func:`render_processes` reads of a ``solidq_processes`` row."""
 
     @property
@@ -117,7 +117,7 @@ class ProcessRow(t.Protocol):
     def last_heartbeat_at(self) -> dt.datetime: ...
 
 
-def render_processes(rows: t.Sequence[ProcessRow], now: dt.datetime) -> str:
+def render_processes(rows: t.Sequence[ProcessLine], now: dt.datetime) -> str:
     """Each registered process and how long ago it last heartbeat."""
     if not rows:
         return "Processes: none running."
