@@ -162,6 +162,7 @@ def send(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
         receiver(sender, **payload)
 
 
+# Any: as for send.
 def send_safely(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
     """Send ``signal`` for something already done: a receiver that raises is logged, and
     neither undoes it nor stops the thread sending. The receivers after it miss this one."""

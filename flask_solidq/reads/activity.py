@@ -144,6 +144,8 @@ def failed(connection: sa.Connection, window: Window, queue: str | None = None) 
     return window.count(connection, FAILED.c.created_at, queue)
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def _counts(
     connection: sa.Connection, stamp: sa.Column[dt.datetime], since: dt.datetime, queue: str | None
 ) -> sa.Select[t.Any]:

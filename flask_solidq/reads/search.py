@@ -180,6 +180,8 @@ def _shown_match(row: sa.RowMapping, text: str, shown: argument_filter.ArgumentF
     return filtered == payload or text.lower() in arguments.dumps(filtered).lower()
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def _jobs(where: Filter, *extra: sa.ColumnElement[object]) -> sa.Select[t.Any]:
     return browse.select_jobs(where.state, *extra, queue=where.queue, job=where.job)
 
@@ -192,6 +194,7 @@ def _same_job(kind: Kind, text: str) -> sa.ColumnElement[bool]:
     return JOBS.c.active_job_id.in_(sorted({text, text.lower()}))
 
 
+# Any: as for _jobs.
 def _summaries(
     connection: sa.Connection, query: sa.Select[t.Any], state: browse.State
 ) -> list[browse.JobSummary]:
