@@ -44,7 +44,7 @@ def dump_value(value: object) -> JSONValue:
     :raises ~flask_solidq.definitions.argument_codecs.Unserializable: ``value``, or something
         inside it, can't be stored; its ``segments`` say where, innermost first.
     """
-    if value is None or type(value) is bool:  # PLAIN
+    if value is None or value is True or value is False:  # PLAIN
         return value
     cls = type(value)
     dumper = _DUMPERS.get(cls)
@@ -61,7 +61,10 @@ def _dump_items(value: t.Iterable[object]) -> list[JSONValue]:
         for i, item in enumerate(value):  # noqa: B007 (i is read in the except clause)
             append(
                 item
-                if item is None or type(item) is bool or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
     except argument_codecs.Unserializable as exc:
@@ -77,7 +80,10 @@ def _dump_members(value: t.AbstractSet[object]) -> list[JSONValue]:
         try:
             append(
                 item
-                if item is None or type(item) is bool or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
         except argument_codecs.Unserializable as exc:
@@ -108,7 +114,10 @@ def _dump_dict(value: dict[object, object]) -> Stored:
                 break
             out[key] = (
                 item
-                if item is None or type(item) is bool or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
         else:

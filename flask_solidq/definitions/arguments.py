@@ -195,7 +195,10 @@ def dump_args(args: tuple[JobArgument, ...]) -> list[JSONValue]:
         for i, value in enumerate(args):  # noqa: B007 (i is read in the except clause)
             append(
                 value
-                if value is None or type(value) is bool or (type(value) is str and value.isascii())
+                if value is None
+                or value is True
+                or value is False
+                or (type(value) is str and value.isascii())
                 else _dump(value)
             )
     except (argument_codecs.Unserializable, RecursionError) as exc:
@@ -229,7 +232,10 @@ def dump_kwargs(kwargs: t.Mapping[str, JobArgument]) -> dict[str, JSONValue]:
                 raise SerializationError(f"Can't store {position}: {reason}", position=position)
             out[name] = (
                 value
-                if value is None or type(value) is bool or (type(value) is str and value.isascii())
+                if value is None
+                or value is True
+                or value is False
+                or (type(value) is str and value.isascii())
                 else _dump(value)
             )
     except (argument_codecs.Unserializable, RecursionError) as exc:

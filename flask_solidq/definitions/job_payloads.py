@@ -20,11 +20,11 @@ _encode_string = json.encoder.encode_basestring
 
 
 def payload(job: Job) -> dict[str, JSONValue]:
-    """The JSON-ready payload of ``job``.
+    """The JSON-ready payload stored in ``solidq_jobs.arguments`` (``Job.payload``).
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
     """
-    coalesced_as = job.coalesced_as
+    coalesced_as = job._coalesced_as
     data: dict[str, JSONValue] = {"coalesce": coalesced_as} if coalesced_as else {}
     data["job"] = arguments.import_path(type(job))
     data["args"] = arguments.dump_args(job.arguments)
@@ -39,20 +39,22 @@ def payload(job: Job) -> dict[str, JSONValue]:
 
 
 def encoded_payload(job: Job, encode: t.Callable[[JSONValue], str]) -> str:
-    """``job.payload()`` as ``encode`` writes it; for a job that holds nothing but its
-    positional arguments (how a job is built to be enqueued), the same text written without
-    building the dict.
+    """:meth:`~flask_solidq.Job.payload` as ``encode`` (compact JSON: see
+    :func:`~flask_solidq.definitions.arguments.payload_encoder`) writes it
+    (``Job.encoded_payload``). For a job that holds nothing but its positional arguments (how a
+    job is built to be enqueued), the same text written without building the dict.
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
     """
     plain = not (
         job.kwargs
-        or job.coalesced_as
+        or job._coalesced_as
         or job.executions
         or job.exception_executions
         # Not through __dict__: reading it makes a dict for the job's attributes, which
         # the garbage collector then tracks (a full collection every few bulk enqueues).
         or getattr(job, "_progress", None) is not None
+        or type(job).payload is not payload
     )
     if not plain:
         return encode(job.payload())
