@@ -16,6 +16,7 @@ from flask_solidq import argument_filter
 from flask_solidq import config_keys as read
 from flask_solidq import identifiers
 from flask_solidq.timing import to_seconds
+from flask_solidq.values import JobArgument
 
 
 class Adapter(str, enum.Enum):
@@ -43,21 +44,21 @@ class OnWorkerDeath(str, enum.Enum):
 #: :mod:`flask_solidq.processes.worker`).
 DEFAULT_PREFETCH = 100
 
-DEFAULT_WORKER: dict[str, t.Any] = {
+DEFAULT_WORKER: dict[str, object] = {
     "queues": "*",
     "threads": 3,
     "processes": 1,
     "polling_interval": 0.1,
     "prefetch": DEFAULT_PREFETCH,
 }
-DEFAULT_DISPATCHER: dict[str, t.Any] = {
+DEFAULT_DISPATCHER: dict[str, object] = {
     "polling_interval": 1,
     "batch_size": 500,
     "concurrency_maintenance": True,
     "concurrency_maintenance_interval": 600,
 }
 
-DEFAULTS: dict[str, t.Any] = {
+DEFAULTS: dict[str, object] = {
     "SOLIDQ_BIND": None,
     "SOLIDQ_ADAPTER": "solidq",
     "SOLIDQ_WORKERS": [dict(DEFAULT_WORKER)],
@@ -119,8 +120,8 @@ class RecurringSettings:
     key: str
     job: str
     schedule: str
-    args: tuple[t.Any, ...] = ()
-    kwargs: dict[str, t.Any] = dataclasses.field(default_factory=dict)
+    args: tuple[JobArgument, ...] = ()
+    kwargs: dict[str, JobArgument] = dataclasses.field(default_factory=dict)
     queue: str | None = None
     priority: int | None = None
     description: str | None = None
@@ -234,7 +235,7 @@ class Settings:
     metrics_max_queues: int = 100
 
 
-def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
+def load_settings(config: t.MutableMapping[str, object]) -> Settings:
     """Fill in the defaults of every ``SOLIDQ_*`` key in ``config`` and parse them.
 
     :raises ValueError, TypeError: a key holds a value it can't take; the message names it.
@@ -289,13 +290,13 @@ def load_settings(config: t.MutableMapping[str, t.Any]) -> Settings:
     )
 
 
-def _optional_interval(config: t.Mapping[str, t.Any], key: str) -> float | None:
+def _optional_interval(config: t.Mapping[str, object], key: str) -> float | None:
     """Seconds, 0 included, or None for "never"."""
     value = config[key]
     return None if value is None else read.seconds(config, key, allow_zero=True)
 
 
-def _optional_count(config: t.Mapping[str, t.Any], key: str) -> int | None:
+def _optional_count(config: t.Mapping[str, object], key: str) -> int | None:
     """An int of 0 or more, or None for "no limit"."""
     value = config[key]
     return None if value is None else read.non_negative_int(value, key)
@@ -320,7 +321,7 @@ def parse_queues(value: object, *, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def worker_settings(entry: dict[str, t.Any], name: str = "SOLIDQ_WORKERS[0]") -> WorkerSettings:
+def worker_settings(entry: dict[str, object], name: str = "SOLIDQ_WORKERS[0]") -> WorkerSettings:
     """Parse one worker entry; missing keys take the defaults."""
     values = read.known_keys({**DEFAULT_WORKER, **entry}, DEFAULT_WORKER, name)
     return WorkerSettings(
@@ -332,7 +333,7 @@ def worker_settings(entry: dict[str, t.Any], name: str = "SOLIDQ_WORKERS[0]") ->
     )
 
 
-def _dispatcher(entry: dict[str, t.Any], name: str) -> DispatcherSettings:
+def _dispatcher(entry: dict[str, object], name: str) -> DispatcherSettings:
     values = read.known_keys({**DEFAULT_DISPATCHER, **entry}, DEFAULT_DISPATCHER, name)
     maintenance = values["concurrency_maintenance"]
     if not isinstance(maintenance, bool):

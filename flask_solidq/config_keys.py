@@ -18,7 +18,7 @@ logger = logging.getLogger("flask_solidq")
 PREFIX = "SOLIDQ_"
 
 
-def misspelled(config: t.Mapping[str, t.Any], known: t.Collection[str]) -> list[str]:
+def misspelled(config: t.Mapping[str, object], known: t.Collection[str]) -> list[str]:
     """A line for each ``SOLIDQ_*`` key of ``config`` that isn't in ``known``, naming the
     closest known key when one is close: a misspelled key would otherwise leave its setting
     at the default without a word."""
@@ -33,20 +33,22 @@ def misspelled(config: t.Mapping[str, t.Any], known: t.Collection[str]) -> list[
     return lines
 
 
-def warn_misspelled(config: t.Mapping[str, t.Any], known: t.Collection[str]) -> None:
+def warn_misspelled(config: t.Mapping[str, object], known: t.Collection[str]) -> None:
     """Log a warning for each key :func:`misspelled` finds (once, when the app is set up)."""
     for line in misspelled(config, known):
         logger.warning("SolidQ: %s", line)
 
 
-def known_keys(values: dict[str, t.Any], defaults: dict[str, t.Any], name: str) -> dict[str, t.Any]:
+def known_keys(
+    values: dict[str, object], defaults: t.Mapping[str, object], name: str
+) -> dict[str, object]:
     unknown = sorted(set(values) - set(defaults))
     if unknown:
         raise ValueError(f"{name} has unknown keys {unknown}; it takes {sorted(defaults)}.")
     return values
 
 
-def list_of_dicts(config: t.Mapping[str, t.Any], key: str) -> list[dict[str, t.Any]]:
+def list_of_dicts(config: t.Mapping[str, object], key: str) -> list[dict[str, object]]:
     value = config[key]
     if isinstance(value, dict):
         value = [value]
@@ -71,11 +73,11 @@ def non_negative_int(value: object, name: str) -> int:
     return value
 
 
-def seconds(config: t.Mapping[str, t.Any], key: str, *, allow_zero: bool = False) -> float:
+def seconds(config: t.Mapping[str, object], key: str, *, allow_zero: bool = False) -> float:
     return to_seconds(config[key], name=key, allow_zero=allow_zero)
 
 
-def optional_seconds(config: t.Mapping[str, t.Any], key: str) -> float | None:
+def optional_seconds(config: t.Mapping[str, object], key: str) -> float | None:
     """A duration, or None for "off"."""
     value = config[key]
     if value is None:
@@ -86,7 +88,7 @@ def optional_seconds(config: t.Mapping[str, t.Any], key: str) -> float | None:
         raise ValueError(f"{error} Use None to turn it off.") from None
 
 
-def boolean(config: t.Mapping[str, t.Any], key: str) -> bool:
+def boolean(config: t.Mapping[str, object], key: str) -> bool:
     value = config[key]
     if not isinstance(value, bool):
         raise TypeError(f"{key} must be True or False, not {value!r}.")
@@ -94,21 +96,23 @@ def boolean(config: t.Mapping[str, t.Any], key: str) -> bool:
 
 
 def optional_callable(
-    config: t.Mapping[str, t.Any], key: str
+    config: t.Mapping[str, object], key: str
 ) -> t.Callable[[BaseException], object] | None:
     value = config[key]
-    if value is not None and not callable(value):
+    if value is None:
+        return None
+    if not callable(value):
         raise TypeError(
             f"{key} must be None or a callable given the exception (such as"
             f" sentry_sdk.capture_exception), not {value!r}."
         )
-    return t.cast("t.Callable[[BaseException], object] | None", value)
+    return value
 
 
 E = t.TypeVar("E", bound=enum.Enum)
 
 
-def choice(config: t.Mapping[str, t.Any], key: str, choices: type[E]) -> E:
+def choice(config: t.Mapping[str, object], key: str, choices: type[E]) -> E:
     """The member of ``choices`` whose value the key holds (a member itself is taken too)."""
     value = config[key]
     try:
@@ -118,7 +122,7 @@ def choice(config: t.Mapping[str, t.Any], key: str, choices: type[E]) -> E:
         raise ValueError(f"{key} must be one of {options}, not {value!r}.") from None
 
 
-def optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
+def optional_str(config: t.Mapping[str, object], key: str) -> str | None:
     value = config[key]
     if value is not None and (not isinstance(value, str) or not value):
         raise TypeError(f"{key} must be None or the name of a bind, not {value!r}.")
@@ -129,7 +133,7 @@ def optional_str(config: t.Mapping[str, t.Any], key: str) -> str | None:
 POOLERS = ("pgbouncer",)
 
 
-def pooler(config: t.Mapping[str, t.Any], key: str) -> str | None:
+def pooler(config: t.Mapping[str, object], key: str) -> str | None:
     value = config[key]
     if value is None:
         return None
@@ -141,7 +145,7 @@ def pooler(config: t.Mapping[str, t.Any], key: str) -> str | None:
     return value.lower()
 
 
-def listen_url(config: t.Mapping[str, t.Any], key: str) -> str | None:
+def listen_url(config: t.Mapping[str, object], key: str) -> str | None:
     """A database URL, kept as text with its password (the listener connects with it)."""
     value = config[key]
     if value is None:
@@ -164,7 +168,7 @@ def listen_url(config: t.Mapping[str, t.Any], key: str) -> str | None:
     return value
 
 
-def url_prefix(config: t.Mapping[str, t.Any], key: str) -> str:
+def url_prefix(config: t.Mapping[str, object], key: str) -> str:
     value = config[key]
     if not isinstance(value, str) or not value.startswith("/"):
         raise ValueError(
@@ -173,7 +177,7 @@ def url_prefix(config: t.Mapping[str, t.Any], key: str) -> str:
     return value.rstrip("/") or "/"
 
 
-def basic_auth(config: t.Mapping[str, t.Any], key: str) -> tuple[str, str] | None:
+def basic_auth(config: t.Mapping[str, object], key: str) -> tuple[str, str] | None:
     value = config[key]
     if value is None:
         return None
@@ -186,7 +190,7 @@ def basic_auth(config: t.Mapping[str, t.Any], key: str) -> tuple[str, str] | Non
     return (value[0], value[1])
 
 
-def words(config: t.Mapping[str, t.Any], key: str) -> tuple[str, ...]:
+def words(config: t.Mapping[str, object], key: str) -> tuple[str, ...]:
     """A list or tuple of non-empty strings (empty: none)."""
     value = config[key]
     if not isinstance(value, (list, tuple)) or not all(

@@ -19,7 +19,7 @@ import typing as t
 class SolidQError(Exception):
     """A flask-solidq error."""
 
-    def __init__(self, message: str | None = None, *args: t.Any) -> None:
+    def __init__(self, message: str | None = None, *args: object) -> None:
         super().__init__(message or (self.__doc__ or "").strip(), *args)
 
 
@@ -143,6 +143,10 @@ class RateLimited(SolidQError):
         return max(dt.timedelta(0), self.retry_after - now)
 
 
+@t.overload
+def pause_of(value: object, *, name: str, until: t.Literal[False] = False) -> dt.timedelta: ...
+@t.overload
+def pause_of(value: object, *, name: str, until: bool) -> dt.timedelta | dt.datetime: ...
 def pause_of(value: object, *, name: str, until: bool = False) -> dt.timedelta | dt.datetime:
     """A back-off's length as given to ``name``: seconds above 0 or a positive ``timedelta``
     (a ``timedelta``); with ``until``, an aware ``datetime`` too (kept, in UTC).

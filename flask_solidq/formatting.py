@@ -76,12 +76,13 @@ def count_of(count: int, units: bool, noun: str = "") -> str:
 METADATA_WIDTH = 60
 
 
-def describe_metadata(metadata: t.Mapping[str, t.Any]) -> str:
+def describe_metadata(metadata: t.Mapping[str, object]) -> str:
     """A batch's metadata on one line: its ``label`` when it has one (as in
     ``solidq.batch(..., label="catalog")``), else ``key=value, ...``; shortened to
     :data:`METADATA_WIDTH`."""
-    if isinstance(metadata.get("label"), str) and metadata["label"]:
-        text = metadata["label"]
+    label = metadata.get("label")
+    if isinstance(label, str) and label:
+        text = label
     else:
         text = ", ".join(
             f"{key}={json.dumps(value, default=str)}" for key, value in metadata.items()

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.storage import database_clock
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 
@@ -56,7 +57,7 @@ class ProcessHealth:
         """``Worker worker-ab12... (pid 42)``: the process as log lines name it."""
         return f"{self.kind} {self.name} (pid {self.pid})"
 
-    def as_dict(self) -> dict[str, t.Any]:
+    def as_dict(self) -> dict[str, JSONValue]:
         return {
             "kind": self.kind,
             "name": self.name,
@@ -77,7 +78,7 @@ class SupervisorHealth:
     def silent_processes(self) -> list[ProcessHealth]:
         return [process for process in self.processes if not process.alive]
 
-    def as_dict(self) -> dict[str, t.Any]:
+    def as_dict(self) -> dict[str, JSONValue]:
         return {
             **self.supervisor.as_dict(),
             "processes": [process.as_dict() for process in self.processes],
@@ -96,7 +97,7 @@ class Report:
     checked_at: dt.datetime
     supervisors: list[SupervisorHealth]
 
-    def as_dict(self) -> dict[str, t.Any]:
+    def as_dict(self) -> dict[str, JSONValue]:
         """The report as ``--json`` prints it."""
         return {
             "healthy": self.verdict is Verdict.HEALTHY,
@@ -135,7 +136,26 @@ def check_host(
     return Report(verdict, message, hostname, threshold, now, supervisors)
 
 
-def _process_health(row: sa.Row[t.Any], now: dt.datetime, threshold: float) -> ProcessHealth:
+class _RegisteredProcess(t.Protocol):
+    """What :func:`_process_health` reads of a ``solidq_processes`` row."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def hostname(self) -> str | None: ...
+    @property
+    def supervisor_id(self) -> int | None: ...
+    @property
+    def last_heartbeat_at(self) -> dt.datetime: ...
+
+
+def _process_health(row: _RegisteredProcess, now: dt.datetime, threshold: float) -> ProcessHealth:
     silent = max(0.0, (now - row.last_heartbeat_at).total_seconds())
     return ProcessHealth(
         row.id,

@@ -20,9 +20,11 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import identifiers
+from flask_solidq.values import JobArgument
 
-#: A key or group declaration: a literal, a callable over the job's arguments, or None/False.
-KeyDeclaration = t.Any
+#: A key or group declaration: a literal, a callable over the job's arguments, or None/False;
+#: any other value gives the bare key.
+KeyDeclaration = object
 
 
 class _Bare:
@@ -70,8 +72,10 @@ def is_disabled(declaration: KeyDeclaration) -> bool:
 
 
 def evaluate(
-    declaration: KeyDeclaration, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
-) -> t.Any:
+    declaration: KeyDeclaration,
+    args: tuple[JobArgument, ...],
+    kwargs: t.Mapping[str, JobArgument],
+) -> object:
     """The raw value of a declaration for one call: the literal, or the callable's result.
 
     Exceptions from a callable propagate: the enqueue fails with them, with nothing written.
@@ -83,7 +87,7 @@ def evaluate(
     return None
 
 
-def render(value: t.Any) -> str | None:
+def render(value: object) -> str | None:
     """Turn a key's value into its string form, or ``None`` when nothing is left."""
     parts = list(_parts(value))
     return "/".join(parts) if parts else None
@@ -92,8 +96,8 @@ def render(value: t.Any) -> str | None:
 def build(
     scope: str | None,
     declaration: KeyDeclaration,
-    args: tuple[t.Any, ...],
-    kwargs: dict[str, t.Any],
+    args: tuple[JobArgument, ...],
+    kwargs: t.Mapping[str, JobArgument],
 ) -> str:
     """The full key: ``scope`` (the group, or the job's name) joined with the key's value; the
     blank string when both are blank (the job is then not limited)."""
@@ -102,7 +106,10 @@ def build(
 
 
 def scope(
-    group: KeyDeclaration, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+    group: KeyDeclaration,
+    job_name: str,
+    args: tuple[JobArgument, ...],
+    kwargs: t.Mapping[str, JobArgument],
 ) -> str | None:
     """The first part of a key: the job's name, or the group's value when one is declared
     (None when it comes out ``None``: it drops out, as Solid Queue compacts a nil group)."""
@@ -124,7 +131,7 @@ class Keyed:
         return not is_disabled(self.key)
 
     def key_for(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
     ) -> str | None:
         """The key a call with these arguments gets, or None when the control is off (the
         blank string when the key comes out blank: the job is then not limited)."""
@@ -133,7 +140,7 @@ class Keyed:
         return build(scope(self.group, job_name, args, kwargs), self.key, args, kwargs)
 
 
-def _parts(value: t.Any) -> t.Iterator[str]:
+def _parts(value: object) -> t.Iterator[str]:
     if value is None:
         return
     if isinstance(value, (list, tuple)):
@@ -147,7 +154,7 @@ def _parts(value: t.Any) -> t.Iterator[str]:
     yield str(value)
 
 
-def _model_identity(value: t.Any) -> list[str] | None:
+def _model_identity(value: object) -> list[str] | None:
     if isinstance(value, (str, int, float)):
         return None
     state = sa.inspect(value, raiseerr=False)

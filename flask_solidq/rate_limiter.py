@@ -31,6 +31,7 @@ from flask_solidq.state import get_state
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JobArgument
 
 if t.TYPE_CHECKING:
     from flask_solidq.controls.rate_limit.rate_charges import Charge
@@ -103,7 +104,7 @@ class RateLimiter:
         return name
 
     def is_limited(
-        self, target: Target, *args: t.Any, units: int | None = None, **kwargs: t.Any
+        self, target: Target, *args: JobArgument, units: int | None = None, **kwargs: JobArgument
     ) -> bool:
         """True while a claim of a job with this budget key (charging ``units``, under a
         limit counted in units), or of this job's call, would be deferred now.
@@ -116,7 +117,7 @@ class RateLimiter:
         return self._time_until(target, args, kwargs, units, "is_limited") > 0
 
     def time_until_available(
-        self, target: Target, *args: t.Any, units: int | None = None, **kwargs: t.Any
+        self, target: Target, *args: JobArgument, units: int | None = None, **kwargs: JobArgument
     ) -> float:
         """Seconds until a claim of a job with this budget key is admitted (0.0 if now); with
         ``units``, until a claim of that many units is (a limit counted in units admits a
@@ -127,7 +128,7 @@ class RateLimiter:
         """
         return self._time_until(target, args, kwargs, units, "time_until_available")
 
-    def state(self, target: Target, *args: t.Any, **kwargs: t.Any) -> BudgetState:
+    def state(self, target: Target, *args: JobArgument, **kwargs: JobArgument) -> BudgetState:
         """The budget of a key: next admission, what it admits now, jobs waiting, next
         check, last slot, and its limit's kind (units or claims) and name. Asked by job, the
         state of the call's budget that admits it last (its main one on a tie), its next
@@ -143,7 +144,11 @@ class RateLimiter:
         return max(states, key=lambda state: state.next_admission_at)
 
     def back_off(
-        self, target: Target, *args: t.Any, seconds: float | dt.timedelta, **kwargs: t.Any
+        self,
+        target: Target,
+        *args: JobArgument,
+        seconds: float | dt.timedelta,
+        **kwargs: JobArgument,
     ) -> dt.datetime:
         """Pause the budget ``target`` (a key as stored, ``"sync_shop/acme"``; or every
         budget of a job's call): it admits nothing for ``seconds`` (a number above 0 or a
@@ -156,7 +161,7 @@ class RateLimiter:
         :raises ValueError: as :meth:`state`, or ``seconds`` isn't above 0.
         :raises TypeError: ``seconds`` is neither a number nor a ``timedelta``.
         """
-        pause = t.cast(dt.timedelta, errors.pause_of(seconds, name="back_off(seconds=)"))
+        pause = errors.pause_of(seconds, name="back_off(seconds=)")
         charges = self._charges(target, args, kwargs, None, "back_off")
         until = admissions.pause_all(self._engine(), {charge.key: pause for charge in charges})
         return max(until.values())
@@ -164,10 +169,10 @@ class RateLimiter:
     def acquire(
         self,
         target: Target,
-        *args: t.Any,
+        *args: JobArgument,
         timeout: float | dt.timedelta | None = None,
         units: int | None = None,
-        **kwargs: t.Any,
+        **kwargs: JobArgument,
     ) -> t.ContextManager[admissions.Admission]:
         """Take an admission from a budget (a registered budget's name, or any budget key
         a job's limit covers; or every budget of a job's call) for code outside jobs::
@@ -211,8 +216,8 @@ class RateLimiter:
     def _time_until(
         self,
         target: Target,
-        args: tuple[t.Any, ...],
-        kwargs: dict[str, t.Any],
+        args: tuple[JobArgument, ...],
+        kwargs: dict[str, JobArgument],
         units: int | None,
         asked: str,
     ) -> float:
@@ -232,8 +237,8 @@ class RateLimiter:
     def _charges(
         self,
         target: Target,
-        args: tuple[t.Any, ...],
-        kwargs: dict[str, t.Any],
+        args: tuple[JobArgument, ...],
+        kwargs: dict[str, JobArgument],
         units: int | None,
         asked: str,
     ) -> list[Charge]:

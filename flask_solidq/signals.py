@@ -122,10 +122,10 @@ send ``fail`` (or ``retry``, ``discard``)."""
 
 #: The receivers :func:`send` knows are plain functions, by id (each kept alive by whoever
 #: declared it: the log subscriber's, module constants).
-_plain_receivers: dict[int, t.Callable[..., t.Any]] = {}
+_plain_receivers: dict[int, t.Callable[..., object]] = {}
 
 
-def declare_plain(receiver: t.Callable[..., t.Any]) -> None:
+def declare_plain(receiver: t.Callable[..., object]) -> None:
     """Declare ``receiver`` a plain function (never a coroutine function) for :func:`send`,
     which then calls it without asking. ``receiver`` must stay alive as long as the process
     sends signals (a module's constant)."""
@@ -134,6 +134,8 @@ def declare_plain(receiver: t.Callable[..., t.Any]) -> None:
     _plain_receivers[id(receiver)] = receiver
 
 
+# Any for the payloads: blinker's send takes them beside a keyword of its own
+# (``_async_wrapper``), so payloads typed object would not pass to it.
 def send(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
     """``signal.send(sender, **payload)``, what a job's run sends on every job
     (``perform_start``, ``perform``).
@@ -160,6 +162,7 @@ def send(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
         receiver(sender, **payload)
 
 
+# Any: as for send.
 def send_safely(signal: NamedSignal, sender: object, **payload: t.Any) -> None:
     """Send ``signal`` for something already done: a receiver that raises is logged, and
     neither undoes it nor stops the thread sending. The receivers after it miss this one."""

@@ -12,8 +12,31 @@ import datetime as dt
 import enum
 import typing as t
 
+#: A value as JSON holds it: what :func:`json.loads` returns and :func:`json.dumps` takes. The
+#: stored forms of job arguments and payloads are made of these.
+JSONValue: t.TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
+
+#: A job's argument, as the job was called with it: any value at all (what can be stored is
+#: checked when it is dumped, see :mod:`flask_solidq.definitions.arguments`).
+JobArgument: t.TypeAlias = object
+
 #: The queue of the housekeeping jobs (:mod:`flask_solidq.housekeeping`).
 MAINTENANCE_QUEUE = "solidq_maintenance"
+
+
+class _HasJobColumns(t.Protocol):
+    """A value with the columns a :class:`JobRef` copies (a claimed job, a job row)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def class_name(self) -> str: ...
+    @property
+    def concurrency_key(self) -> str | None: ...
 
 
 class JobRef(t.NamedTuple):
@@ -28,7 +51,7 @@ class JobRef(t.NamedTuple):
     scheduled_at: dt.datetime | None
 
     @classmethod
-    def of(cls, job: t.Any, scheduled_at: dt.datetime | None = None) -> JobRef:
+    def of(cls, job: _HasJobColumns, scheduled_at: dt.datetime | None = None) -> JobRef:
         """The reference of a job value that has these columns (a claimed job, say)."""
         return cls(
             id=job.id,

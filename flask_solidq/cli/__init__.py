@@ -43,7 +43,7 @@ class SolidQGroup(AppGroup):
     engines in ``init_app``; the group sees that only when it is registered as a
     ``flask.commands`` entry point, so the app loads inside its commands)."""
 
-    def invoke(self, ctx: click.Context) -> t.Any:
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except (ImportError, sa.exc.NoSuchModuleError) as error:

@@ -38,7 +38,7 @@ class RecordId(click.ParamType[int]):
         self.kind = kind
 
     def convert(
-        self, value: t.Any, param: click.Parameter | None, ctx: click.Context | None
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
@@ -56,7 +56,7 @@ class JobReference(click.ParamType["int | str"]):
     name = "job"
 
     def convert(
-        self, value: t.Any, param: click.Parameter | None, ctx: click.Context | None
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> int | str:
         text = str(value)
         if identifiers.has_nul(text):
@@ -82,7 +82,7 @@ class Name(click.ParamType[str]):
         self.what = what
 
     def convert(
-        self, value: t.Any, param: click.Parameter | None, ctx: click.Context | None
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> str:
         text = str(value)
         problem = identifiers.name_problem(text, f"{self.what} {shown(text)}")
@@ -101,7 +101,7 @@ class Seconds(click.ParamType[float]):
         self.positive = positive
 
     def convert(
-        self, value: t.Any, param: click.Parameter | None, ctx: click.Context | None
+        self, value: str | t.SupportsFloat, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         try:
             seconds = float(value) if str(value).isascii() else math.nan
@@ -124,9 +124,10 @@ class Count(click.IntRange):
     def __init__(self, minimum: int, maximum: int = MAX_COUNT) -> None:
         super().__init__(minimum, maximum)
 
+    # Any: click's IntRange declares its input an int, though the command line gives text.
     def convert(
         self, value: t.Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> t.Any:
+    ) -> int:
         if isinstance(value, str) and not _SIGNED_ASCII.fullmatch(value.strip()):
             self.fail(
                 f"{shown(value)} is not a whole number: it takes one from {self.min} to"

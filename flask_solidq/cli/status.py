@@ -101,7 +101,22 @@ def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
     )
 
 
-def render_processes(rows: t.Sequence[t.Any], now: dt.datetime) -> str:
+class ProcessLine(t.Protocol):
+    """What :func:`render_processes` reads of a ``solidq_processes`` row."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def hostname(self) -> str | None: ...
+    @property
+    def last_heartbeat_at(self) -> dt.datetime: ...
+
+
+def render_processes(rows: t.Sequence[ProcessLine], now: dt.datetime) -> str:
     """Each registered process and how long ago it last heartbeat."""
     if not rows:
         return "Processes: none running."

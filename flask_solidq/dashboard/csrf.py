@@ -57,7 +57,7 @@ _process_key: bytes | None = None
 _process_key_lock = threading.Lock()
 
 
-def check_setting(config: t.Mapping[str, t.Any]) -> None:
+def check_setting(config: t.Mapping[str, object]) -> None:
     """Refuse, when the app starts, a ``SOLIDQ_DASHBOARD_SECRET_KEY`` that can't be a key."""
     value = config.get(SECRET_KEY_SETTING)
     if value is not None and (not isinstance(value, (str, bytes)) or not value):
@@ -114,12 +114,15 @@ def token() -> str:
     context, which a test client (or pytest-flask) may keep open across requests of different
     clients."""
     environ = request.environ
-    if _ENVIRON_KEY not in environ:
-        cookie = request.cookies.get(COOKIE)
-        signer = _signer()
-        fresh = cookie is None or not signer.validate(cookie)
-        environ[_ENVIRON_KEY] = signer.sign(secrets.token_urlsafe(32)).decode() if fresh else cookie
-    return t.cast(str, environ[_ENVIRON_KEY])
+    found = environ.get(_ENVIRON_KEY)
+    if isinstance(found, str):
+        return found
+    cookie = request.cookies.get(COOKIE)
+    signer = _signer()
+    if cookie is None or not signer.validate(cookie):
+        cookie = signer.sign(secrets.token_urlsafe(32)).decode()
+    environ[_ENVIRON_KEY] = cookie
+    return cookie
 
 
 def check() -> None:
@@ -192,5 +195,5 @@ def set_cookie(response: Response) -> Response:
     return response
 
 
-def template_context() -> dict[str, t.Any]:
+def template_context() -> dict[str, object]:
     return {"csrf_token": token, "csrf_field": FIELD, "csrf_header": HEADER}

@@ -28,7 +28,7 @@ SETTING = "SOLIDQ_DASHBOARD_REFRESH_INTERVAL"
 DEFAULT_SECONDS = 3.0
 
 
-def check_setting(config: t.Mapping[str, t.Any]) -> None:
+def check_setting(config: t.Mapping[str, object]) -> None:
     """Refuse, when the app starts, an interval that isn't a positive duration."""
     to_seconds(config.get(SETTING, DEFAULT_SECONDS), name=SETTING)
 
@@ -55,15 +55,19 @@ def refresh_url() -> str:
     parameter named as a route argument, or as one of ``url_for``'s own (``endpoint``,
     ``_anchor``...), is left out: the path says the first, and the second isn't the page's."""
     route = request.view_args or {}
+    # Any: passed on as url_for's **values, beside keywords of its own (_anchor=...).
     query: dict[str, t.Any] = {
         name: values
         for name, values in request.args.lists()
         if name not in route and name != "endpoint" and not name.startswith("_")
     }
-    return url_for(t.cast(str, request.endpoint), **route, **query)
+    endpoint = request.endpoint
+    if endpoint is None:  # a page being rendered was routed to one
+        raise RuntimeError("refresh_url() needs a request routed to an endpoint.")
+    return url_for(endpoint, **route, **query)
 
 
-def template_context() -> dict[str, t.Any]:
+def template_context() -> dict[str, object]:
     """``refresh_trigger`` for the templates' live regions, ``refresh_seconds`` to say it,
     ``refresh_url()`` for their ``hx-get``."""
     seconds = interval()

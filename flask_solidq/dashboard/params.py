@@ -44,7 +44,7 @@ def check() -> None:
     """``before_request``: refuse a request any of whose parameters holds a NUL character
     (no column of the queue's tables can hold one, and PostgreSQL's driver raises on it), or
     any of whose path parameters has a dot segment (:func:`dot_segment`)."""
-    sources: list[tuple[str, t.Iterable[tuple[str, t.Any]]]] = [
+    sources: list[tuple[str, t.Iterable[tuple[str, object]]]] = [
         ("query parameter", request.args.items(multi=True)),
         ("path parameter", (request.view_args or {}).items()),
     ]

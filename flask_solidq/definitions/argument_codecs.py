@@ -20,6 +20,20 @@ import zoneinfo
 from flask_solidq import argument_filter
 from flask_solidq.definitions import import_paths
 from flask_solidq.errors import DeserializationError
+from flask_solidq.values import JSONValue
+
+#: A value's stored form when it is a dict: a tagged form, or a plain dict with ``str`` keys.
+Stored = dict[str, JSONValue]
+
+#: A dump function: it takes a value of the exact type it is registered under, which a
+#: table of them (keyed by ``type``) can't say, hence ``Any``.
+Dumper = t.Callable[[t.Any], JSONValue]
+
+#: A load function of a tagged form.
+Loader = t.Callable[[Stored], object]
+
+_T = t.TypeVar("_T")
+_Zoned = t.TypeVar("_Zoned", dt.datetime, dt.time)
 
 #: The key that marks a dict as a tagged form.
 TAG = "_sq"
@@ -66,19 +80,19 @@ def check_importable(cls: type, what: str) -> None:
         )
 
 
-def shown_repr(value: t.Any) -> str:
+def shown_repr(value: object) -> str:
     """A short repr of a stored value for an error message, with what
     ``SOLIDQ_FILTER_ARGUMENTS`` hides filtered: the message is stored with a failed job and
     shown by the dashboard and the CLI."""
     return reprlib.repr(argument_filter.current().filtered(value))
 
 
-def field(value: dict[str, t.Any], key: str, cls: type) -> t.Any:
+def field(value: Stored, key: str, cls: type[_T]) -> _T:
     """``value[key]``, checked to be a ``cls``, for the loaders that run outside the
     malformed-data conversion in :func:`~flask_solidq.definitions.argument_values.load_tagged`.
     """
     found = value.get(key)
-    if type(found) is not cls:
+    if type(found) is not cls or not isinstance(found, cls):
         raise DeserializationError(
             f"The stored {value.get(TAG)} {shown_repr(value)} is malformed: {key!r} should be"
             f" a {cls.__name__}."
@@ -86,7 +100,7 @@ def field(value: dict[str, t.Any], key: str, cls: type) -> t.Any:
     return found
 
 
-def load_class(path: str, what: str) -> t.Any:
+def load_class(path: str, what: str) -> object:
     """Import the class of a stored ``what`` (``"enum member"``) from ``path``.
 
     :raises ~flask_solidq.errors.DeserializationError: ``path`` doesn't resolve.
@@ -130,27 +144,27 @@ def _dump_str(value: str) -> str:
     raise Unserializable(surrogate_reason(value))
 
 
-def _dump_int(value: int) -> t.Any:
+def _dump_int(value: int) -> JSONValue:
     if -_BIG_INT < value < _BIG_INT:
         return value
     return {TAG: "int", "v": hex(value)}
 
 
-def _dump_float(value: float) -> t.Any:
+def _dump_float(value: float) -> JSONValue:
     if value - value == 0.0:  # False for NaN and the infinities only.
         return value
     return {TAG: "float", "v": repr(value)}
 
 
-def _dump_bytes(value: bytes) -> dict[str, t.Any]:
+def _dump_bytes(value: bytes) -> Stored:
     return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
 
 
-def _dump_bytearray(value: bytearray) -> dict[str, t.Any]:
+def _dump_bytearray(value: bytearray) -> Stored:
     return {TAG: "bytearray", "v": base64.b64encode(value).decode("ascii")}
 
 
-def _zoned(out: dict[str, t.Any], value: dt.datetime | dt.time) -> dict[str, t.Any]:
+def _zoned(out: Stored, value: dt.datetime | dt.time) -> Stored:
     tzinfo = value.tzinfo
     if isinstance(tzinfo, zoneinfo.ZoneInfo) and tzinfo.key is not None:
         out["tz"] = tzinfo.key
@@ -159,31 +173,31 @@ def _zoned(out: dict[str, t.Any], value: dt.datetime | dt.time) -> dict[str, t.A
     return out
 
 
-def _dump_datetime(value: dt.datetime) -> dict[str, t.Any]:
+def _dump_datetime(value: dt.datetime) -> Stored:
     return _zoned({TAG: "datetime", "v": value.isoformat()}, value)
 
 
-def _dump_date(value: dt.date) -> dict[str, t.Any]:
+def _dump_date(value: dt.date) -> Stored:
     return {TAG: "date", "v": value.isoformat()}
 
 
-def _dump_time(value: dt.time) -> dict[str, t.Any]:
+def _dump_time(value: dt.time) -> Stored:
     return _zoned({TAG: "time", "v": value.isoformat()}, value)
 
 
-def _dump_timedelta(value: dt.timedelta) -> dict[str, t.Any]:
+def _dump_timedelta(value: dt.timedelta) -> Stored:
     return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
 
 
-def _dump_decimal(value: decimal.Decimal) -> dict[str, t.Any]:
+def _dump_decimal(value: decimal.Decimal) -> Stored:
     return {TAG: "decimal", "v": str(value)}
 
 
-def _dump_uuid(value: uuid.UUID) -> dict[str, t.Any]:
+def _dump_uuid(value: uuid.UUID) -> Stored:
     return {TAG: "uuid", "v": str(value)}
 
 
-def dump_enum(value: enum.Enum, dump_part: t.Callable[[t.Any], t.Any]) -> dict[str, t.Any]:
+def dump_enum(value: enum.Enum, dump_part: t.Callable[[object], JSONValue]) -> Stored:
     """The ``enum`` form of ``value``, a flag combination's value stored with ``dump_part``."""
     cls = type(value)
     name = value._name_
@@ -196,25 +210,37 @@ def dump_enum(value: enum.Enum, dump_part: t.Callable[[t.Any], t.Any]) -> dict[s
         raise
 
 
-def _load_int(value: dict[str, t.Any]) -> int:
-    return int(value["v"], 16)
+def _text(value: Stored, key: str = "v") -> str:
+    """``value[key]``, which must be a string.
+
+    :raises KeyError: it is missing.
+    :raises TypeError: it is not a string.
+    """
+    found = value[key]
+    if not isinstance(found, str):
+        raise TypeError(f"{key!r} should be a string")
+    return found
 
 
-def _load_float(value: dict[str, t.Any]) -> float:
-    return _NON_FINITE[value["v"]]
+def _load_int(value: Stored) -> int:
+    return int(_text(value), 16)
 
 
-def _load_bytes(value: dict[str, t.Any]) -> bytes:
-    return base64.b64decode(value["v"].encode("ascii"), validate=True)
+def _load_float(value: Stored) -> float:
+    return _NON_FINITE[_text(value)]
 
 
-def _load_bytearray(value: dict[str, t.Any]) -> bytearray:
+def _load_bytes(value: Stored) -> bytes:
+    return base64.b64decode(_text(value).encode("ascii"), validate=True)
+
+
+def _load_bytearray(value: Stored) -> bytearray:
     return bytearray(_load_bytes(value))
 
 
-def _rezone(loaded: t.Any, value: dict[str, t.Any]) -> t.Any:
-    key = value.get("tz")
-    if key is not None:
+def _rezone(loaded: _Zoned, value: Stored) -> _Zoned:
+    if value.get("tz") is not None:
+        key = _text(value, "tz")
         # Same wall time and fold in the same zone: the value that was stored, even if the
         # zone's rules changed in between.
         loaded = loaded.replace(tzinfo=zoneinfo.ZoneInfo(key))
@@ -223,35 +249,41 @@ def _rezone(loaded: t.Any, value: dict[str, t.Any]) -> t.Any:
     return loaded
 
 
-def _load_datetime(value: dict[str, t.Any]) -> dt.datetime:
-    return _rezone(dt.datetime.fromisoformat(value["v"]), value)  # type: ignore[no-any-return]
+def _load_datetime(value: Stored) -> dt.datetime:
+    return _rezone(dt.datetime.fromisoformat(_text(value)), value)
 
 
-def _load_date(value: dict[str, t.Any]) -> dt.date:
-    return dt.date.fromisoformat(value["v"])
+def _load_date(value: Stored) -> dt.date:
+    return dt.date.fromisoformat(_text(value))
 
 
-def _load_time(value: dict[str, t.Any]) -> dt.time:
-    return _rezone(dt.time.fromisoformat(value["v"]), value)  # type: ignore[no-any-return]
+def _load_time(value: Stored) -> dt.time:
+    return _rezone(dt.time.fromisoformat(_text(value)), value)
 
 
-def _load_timedelta(value: dict[str, t.Any]) -> dt.timedelta:
-    days, seconds, microseconds = value["v"]
+def _load_timedelta(value: Stored) -> dt.timedelta:
+    parts = value["v"]
+    if not isinstance(parts, list):
+        raise TypeError("'v' should be a list")
+    days, seconds, microseconds = [_number(part) for part in parts]
     return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
 
 
-def _load_decimal(value: dict[str, t.Any]) -> decimal.Decimal:
-    text = value["v"]
-    if type(text) is not str:
-        raise TypeError("'v' should be a string")
-    return decimal.Decimal(text)
+def _number(part: JSONValue) -> float:
+    if not isinstance(part, (int, float)):
+        raise TypeError(f"{shown_repr(part)} should be a number")
+    return part
 
 
-def _load_uuid(value: dict[str, t.Any]) -> uuid.UUID:
-    return uuid.UUID(value["v"])
+def _load_decimal(value: Stored) -> decimal.Decimal:
+    return decimal.Decimal(_text(value))
 
 
-def load_enum(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) -> enum.Enum:
+def _load_uuid(value: Stored) -> uuid.UUID:
+    return uuid.UUID(_text(value))
+
+
+def load_enum(value: Stored, load_part: t.Callable[[JSONValue], object]) -> enum.Enum:
     """The member an ``enum`` form names, a flag combination's value loaded with
     ``load_part``.
 
@@ -276,7 +308,7 @@ def load_enum(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) ->
 
 
 #: The dump functions of the single-value forms, by the exact type they store.
-DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
+DUMPERS: dict[type, Dumper] = {
     str: _dump_str,
     int: _dump_int,
     float: _dump_float,
@@ -292,7 +324,7 @@ DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
 
 #: The load functions of the single-value forms, by tag. They may raise ``LookupError``,
 #: ``TypeError``, ``ValueError`` or ``ArithmeticError`` on malformed input.
-LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
+LOADERS: dict[str, Loader] = {
     "bytes": _load_bytes,
     "bytearray": _load_bytearray,
     "int": _load_int,

@@ -21,6 +21,9 @@ from flask_solidq.definitions import custom_serializers
 from flask_solidq.definitions import model_references
 from flask_solidq.errors import DeserializationError
 from flask_solidq.errors import SolidQError
+from flask_solidq.values import JSONValue
+
+Stored = argument_codecs.Stored
 
 # Bound here, not looked up on the module: the dict codecs read it for every dict.
 TAG = argument_codecs.TAG
@@ -35,30 +38,33 @@ PLAIN: frozenset[type] = frozenset((bool, _NoneType))
 # -- dumping -----------------------------------------------------------------------------------
 
 
-def dump_value(value: t.Any) -> t.Any:
+def dump_value(value: object) -> JSONValue:
     """``value`` in its stored form, which :func:`json.dumps` accepts.
 
     :raises ~flask_solidq.definitions.argument_codecs.Unserializable: ``value``, or something
         inside it, can't be stored; its ``segments`` say where, innermost first.
     """
-    cls = type(value)
-    if cls in PLAIN:
+    if value is None or value is True or value is False:  # PLAIN
         return value
+    cls = type(value)
     dumper = _DUMPERS.get(cls)
     if dumper is None:
         dumper = _resolved.get(cls) or _resolve(cls, value)
     return dumper(value)
 
 
-def _dump_items(value: t.Any) -> list[t.Any]:
-    out: list[t.Any] = []
+def _dump_items(value: t.Iterable[object]) -> list[JSONValue]:
+    out: list[JSONValue] = []
     append = out.append
     i = 0
     try:
         for i, item in enumerate(value):  # noqa: B007 (i is read in the except clause)
             append(
                 item
-                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
     except argument_codecs.Unserializable as exc:
@@ -67,14 +73,17 @@ def _dump_items(value: t.Any) -> list[t.Any]:
     return out
 
 
-def _dump_members(value: set[t.Any] | frozenset[t.Any]) -> list[t.Any]:
-    out: list[t.Any] = []
+def _dump_members(value: t.AbstractSet[object]) -> list[JSONValue]:
+    out: list[JSONValue] = []
     append = out.append
     for item in value:
         try:
             append(
                 item
-                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
         except argument_codecs.Unserializable as exc:
@@ -83,20 +92,20 @@ def _dump_members(value: set[t.Any] | frozenset[t.Any]) -> list[t.Any]:
     return out
 
 
-def _dump_tuple(value: tuple[t.Any, ...]) -> dict[str, t.Any]:
+def _dump_tuple(value: tuple[object, ...]) -> Stored:
     return {TAG: "tuple", "v": _dump_items(value)}
 
 
-def _dump_set(value: set[t.Any]) -> dict[str, t.Any]:
+def _dump_set(value: set[object]) -> Stored:
     return {TAG: "set", "v": _dump_members(value)}
 
 
-def _dump_frozenset(value: frozenset[t.Any]) -> dict[str, t.Any]:
+def _dump_frozenset(value: frozenset[object]) -> Stored:
     return {TAG: "frozenset", "v": _dump_members(value)}
 
 
-def _dump_dict(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {}
+def _dump_dict(value: dict[object, object]) -> Stored:
+    out: Stored = {}
     key = None
     try:
         for key, item in value.items():
@@ -105,7 +114,10 @@ def _dump_dict(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
                 break
             out[key] = (
                 item
-                if type(item) in PLAIN or (type(item) is str and item.isascii())
+                if item is None
+                or item is True
+                or item is False
+                or (type(item) is str and item.isascii())
                 else dump_value(item)
             )
         else:
@@ -117,8 +129,8 @@ def _dump_dict(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
     return _dump_pairs(value)
 
 
-def _dump_pairs(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
-    pairs = []
+def _dump_pairs(value: dict[object, object]) -> Stored:
+    pairs: list[JSONValue] = []
     for key, item in value.items():
         try:
             dumped_key = dump_value(key)
@@ -133,20 +145,20 @@ def _dump_pairs(value: dict[t.Any, t.Any]) -> dict[str, t.Any]:
     return {TAG: "dict", "v": pairs}
 
 
-def _dump_enum(value: enum.Enum) -> dict[str, t.Any]:
+def _dump_enum(value: enum.Enum) -> Stored:
     return argument_codecs.dump_enum(value, dump_value)
 
 
-def _dump_model(value: t.Any) -> dict[str, t.Any]:
+def _dump_model(value: object) -> Stored:
     return model_references.dump_reference(value, dump_value)
 
 
-def _dump_batch(value: batches.Batch) -> dict[str, t.Any]:
+def _dump_batch(value: batches.Batch) -> Stored:
     return {TAG: "batch", "id": value.id}
 
 
 #: The exact types that have a dump function. ``bool`` and ``None`` are in PLAIN.
-_DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
+_DUMPERS: dict[type, argument_codecs.Dumper] = {
     **argument_codecs.DUMPERS,
     list: _dump_items,
     dict: _dump_dict,
@@ -158,7 +170,7 @@ _DUMPERS: dict[type, t.Callable[[t.Any], t.Any]] = {
 
 #: Dump functions found for other types (custom, enum, model): filled by _resolve, emptied by
 #: forget_resolved.
-_resolved: dict[type, t.Callable[[t.Any], t.Any]] = {}
+_resolved: dict[type, argument_codecs.Dumper] = {}
 
 
 def is_stored_natively(cls: type) -> bool:
@@ -172,9 +184,9 @@ def forget_resolved() -> None:
     _resolved.clear()
 
 
-def _resolve(cls: type, value: t.Any) -> t.Callable[[t.Any], t.Any]:
+def _resolve(cls: type, value: object) -> argument_codecs.Dumper:
     """Find the dump function for a type that isn't in _DUMPERS, the slow way, once."""
-    dumper: t.Callable[[t.Any], t.Any] | None = None
+    dumper: argument_codecs.Dumper | None = None
     entry = custom_serializers.find(cls)
     if entry is not None:
         dumper = custom_serializers.dumper(*entry, dump_part=dump_value)
@@ -205,30 +217,22 @@ def _resolve(cls: type, value: t.Any) -> t.Callable[[t.Any], t.Any]:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_value(value: t.Any) -> t.Any:
+def load_value(value: JSONValue) -> object:
     """Rebuild a value from its stored form, after a trip through JSON.
 
     :raises ~flask_solidq.errors.DeserializationError: the stored form is malformed or names
         something that is gone.
     """
-    loader = _LOADERS_BY_TYPE.get(type(value))
-    return value if loader is None else loader(value)
+    if type(value) is list:
+        return [load_value(item) for item in value]
+    if type(value) is dict:
+        if TAG in value:
+            return load_tagged(value)
+        return {key: load_value(item) for key, item in value.items()}
+    return value
 
 
-def _load_list(value: list[t.Any]) -> list[t.Any]:
-    return [load_value(item) for item in value]
-
-
-def _load_dict(value: dict[str, t.Any]) -> t.Any:
-    if TAG in value:
-        return load_tagged(value)
-    return {key: load_value(item) for key, item in value.items()}
-
-
-_LOADERS_BY_TYPE: dict[type, t.Callable[[t.Any], t.Any]] = {list: _load_list, dict: _load_dict}
-
-
-def load_tagged(value: dict[str, t.Any]) -> t.Any:
+def load_tagged(value: Stored) -> object:
     """Rebuild a value from its tagged form; turn a malformed one's errors into
     :class:`~flask_solidq.errors.DeserializationError`.
 
@@ -256,31 +260,51 @@ def load_tagged(value: dict[str, t.Any]) -> t.Any:
     )
 
 
-def _load_tuple(value: dict[str, t.Any]) -> tuple[t.Any, ...]:
-    return tuple([load_value(item) for item in value["v"]])
+def _items(value: Stored) -> list[JSONValue]:
+    """``value["v"]``, the items of a container's form.
+
+    :raises KeyError: it is missing.
+    :raises TypeError: it is not a list.
+    """
+    items = value["v"]
+    if not isinstance(items, list):
+        raise TypeError("'v' should be a list")
+    return items
 
 
-def _load_set(value: dict[str, t.Any]) -> set[t.Any]:
-    return {load_value(item) for item in value["v"]}
+def _load_tuple(value: Stored) -> tuple[object, ...]:
+    return tuple([load_value(item) for item in _items(value)])
 
 
-def _load_frozenset(value: dict[str, t.Any]) -> frozenset[t.Any]:
-    return frozenset([load_value(item) for item in value["v"]])
+def _load_set(value: Stored) -> set[object]:
+    return {load_value(item) for item in _items(value)}
 
 
-def _load_pairs(value: dict[str, t.Any]) -> dict[t.Any, t.Any]:
-    return {load_value(key): load_value(item) for key, item in value["v"]}
+def _load_frozenset(value: Stored) -> frozenset[object]:
+    return frozenset([load_value(item) for item in _items(value)])
 
 
-def _load_enum(value: dict[str, t.Any]) -> enum.Enum:
+def _load_pairs(value: Stored) -> dict[object, object]:
+    return {load_value(key): load_value(item) for key, item in map(_pair, _items(value))}
+
+
+def _pair(item: JSONValue) -> tuple[JSONValue, JSONValue]:
+    """One ``[key, value]`` of a ``dict`` form."""
+    if not isinstance(item, list):
+        raise TypeError("each pair should be a list")
+    key, value = item
+    return key, value
+
+
+def _load_enum(value: Stored) -> enum.Enum:
     return argument_codecs.load_enum(value, load_value)
 
 
-def _load_model(value: dict[str, t.Any]) -> t.Any:
+def _load_model(value: Stored) -> object:
     return model_references.load_reference(value, load_value)
 
 
-def _load_batch(value: dict[str, t.Any]) -> batches.Batch:
+def _load_batch(value: Stored) -> batches.Batch:
     """A fresh read of the stored batch: a callback sees its batch's final counters."""
     batch_id = argument_codecs.field(value, "id", int)
     found = batches.find(batch_id)
@@ -292,12 +316,12 @@ def _load_batch(value: dict[str, t.Any]) -> batches.Batch:
     return found
 
 
-def _load_custom(value: dict[str, t.Any]) -> t.Any:
+def _load_custom(value: Stored) -> object:
     return custom_serializers.load_custom(value, load_value)
 
 
 #: Loaders whose errors on malformed input are turned into DeserializationError.
-_LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
+_LOADERS: dict[str, argument_codecs.Loader] = {
     "tuple": _load_tuple,
     "set": _load_set,
     "frozenset": _load_frozenset,
@@ -307,7 +331,7 @@ _LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
 
 #: Loaders that call code beyond this module (imports, the database, registered load
 #: functions), whose exceptions must propagate as they are.
-_RAW_LOADERS: dict[str, t.Callable[[dict[str, t.Any]], t.Any]] = {
+_RAW_LOADERS: dict[str, argument_codecs.Loader] = {
     "enum": _load_enum,
     "model": _load_model,
     "custom": _load_custom,

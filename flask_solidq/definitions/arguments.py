@@ -72,6 +72,8 @@ from flask_solidq.definitions import import_paths
 from flask_solidq.definitions import model_references
 from flask_solidq.errors import DeserializationError
 from flask_solidq.errors import SerializationError
+from flask_solidq.values import JobArgument
+from flask_solidq.values import JSONValue
 
 __all__ = [
     "ImportPathError",
@@ -96,12 +98,11 @@ dumps = _ENCODER.encode
 load_import_path = import_paths.load_import_path
 
 # Bound here, not looked up on their modules: the loops below read them once per argument.
-_PLAIN = argument_values.PLAIN
 _dump = argument_values.dump_value
 _load = argument_values.load_value
 
 
-def payload_encoder() -> t.Callable[[t.Any], str]:
+def payload_encoder() -> t.Callable[[JSONValue], str]:
     """:func:`dumps` for the many payloads of one bulk enqueue, its output byte for byte.
 
     Each :func:`dumps` call makes the JSON module's C encoder anew, which was half the cost of
@@ -129,8 +130,8 @@ def payload_encoder() -> t.Callable[[t.Any], str]:
 
 def register_serializer(
     cls: type,
-    dump: t.Callable[[t.Any], t.Any],
-    load: t.Callable[[t.Any], t.Any],
+    dump: custom_serializers.CustomDump,
+    load: custom_serializers.CustomLoad,
     *,
     name: str | None = None,
 ) -> None:
@@ -179,7 +180,7 @@ def _serialization_error(exc: Exception, position: str) -> SerializationError:
     return SerializationError(f"Can't store {position}{path}: {exc.reason}", position=position)
 
 
-def dump_args(args: tuple[t.Any, ...]) -> list[t.Any]:
+def dump_args(args: tuple[JobArgument, ...]) -> list[JSONValue]:
     """Turn a job's positional arguments into a list that :func:`json.dumps` accepts.
 
     :param args: the positional arguments, as the job was called with them.
@@ -187,14 +188,17 @@ def dump_args(args: tuple[t.Any, ...]) -> list[t.Any]:
         can't be stored. The message names where (``argument 0['items'][2]``), and
         ``position`` names the argument (``argument 0``).
     """
-    out: list[t.Any] = []
+    out: list[JSONValue] = []
     append = out.append
     i = 0
     try:
         for i, value in enumerate(args):  # noqa: B007 (i is read in the except clause)
             append(
                 value
-                if type(value) in _PLAIN or (type(value) is str and value.isascii())
+                if value is None
+                or value is True
+                or value is False
+                or (type(value) is str and value.isascii())
                 else _dump(value)
             )
     except (argument_codecs.Unserializable, RecursionError) as exc:
@@ -202,7 +206,7 @@ def dump_args(args: tuple[t.Any, ...]) -> list[t.Any]:
     return out
 
 
-def dump_kwargs(kwargs: dict[str, t.Any]) -> dict[str, t.Any]:
+def dump_kwargs(kwargs: t.Mapping[str, JobArgument]) -> dict[str, JSONValue]:
     """Turn a job's keyword arguments into a dict that :func:`json.dumps` accepts.
 
     The mapping itself is never tagged: its keys are argument names, so it may even have an
@@ -213,8 +217,8 @@ def dump_kwargs(kwargs: dict[str, t.Any]) -> dict[str, t.Any]:
         be stored, or a name is not a string. The message names where (``keyword argument
         'when'``), and so does ``position``.
     """
-    out: dict[str, t.Any] = {}
-    name: t.Any = None
+    out: dict[str, JSONValue] = {}
+    name: object = None
     try:
         for name, value in kwargs.items():
             if type(name) is not str:
@@ -228,7 +232,10 @@ def dump_kwargs(kwargs: dict[str, t.Any]) -> dict[str, t.Any]:
                 raise SerializationError(f"Can't store {position}: {reason}", position=position)
             out[name] = (
                 value
-                if type(value) in _PLAIN or (type(value) is str and value.isascii())
+                if value is None
+                or value is True
+                or value is False
+                or (type(value) is str and value.isascii())
                 else _dump(value)
             )
     except (argument_codecs.Unserializable, RecursionError) as exc:
@@ -245,7 +252,7 @@ def _deserialization_error(exc: DeserializationError, position: str) -> Deserial
     return exc  # A subclass such as MissingRecord carries data of its own: keep it.
 
 
-def load_args(data: list[t.Any]) -> tuple[t.Any, ...]:
+def load_args(data: JSONValue) -> tuple[JobArgument, ...]:
     """Rebuild a job's positional arguments from what :func:`dump_args` returned, after a
     trip through JSON.
 
@@ -257,7 +264,7 @@ def load_args(data: list[t.Any]) -> tuple[t.Any, ...]:
     if type(data) is not list:
         shown = argument_filter.current().filtered(data)
         raise DeserializationError(f"Stored positional arguments must be a list, not {shown!r}.")
-    out: list[t.Any] = []
+    out: list[JobArgument] = []
     append = out.append
     i = 0
     try:
@@ -271,7 +278,7 @@ def load_args(data: list[t.Any]) -> tuple[t.Any, ...]:
     return tuple(out)
 
 
-def load_kwargs(data: dict[str, t.Any]) -> dict[str, t.Any]:
+def load_kwargs(data: JSONValue) -> dict[str, JobArgument]:
     """Rebuild a job's keyword arguments from what :func:`dump_kwargs` returned, after a trip
     through JSON.
 
@@ -281,7 +288,7 @@ def load_kwargs(data: dict[str, t.Any]) -> dict[str, t.Any]:
     if type(data) is not dict:
         shown = argument_filter.current().filtered(data)
         raise DeserializationError(f"Stored keyword arguments must be a dict, not {shown!r}.")
-    out: dict[str, t.Any] = {}
+    out: dict[str, JobArgument] = {}
     name: str | None = None
     try:
         for name, value in data.items():

@@ -6,7 +6,14 @@ import dataclasses
 import types
 import typing as t
 
-JobData = t.Mapping[str, t.Any]
+from flask_solidq.values import JobArgument
+from flask_solidq.values import JSONValue
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+#: A call's stored payload, read-only.
+JobData = t.Mapping[str, JSONValue]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,27 +27,29 @@ class Call:
     """
 
     id: int | None
-    args: tuple[t.Any, ...]
-    kwargs: dict[str, t.Any]
+    args: tuple[JobArgument, ...]
+    kwargs: dict[str, JobArgument]
     #: The payload, or a function that builds it: a call that was never stored builds it
     #: only when read, so ``perform_now`` with arguments that can't be stored raises only
     #: if ``job_data`` is read (as docs/testing.md says).
     source: JobData | t.Callable[[], JobData] = dataclasses.field(repr=False, compare=False)
 
     @property
-    def arguments(self) -> tuple[t.Any, ...]:
+    def arguments(self) -> tuple[JobArgument, ...]:
         """The call's positional arguments (another name for ``args``)."""
         return self.args
 
     @property
     def job_data(self) -> JobData:
         """The call's stored payload, read-only."""
-        if callable(self.source):
-            object.__setattr__(self, "source", types.MappingProxyType(dict(self.source())))
-        return t.cast(JobData, self.source)
+        source = self.source
+        if callable(source):
+            source = types.MappingProxyType(dict(source()))
+            object.__setattr__(self, "source", source)
+        return source
 
 
-def job_data_of(job: t.Any) -> dict[str, t.Any]:
+def job_data_of(job: Job) -> dict[str, JSONValue]:
     """The payload stored for a collected call of ``job``: its payload plus the request's
     own fields, which describe the call and not the run (``perform_calls`` runs once, as the
     job that owns the calls)."""

@@ -11,15 +11,21 @@ import typing as t
 
 from flask_solidq.definitions import argument_codecs
 from flask_solidq.errors import DeserializationError
+from flask_solidq.values import JSONValue
+
+#: A registered dump function: it takes an instance of the class it was registered for,
+#: which a table of them (keyed by class) can't say, hence ``Any``.
+CustomDump = t.Callable[[t.Any], object]
+#: A registered load function: it takes what its dump function returned, loaded back, whose
+#: type only its author knows, hence ``Any``.
+CustomLoad = t.Callable[[t.Any], object]
 
 # cls -> (name, dump); name -> (cls, load).
-_custom_dumps: dict[type, tuple[str, t.Callable[[t.Any], t.Any]]] = {}
-_custom_loads: dict[str, tuple[type, t.Callable[[t.Any], t.Any]]] = {}
+_custom_dumps: dict[type, tuple[str, CustomDump]] = {}
+_custom_loads: dict[str, tuple[type, CustomLoad]] = {}
 
 
-def register(
-    cls: type, name: str, dump: t.Callable[[t.Any], t.Any], load: t.Callable[[t.Any], t.Any]
-) -> None:
+def register(cls: type, name: str, dump: CustomDump, load: CustomLoad) -> None:
     """Store ``cls`` with ``dump`` and load it with ``load``, under ``name``.
 
     A name already used is taken over, and the earlier class forgotten. Dump functions already
@@ -33,7 +39,7 @@ def register(
     _custom_loads[name] = (cls, load)
 
 
-def find(cls: type) -> tuple[str, t.Callable[[t.Any], t.Any]] | None:
+def find(cls: type) -> tuple[str, CustomDump] | None:
     """The name and dump function registered for ``cls`` or its nearest base, if any."""
     for base in cls.__mro__:
         entry = _custom_dumps.get(base)
@@ -43,12 +49,12 @@ def find(cls: type) -> tuple[str, t.Callable[[t.Any], t.Any]] | None:
 
 
 def dumper(
-    name: str, dump: t.Callable[[t.Any], t.Any], dump_part: t.Callable[[t.Any], t.Any]
-) -> t.Callable[[t.Any], t.Any]:
+    name: str, dump: CustomDump, dump_part: t.Callable[[object], JSONValue]
+) -> t.Callable[[object], argument_codecs.Stored]:
     """The dump function for a type registered as ``name``: it stores what ``dump`` returns
     with ``dump_part``."""
 
-    def dump_custom(value: t.Any) -> dict[str, t.Any]:
+    def dump_custom(value: object) -> argument_codecs.Stored:
         try:
             dumped = dump(value)
         except Exception as exc:
@@ -64,7 +70,9 @@ def dumper(
     return dump_custom
 
 
-def load_custom(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) -> t.Any:
+def load_custom(
+    value: argument_codecs.Stored, load_part: t.Callable[[JSONValue], object]
+) -> object:
     """The value a ``custom`` form holds: what was stored, loaded with ``load_part``, then
     given to the registered load function, whose exceptions propagate as they are.
 

@@ -44,7 +44,7 @@ def declare(target: Target, apply: Apply, *, decorator: str) -> Target:
     raise TypeError(f"@{decorator} decorates a job function or a Job subclass, not {target!r}.")
 
 
-def apply_pending(function: t.Any, job_class: type[DeclaredAttributes]) -> None:
+def apply_pending(function: object, job_class: type[DeclaredAttributes]) -> None:
     """Apply the declarations recorded on ``function`` to its new job class, in the order the
     decorators ran (innermost first), as they would have run on a class."""
     for apply in getattr(function, "__dict__", {}).get(PENDING_ATTRIBUTE, []):

@@ -28,6 +28,10 @@ UNLIMITED = "unlimited"
 
 Wait = float | str | t.Callable[[int], float | dt.timedelta]
 
+#: A rule's ``fallback`` or ``callback``: called with the job and the error; what it returns
+#: is ignored.
+Handler = t.Callable[["Job", BaseException], object]
+
 
 @dataclasses.dataclass(frozen=True)
 class RetryRule:
@@ -39,7 +43,7 @@ class RetryRule:
     jitter: float
     queue: str | None
     priority: int | None
-    fallback: t.Callable[[Job, BaseException], t.Any] | None
+    fallback: Handler | None
 
     @property
     def name(self) -> str:
@@ -52,12 +56,13 @@ class RetryRule:
 
     def wait_seconds(self, executions: int) -> float:
         """Seconds until the next attempt, after ``executions`` runs under this rule."""
-        if self.wait == POLYNOMIALLY_LONGER:
+        wait = self.wait
+        if wait == POLYNOMIALLY_LONGER:
             base = executions**4 + 2.0
-        elif callable(self.wait):
-            base = to_seconds(self.wait(executions), name="retry_on(wait=) result", allow_zero=True)
+        elif callable(wait):
+            base = to_seconds(wait(executions), name="retry_on(wait=) result", allow_zero=True)
         else:
-            base = float(t.cast(float, self.wait))
+            base = float(wait)
         return base + base * self.jitter * random.random()
 
 
@@ -66,7 +71,7 @@ class DiscardRule:
     """A validated ``discard_on`` declaration."""
 
     exceptions: tuple[type[BaseException], ...]
-    callback: t.Callable[[Job, BaseException], t.Any] | None
+    callback: Handler | None
 
 
 def retry_on(
@@ -76,7 +81,7 @@ def retry_on(
     jitter: float = 0.15,
     queue: str | None = None,
     priority: int | None = None,
-    fallback: t.Callable[[Job, BaseException], t.Any] | None = None,
+    fallback: Handler | None = None,
 ) -> t.Callable[[Target], Target]:
     """Retry the job when ``perform`` raises one of ``exceptions``.
 
@@ -112,7 +117,7 @@ def retry_on(
 
 def discard_on(
     *exceptions: type[BaseException],
-    callback: t.Callable[[Job, BaseException], t.Any] | None = None,
+    callback: Handler | None = None,
 ) -> t.Callable[[Target], Target]:
     """Finish the job without failing it when ``perform`` raises one of ``exceptions``.
 
@@ -147,19 +152,23 @@ def find_rule(job_class: type[Job], error: BaseException) -> RetryRule | Discard
 
 
 def _exception_classes(
-    exceptions: tuple[t.Any, ...], *, decorator: str
+    exceptions: tuple[object, ...], *, decorator: str
 ) -> tuple[type[BaseException], ...]:
     if not exceptions:
         raise TypeError(f"{decorator}() needs at least one exception class, such as TimeoutError.")
+    classes: list[type[BaseException]] = []
     for exc in exceptions:
         if not (isinstance(exc, type) and issubclass(exc, BaseException)):
             raise TypeError(f"{decorator}() takes exception classes, not {exc!r}.")
-    return tuple(exceptions)
+        classes.append(exc)
+    return tuple(classes)
 
 
 def _wait(value: object) -> Wait:
-    if value == POLYNOMIALLY_LONGER or callable(value):
-        return t.cast(Wait, value)
+    if value == POLYNOMIALLY_LONGER:
+        return POLYNOMIALLY_LONGER
+    if callable(value):
+        return value
     if isinstance(value, str):
         raise ValueError(
             f"retry_on(wait=) takes seconds, a timedelta, {POLYNOMIALLY_LONGER!r} or a callable,"
@@ -186,7 +195,9 @@ def _optional_priority(value: object) -> int | None:
     return value
 
 
-def _optional_callable(value: object, *, option: str, decorator: str) -> t.Any:
-    if value is not None and not callable(value):
+def _optional_callable(value: object, *, option: str, decorator: str) -> Handler | None:
+    if value is None:
+        return None
+    if not callable(value):
         raise TypeError(f"{decorator}({option}=) must be callable, not {value!r}.")
     return value

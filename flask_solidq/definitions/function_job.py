@@ -29,8 +29,12 @@ R = t.TypeVar("R")
 class _FunctionJobType(type):
     """The metaclass of function jobs: calling the class calls the function."""
 
-    def __call__(cls, *args: t.Any, **kwargs: t.Any) -> t.Any:
-        return cls.function(*args, **kwargs)  # type: ignore[attr-defined]
+    if t.TYPE_CHECKING:
+        # Each class made with it has one (FunctionJob.function).
+        function: t.Callable[..., object]
+
+    def __call__(cls, *args: object, **kwargs: object) -> object:
+        return cls.function(*args, **kwargs)
 
 
 class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=True):
@@ -41,7 +45,7 @@ class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=Tru
     and ``set(...)`` carry (see the descriptors in :mod:`flask_solidq.definitions.job`).
     """
 
-    function: t.ClassVar[t.Callable[..., t.Any]]
+    function: t.ClassVar[t.Callable[..., object]]
 
     if t.TYPE_CHECKING:
         # Calling the class calls the function (_FunctionJobType.__call__), but mypy reads what
@@ -54,20 +58,20 @@ class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=Tru
         @classmethod
         def new(cls, *args: P.args, **kwargs: P.kwargs) -> FunctionJob[P, R]: ...
 
-    def perform(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+    def perform(self, *args: object, **kwargs: object) -> object:
         return type(self).function(*args, **kwargs)
 
-    def perform_calls(self, calls: list[Call]) -> t.Any:
+    def perform_calls(self, calls: list[Call]) -> object:
         return type(self).function(calls)
 
     @classmethod
-    def _performer(cls) -> t.Callable[..., t.Any]:
+    def _performer(cls) -> t.Callable[..., object]:
         """The function: its signature, not ``perform``'s catch-all, is what the arguments of an
         enqueue must fit."""
         return cls.function
 
     @classmethod
-    def _read_signature(cls, performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+    def _read_signature(cls, performer: t.Callable[..., object]) -> inspect.Signature | None:
         try:
             return inspect.signature(performer)
         except (TypeError, ValueError):  # a builtin: its arguments aren't checked
@@ -96,7 +100,8 @@ class JobDecorator:
     def __call__(self, function: t.Callable[[list[Call]], R]) -> type[FunctionJob[..., R]]: ...
     @t.overload
     def __call__(self, function: t.Callable[P, R]) -> type[FunctionJob[P, R]]: ...
-    def __call__(self, function: t.Callable[..., t.Any]) -> type[FunctionJob[..., t.Any]]:
+    # Any: the implementation must produce each overload's FunctionJob[P, R], invariant in R.
+    def __call__(self, function: t.Callable[..., object]) -> type[FunctionJob[..., t.Any]]:
         return make_job(
             function,
             name=self.name,
@@ -108,14 +113,14 @@ class JobDecorator:
 
 
 def make_job(
-    function: t.Callable[..., t.Any],
+    function: t.Callable[..., object],
     *,
     name: str | None = None,
     queue: str = "default",
     priority: int = 0,
     max_resumptions: int | None | step_options.Default = step_options.Default.CONFIG,
     resume_errors: tuple[type[Exception], ...] = (),
-) -> type[FunctionJob[..., t.Any]]:
+) -> type[FunctionJob[..., object]]:
     """Make the job definition for ``function``, with the controls decorated on it.
 
     :raises ValueError: another job already has this name, or the controls conflict.
@@ -135,7 +140,7 @@ def make_job(
         "resume_errors": resume_errors,
     }
     job_class = t.cast(
-        "type[FunctionJob[..., t.Any]]",
+        "type[FunctionJob[..., object]]",
         _FunctionJobType(
             function.__name__,
             (FunctionJob,),

@@ -22,7 +22,7 @@ class ImportPathError(ImportError):
     __module__ = "flask_solidq.definitions.arguments"
 
 
-def import_path(obj: t.Any) -> str:
+def import_path(obj: type | t.Callable[..., object]) -> str:
     """The ``module:qualname`` path that :func:`load_import_path` imports ``obj`` back from.
 
     An object defined inside a function still gets a path (its qualname contains
@@ -39,7 +39,7 @@ def import_path(obj: t.Any) -> str:
         ) from None
 
 
-def load_import_path(path: str) -> t.Any:
+def load_import_path(path: str) -> object:
     """Import the object that :func:`import_path` named ``path``.
 
     :param path: ``module:qualname``, as :func:`import_path` returns it.

@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import inspect
-import json
 import types
 import typing as t
 
@@ -30,32 +29,55 @@ from flask_solidq import signals
 from flask_solidq import slots
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
+from flask_solidq.definitions import configured_job
 from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
+from flask_solidq.definitions import job_payloads
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
+from flask_solidq.definitions.configured_job import ConfiguredJob as ConfiguredJob
 from flask_solidq.definitions.job_methods import JobT
-from flask_solidq.definitions.job_methods import P
-from flask_solidq.definitions.job_methods import R
 from flask_solidq.definitions.rate_usage import RateLimitUsage
 from flask_solidq.definitions.steps import Resumable
-from flask_solidq.errors import DeserializationError
 from flask_solidq.state import get_state
+from flask_solidq.values import JobArgument
+from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
     from flask_solidq.state import SolidQState
     from flask_solidq.values import CoalesceStatus
 
-
-#: How :meth:`Job.encoded_payload` writes a string: as the payload encoder does.
-_encode_string = json.encoder.encode_basestring
-
 #: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
-_ParametersCache = tuple[t.Callable[..., t.Any], "signatures.Parameters | None"]
+_ParametersCache = tuple[t.Callable[..., object], "signatures.Parameters | None"]
+
+
+# The class's side of ``perform_later`` and ``perform_now`` (job_methods.ClassOrInstanceMethod
+# binds them to the class); the job's side is in the class.
+
+
+def _perform_later_on_class(cls: type[JobT], *args: JobArgument, **kwargs: JobArgument) -> JobT:
+    """Enqueue the job and return it (never a bool): read ``provider_job_id``,
+    ``successfully_enqueued`` and ``coalesce_status`` on it. On the class it takes the
+    job's arguments; on a job, none.
+
+    Requires an application context.
+
+    :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
+    :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
+    :raises flask_solidq.PendingMigrations: the tables don't exist yet.
+    """
+    return cls.new(*args, **kwargs).perform_later()
+
+
+def _perform_now_on_class(cls: type[Job], *args: JobArgument, **kwargs: JobArgument) -> object:
+    """Perform the job in this thread, now, and return what it returns. No table is
+    touched and no control applies; exceptions propagate. A collecting job's
+    ``perform_calls`` receives one call whose ``id`` is None."""
+    return cls.new(*args, **kwargs).perform_now()
 
 
 #: How a job reaches its app's adapter (``perform_later``): the adapters run the operations,
@@ -84,6 +106,7 @@ class Job(Resumable, RateLimitUsage):
     def __init_subclass__(
         cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
     ) -> None:
+        # Any: the other bases' class keywords, whose types only they know.
         super().__init_subclass__(**kwargs)
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise TypeError(f"A job's name must be a non-empty string, not {name!r}.")
@@ -94,7 +117,7 @@ class Job(Resumable, RateLimitUsage):
         if not abstract:
             registry.register(cls)
 
-    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
+    def __init__(self, *args: JobArgument, **kwargs: JobArgument) -> None:
         self._setup(args, kwargs)
 
     @classmethod
@@ -105,12 +128,15 @@ class Job(Resumable, RateLimitUsage):
         return job
 
     def _setup(
-        self, args: tuple[t.Any, ...], kwargs: dict[str, t.Any], job_id: str | None = None
+        self,
+        args: tuple[JobArgument, ...],
+        kwargs: dict[str, JobArgument],
+        job_id: str | None = None,
     ) -> None:
         #: The positional arguments (for a collecting job: its first call's).
-        self.arguments: tuple[t.Any, ...] = args
+        self.arguments: tuple[JobArgument, ...] = args
         #: The keyword arguments.
-        self.kwargs: dict[str, t.Any] = kwargs
+        self.kwargs: dict[str, JobArgument] = kwargs
         #: The job's own id, a UUID string (Active Job's ``job_id``).
         self.job_id: str = job_id or job_ids.new()
         #: The ``solidq_jobs`` row holding the job, once stored.
@@ -136,7 +162,7 @@ class Job(Resumable, RateLimitUsage):
         self._coalesced_as: str | None = None
 
     @property
-    def args(self) -> tuple[t.Any, ...]:
+    def args(self) -> tuple[JobArgument, ...]:
         """The positional arguments (also ``arguments``)."""
         return self.arguments
 
@@ -147,11 +173,12 @@ class Job(Resumable, RateLimitUsage):
 
     # The work itself.
 
-    def perform(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+    # Any: a subclass's perform declares its own parameters, which object would forbid.
+    def perform(self, *args: t.Any, **kwargs: t.Any) -> object:
         """Do the job's work. Subclasses implement it."""
         raise NotImplementedError(f"{type(self).__qualname__} must define perform().")
 
-    def perform_calls(self, calls: list[Call]) -> t.Any:
+    def perform_calls(self, calls: list[Call]) -> object:
         """Do a collecting job's work over its ``calls``. Collecting subclasses implement it."""
         raise NotImplementedError(
             f"{type(self).__qualname__} collects calls, so it must define perform_calls(calls)."
@@ -162,17 +189,10 @@ class Job(Resumable, RateLimitUsage):
     @classmethod
     def new(cls: type[JobT], *args: t.Any, **kwargs: t.Any) -> JobT:
         """A job of this definition with these arguments, not enqueued yet."""
+        # Any: a function job's ``new`` narrows them to its function's parameters.
         job = object.__new__(cls)
         job._setup(args, kwargs)
         return job
-
-    def _set_on_class(cls: type[JobT], **options: t.Any) -> ConfiguredJob[..., JobT, t.Any]:  # type: ignore[misc]
-        """Enqueue options: ``wait=`` (seconds or a timedelta) or ``wait_until=`` (a datetime;
-        naive means UTC), ``queue=``, ``priority=``. On the class it returns an object with
-        ``perform_later``, ``perform_now`` and ``new``; on a job it sets them and returns the
-        job."""
-        cls.new().set(**options)  # validate now, not at the first enqueue
-        return ConfiguredJob(cls, options)
 
     def _set_on_instance(
         self: JobT,
@@ -198,22 +218,9 @@ class Job(Resumable, RateLimitUsage):
             self.priority = priority
         return self
 
-    set = job_methods.Set(_set_on_class, _set_on_instance)
+    set = job_methods.Set(configured_job.set_on_class, _set_on_instance)
 
     # Enqueuing and performing.
-
-    def _perform_later_on_class(cls: type[JobT], *args: t.Any, **kwargs: t.Any) -> JobT:  # type: ignore[misc]
-        """Enqueue the job and return it (never a bool): read ``provider_job_id``,
-        ``successfully_enqueued`` and ``coalesce_status`` on it. On the class it takes the
-        job's arguments; on a job, none.
-
-        Requires an application context.
-
-        :raises flask_solidq.SerializationError: an argument can't be stored; nothing was.
-        :raises flask_solidq.EnqueueError: the database failed; the cause is chained.
-        :raises flask_solidq.PendingMigrations: the tables don't exist yet.
-        """
-        return cls.new(*args, **kwargs).perform_later()
 
     def _perform_later_on_instance(self: JobT) -> JobT:
         ADAPTER.call(self, get_state())
@@ -221,13 +228,7 @@ class Job(Resumable, RateLimitUsage):
 
     perform_later = job_methods.PerformLater(_perform_later_on_class, _perform_later_on_instance)
 
-    def _perform_now_on_class(cls: type[Job], *args: t.Any, **kwargs: t.Any) -> t.Any:  # type: ignore[misc]
-        """Perform the job in this thread, now, and return what it returns. No table is
-        touched and no control applies; exceptions propagate. A collecting job's
-        ``perform_calls`` receives one call whose ``id`` is None."""
-        return cls.new(*args, **kwargs).perform_now()
-
-    def _perform_now_on_instance(self) -> t.Any:
+    def _perform_now_on_instance(self) -> object:
         self.executions += 1
         if (progress := self.__dict__.get("_progress")) is not None:
             progress.new_run()  # performed again, by hand: a new run from its steps so far
@@ -250,7 +251,10 @@ class Job(Resumable, RateLimitUsage):
 
     @classmethod
     def _check_arguments(
-        cls, args: tuple[t.Any, ...], kwargs: t.Mapping[str, t.Any], position: int | None = None
+        cls,
+        args: tuple[JobArgument, ...],
+        kwargs: t.Mapping[str, JobArgument],
+        position: int | None = None,
     ) -> None:
         """Raise ``TypeError`` unless a worker could call the job with these arguments:
         bind them to the signature of what it calls (``perform``, less ``self``; the function
@@ -278,12 +282,12 @@ class Job(Resumable, RateLimitUsage):
             ) from None
 
     @classmethod
-    def _performer(cls) -> t.Callable[..., t.Any]:
+    def _performer(cls) -> t.Callable[..., object]:
         """What a worker calls with the job's arguments; its signature is what they must fit."""
         return cls.perform
 
     @classmethod
-    def _read_signature(cls, performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+    def _read_signature(cls, performer: t.Callable[..., object]) -> inspect.Signature | None:
         """``perform``'s signature as a worker calls it (bound to the job: without ``self``);
         None when it can't be read (a builtin), and then the arguments aren't checked."""
         signature = signatures.signature_or_none(performer)
@@ -310,63 +314,17 @@ class Job(Resumable, RateLimitUsage):
 
     # Payloads.
 
-    def payload(self) -> dict[str, t.Any]:
-        """The JSON-ready payload stored in ``solidq_jobs.arguments``.
+    # Built and written by job_payloads: the functions themselves, so that encoding each job
+    # of a bulk enqueue costs no call more.
+    payload = job_payloads.payload
+    encoded_payload = job_payloads.encoded_payload
 
-        :raises flask_solidq.SerializationError: an argument can't be stored.
-        """
-        data: dict[str, t.Any] = {"coalesce": self._coalesced_as} if self._coalesced_as else {}
-        data["job"] = arguments.import_path(type(self))
-        data["args"] = arguments.dump_args(self.arguments)
-        if self.kwargs:
-            data["kwargs"] = arguments.dump_kwargs(self.kwargs)
-        if self.executions:
-            data["executions"] = self.executions
-        if self.exception_executions:
-            data["exception_executions"] = self.exception_executions
-        data.update(self._steps_payload_keys())
-        return data
-
-    def encoded_payload(self, encode: t.Callable[[t.Any], str]) -> str:
-        """:meth:`payload` as ``encode`` (compact JSON: see
-        :func:`~flask_solidq.definitions.arguments.payload_encoder`) writes it. For a job that
-        holds nothing but its positional arguments (how a job is built to be enqueued), the
-        same text written without building the dict: a bulk enqueue's every job, 0.5 µs each.
-
-        :raises flask_solidq.SerializationError: an argument can't be stored.
-        """
-        plain = not (
-            self.kwargs
-            or self._coalesced_as
-            or self.executions
-            or self.exception_executions
-            # Not through __dict__: reading it makes a dict for the job's attributes, which
-            # the garbage collector then tracks (a full collection every few bulk enqueues).
-            or getattr(self, "_progress", None) is not None
-            or type(self).payload is not Job.payload
-        )
-        if not plain:
-            return encode(self.payload())
-        path = _encode_string(arguments.import_path(type(self)))
-        return f'{{"job":{path},"args":{encode(arguments.dump_args(self.arguments))}}}'
-
-    def load_payload(self, data: t.Mapping[str, t.Any]) -> None:
+    def load_payload(self, data: t.Mapping[str, JSONValue]) -> None:
         """Restore the arguments and counters of a stored payload into this job.
 
         :raises flask_solidq.DeserializationError: an argument can't be loaded.
         """
-        executions = data.get("executions", 0)
-        exception_executions = data.get("exception_executions", {})
-        if type(executions) is not int or not (
-            type(exception_executions) is dict
-            and all(type(count) is int for count in exception_executions.values())
-        ):
-            raise DeserializationError(
-                'The stored payload\'s attempt counters are malformed: "executions" should be'
-                ' an int and "exception_executions" an object of ints.'
-            )
-        self.executions = executions
-        self.exception_executions = dict(exception_executions)
+        self.executions, self.exception_executions = job_payloads.attempt_counters(data)
         coalesced_as = data.get("coalesce")
         self._coalesced_as = coalesced_as if type(coalesced_as) is str else None
         self.arguments = arguments.load_args(data.get("args", []))
@@ -413,26 +371,3 @@ class Job(Resumable, RateLimitUsage):
         self.scheduled_at = self.resolve_scheduled_at(now)
         self._wait = None
         self.enqueued_at = now
-
-
-class ConfiguredJob(t.Generic[P, JobT, R]):
-    """A job definition with enqueue options, from ``Definition.set(...)``: it takes the
-    definition's arguments (``P``), makes its jobs (``JobT``) and returns what it returns
-    (``R``)."""
-
-    def __init__(self, job_class: type[JobT], options: dict[str, t.Any]) -> None:
-        self.job_class = job_class
-        self.options = options
-
-    def new(self, *args: P.args, **kwargs: P.kwargs) -> JobT:
-        """A job with these arguments and the options."""
-        return self.job_class.new(*args, **kwargs).set(**self.options)
-
-    def perform_later(self, *args: P.args, **kwargs: P.kwargs) -> JobT:
-        """Enqueue a job with these arguments and the options; see ``Job.perform_later``."""
-        return self.new(*args, **kwargs).perform_later()
-
-    def perform_now(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Perform a job with these arguments now; see ``Job.perform_now``."""
-        # R is what the definition's work returns; a job of JobT only knows it as Any.
-        return t.cast(R, self.new(*args, **kwargs).perform_now())

@@ -9,8 +9,8 @@ import types
 import typing as t
 
 if t.TYPE_CHECKING:
+    from flask_solidq.definitions.configured_job import ConfiguredJob
     from flask_solidq.definitions.function_job import FunctionJob
-    from flask_solidq.definitions.job import ConfiguredJob
     from flask_solidq.definitions.job import Job
 
 JobT = t.TypeVar("JobT", bound="Job")
@@ -25,13 +25,13 @@ class ClassOrInstanceMethod:
     """A method with one implementation for the class and one for an instance."""
 
     def __init__(
-        self, on_class: t.Callable[..., t.Any], on_instance: t.Callable[..., t.Any]
+        self, on_class: t.Callable[..., object], on_instance: t.Callable[..., object]
     ) -> None:
         self.on_class = on_class
         self.on_instance = on_instance
         self.__doc__ = on_class.__doc__
 
-    def __get__(self, instance: t.Any, owner: type) -> t.Any:
+    def __get__(self, instance: Job | None, owner: type) -> object:
         if instance is None:
             return types.MethodType(self.on_class, owner)
         return types.MethodType(self.on_instance, instance)
@@ -57,7 +57,7 @@ class PerformLater(ClassOrInstanceMethod):
         def __get__(self, instance: None, owner: type[JobT]) -> t.Callable[..., JobT]: ...
         @t.overload
         def __get__(self, instance: JobT, owner: type) -> t.Callable[[], JobT]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...
 
 
 class PerformNow(ClassOrInstanceMethod):
@@ -67,13 +67,15 @@ class PerformNow(ClassOrInstanceMethod):
 
         @t.overload
         def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
+        # Any: what a class job's ``perform`` returns isn't part of the definition's type,
+        # and the caller, who knows it, should be able to use it without a cast.
         @t.overload
         def __get__(self, instance: None, owner: type[Job]) -> t.Callable[..., t.Any]: ...
         @t.overload
         def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
         @t.overload
         def __get__(self, instance: Job, owner: type) -> t.Callable[[], t.Any]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...
 
 
 class SetOptions(t.Protocol[T_co]):
@@ -99,9 +101,9 @@ class Set(ClassOrInstanceMethod):
             self, instance: None, owner: type[FunctionJob[P, R]]
         ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
         @t.overload
-        def __get__(
+        def __get__(  # Any: as for PerformNow
             self, instance: None, owner: type[JobT]
         ) -> SetOptions[ConfiguredJob[..., JobT, t.Any]]: ...
         @t.overload
         def __get__(self, instance: JobT, owner: type) -> SetOptions[JobT]: ...
-        def __get__(self, instance: t.Any, owner: type) -> t.Any: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Mapper
 from flask_solidq.definitions import argument_codecs
 from flask_solidq.definitions import import_paths
 from flask_solidq.errors import DeserializationError
+from flask_solidq.values import JSONValue
 
 
 class MissingRecord(DeserializationError):
@@ -27,7 +28,7 @@ class MissingRecord(DeserializationError):
     # the class by that name.
     __module__ = "flask_solidq.definitions.arguments"
 
-    def __init__(self, model: str, primary_key: t.Any) -> None:
+    def __init__(self, model: str, primary_key: object) -> None:
         #: The model class's import path, ``module:qualname``.
         self.model = model
         #: The primary key: a scalar, or a tuple for a composite key.
@@ -38,13 +39,15 @@ class MissingRecord(DeserializationError):
         )
 
 
-def is_model_instance(value: t.Any) -> bool:
+def is_model_instance(value: object) -> bool:
     """Whether ``value`` is an instance of a mapped SQLAlchemy class."""
     state = sa.inspect(value, raiseerr=False)
     return isinstance(state, InstanceState) and state.mapper is not None
 
 
-def dump_reference(value: t.Any, dump_part: t.Callable[[t.Any], t.Any]) -> dict[str, t.Any]:
+def dump_reference(
+    value: object, dump_part: t.Callable[[object], JSONValue]
+) -> argument_codecs.Stored:
     """The ``model`` form of ``value``, each primary key value stored with ``dump_part``.
 
     :raises ~flask_solidq.definitions.argument_codecs.Unserializable: the class is no longer
@@ -72,7 +75,9 @@ def dump_reference(value: t.Any, dump_part: t.Callable[[t.Any], t.Any]) -> dict[
     return {argument_codecs.TAG: "model", "cls": import_paths.import_path(type(value)), "pk": pk}
 
 
-def load_reference(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any]) -> t.Any:
+def load_reference(
+    value: argument_codecs.Stored, load_part: t.Callable[[JSONValue], object]
+) -> object:
     """Load the row a ``model`` form names, its primary key values loaded with ``load_part``.
 
     Needs an app context with Flask-SQLAlchemy. Database errors propagate as they are.
@@ -82,7 +87,7 @@ def load_reference(value: dict[str, t.Any], load_part: t.Callable[[t.Any], t.Any
         or there is no app context or no Flask-SQLAlchemy.
     """
     path = argument_codecs.field(value, "cls", str)
-    stored_pk = argument_codecs.field(value, "pk", list)
+    stored_pk: list[JSONValue] = argument_codecs.field(value, "pk", list)
     cls = argument_codecs.load_class(path, "model instance")
     if not isinstance(sa.inspect(cls, raiseerr=False), Mapper):
         raise DeserializationError(

@@ -34,20 +34,20 @@ class Parameters:
         takes_args = any(kind is inspect.Parameter.VAR_POSITIONAL for kind, _ in kinds)
         return cls(signature, least=required, most=math.inf if takes_args else len(positional))
 
-    def bind(self, args: tuple[t.Any, ...], kwargs: t.Mapping[str, t.Any]) -> None:
+    def bind(self, args: tuple[object, ...], kwargs: t.Mapping[str, object]) -> None:
         """Raise bind's ``TypeError`` unless the arguments fit."""
         if kwargs or not self.least <= len(args) <= self.most:
             self.signature.bind(*args, **kwargs)
 
 
-def signature_or_none(performer: t.Callable[..., t.Any]) -> inspect.Signature | None:
+def signature_or_none(performer: t.Callable[..., object]) -> inspect.Signature | None:
     try:
         return inspect.signature(performer)
     except (TypeError, ValueError):  # a builtin or an object without one
         return None
 
 
-def describe_call(performer: t.Callable[..., t.Any], signature: inspect.Signature) -> str:
+def describe_call(performer: t.Callable[..., object], signature: inspect.Signature) -> str:
     """``send_email(user_id, template='welcome')``: the name and parameters, without the
     annotations (which ``from __future__ import annotations`` turns into quoted strings)."""
     name = getattr(performer, "__qualname__", None) or repr(performer)

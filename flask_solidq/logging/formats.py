@@ -41,7 +41,7 @@ class LogLevel(str, enum.Enum):
 
     @property
     def number(self) -> int:
-        return t.cast(int, logging.getLevelName(self.value))
+        return int(logging.getLevelName(self.value))
 
 
 #: The attributes every log record has: anything else on a record came from ``extra=``.
@@ -54,7 +54,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (newlines in values are escaped)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, t.Any] = {
+        data: dict[str, object] = {
             "time": _utc_time(record.created),
             "level": record.levelname,
             "logger": record.name,
@@ -68,7 +68,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def extra_fields(record: logging.LogRecord) -> dict[str, t.Any]:
+def extra_fields(record: logging.LogRecord) -> dict[str, object]:
     """The fields ``record`` was given as ``extra=``, in the order they were given."""
     return {
         key: value
@@ -152,7 +152,13 @@ def configure(
         logger.setLevel(logging.INFO)
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+if t.TYPE_CHECKING:
+    _StreamHandler = logging.StreamHandler[t.TextIO]
+else:  # not subscriptable at run time before Python 3.11
+    _StreamHandler = logging.StreamHandler
+
+
+class _StderrHandler(_StreamHandler):
     """The handler :func:`configure` adds (a class of its own, so configuring again replaces
     it instead of adding a second one). It formats a record where it is logged and hands the
     line to a :class:`~flask_solidq.logging.line_writer.LineWriter` on stderr's descriptor,
@@ -169,7 +175,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         descriptor = _descriptor(self.stream)
         self.writer = None if descriptor is None else line_writer.LineWriter(descriptor)
 
-    def handle(self, record: logging.LogRecord) -> t.Any:
+    def handle(self, record: logging.LogRecord) -> bool:
         if self.writer is None:
             return super().handle(record)
         # Without filters, ``filter`` passes every record: not asked (a call a line).
@@ -191,7 +197,10 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         line = (text + self.terminator).encode(
             getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace"
         )
-        t.cast(line_writer.LineWriter, self.writer).write(line, now=level >= logging.WARNING)
+        writer = self.writer
+        if writer is None:  # without a descriptor, handle writes through the stream
+            raise RuntimeError("This handler has no descriptor to write lines to.")
+        writer.write(line, now=level >= logging.WARNING)
 
     def flush(self) -> None:
         if self.writer is not None:
@@ -262,15 +271,20 @@ def write_line(
 ) -> None:
     """Write the line ``handler`` would write for a record of ``level`` with this message
     and these clock fields (:func:`sole_line_handler`'s handler), without the record."""
-    formatter = t.cast(TextFormatter, handler.formatter)
+    formatter = handler.formatter
+    if type(formatter) is not TextFormatter:  # sole_line_handler's handlers have one
+        raise TypeError(f"write_line needs a TextFormatter, not {formatter!r}.")
     text = f"{formatter.time_text(created, msecs)} {logging.getLevelName(level)} {message}"
     handler.write_text(text, level)
 
 
-def _descriptor(stream: t.Any) -> int | None:
+def _descriptor(stream: object) -> int | None:
     """``stream``'s file descriptor, or None when it has none."""
+    fileno = getattr(stream, "fileno", None)
+    if fileno is None:
+        return None
     try:
-        return int(stream.fileno())
+        return int(fileno())
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
         return None
 

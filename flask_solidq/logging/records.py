@@ -42,9 +42,13 @@ _ATTRIBUTES = _RESERVED | {
     *("relativeCreated", "thread", "threadName", "processName", "process", "taskName"),
 }
 
+#: The logging module's namespace: its ``_startTime`` (when it was imported, which
+#: ``relativeCreated`` counts from) is not in the type stubs.
+_LOGGING: dict[str, t.Any] = vars(logging)
+
 #: The template of :func:`_new_record`'s records, for each path a record was made for (the
 #: subscriber's one file).
-_templates: dict[str, dict[str, t.Any]] = {}
+_templates: dict[str, dict[str, object]] = {}
 
 
 def make_record(
@@ -53,9 +57,9 @@ def make_record(
     pathname: str,
     lineno: int,
     msg: str,
-    args: tuple[t.Any, ...],
+    args: tuple[object, ...],
     func: str,
-    extra: dict[str, t.Any],
+    extra: t.Mapping[str, object],
 ) -> logging.LogRecord:
     """``logger.makeRecord(logger.name, level, pathname, lineno, msg, args, None, func,
     extra)``: the same record, made for less when the logger and the record factory are
@@ -85,7 +89,7 @@ def is_standard(logger: logging.Logger) -> bool:
     )
 
 
-def is_extra(fields: t.Mapping[str, t.Any]) -> bool:
+def is_extra(fields: t.Mapping[str, object]) -> bool:
     """Whether ``fields`` (and an ``event``) could be a record's ``extra=`` without a
     ``KeyError``: none of them is one of a record's own attributes."""
     return _ATTRIBUTES.isdisjoint(fields)
@@ -108,15 +112,15 @@ def _new_record(
     pathname: str,
     lineno: int,
     msg: str,
-    args: tuple[t.Any, ...],
+    args: tuple[object, ...],
     func: str,
-    extra: dict[str, t.Any],
+    extra: t.Mapping[str, object],
 ) -> logging.LogRecord:
     """``logging.LogRecord(name, level, pathname, lineno, msg, args, None, func)``, its
     attributes set in the order ``LogRecord.__init__`` sets them, then ``extra``'s (none of
     them a record's own: the caller checked)."""
     created, msecs, relative = clock()
-    record_args: t.Any = args
+    record_args: tuple[object, ...] | t.Mapping[str, object] = args
     if len(args) == 1 and isinstance(args[0], collections.abc.Mapping) and args[0]:
         record_args = args[0]
     template = _templates.get(pathname)
@@ -155,13 +159,13 @@ def clock() -> tuple[float, float, float]:
         msecs = (ns % 1_000_000_000) // 1_000_000 + 0.0
         if msecs == 999.0 and int(created) != ns // 1_000_000_000:
             msecs = 0.0
-        return created, msecs, (ns - logging._startTime) / 1e6  # type: ignore[attr-defined]
+        return created, msecs, (ns - _LOGGING["_startTime"]) / 1e6
     created = time.time()
     msecs = int((created - int(created)) * 1000) + 0.0
-    return created, msecs, (created - logging._startTime) * 1000  # type: ignore[attr-defined]
+    return created, msecs, (created - _LOGGING["_startTime"]) * 1000
 
 
-def _template(pathname: str) -> dict[str, t.Any]:
+def _template(pathname: str) -> dict[str, object]:
     """The attributes of a record logged from ``pathname``, in ``LogRecord.__init__``'s
     order: its path's parts and the fields no job line sets (no traceback, no stack) filled
     in, the others left for :func:`_new_record` to set."""
@@ -170,7 +174,7 @@ def _template(pathname: str) -> dict[str, t.Any]:
         module = os.path.splitext(filename)[0]
     except (TypeError, ValueError, AttributeError):  # as LogRecord.__init__
         filename, module = pathname, "Unknown module"
-    template: dict[str, t.Any] = dict.fromkeys(("name", "msg", "args", "levelname", "levelno"))
+    template: dict[str, object] = dict.fromkeys(("name", "msg", "args", "levelname", "levelno"))
     template.update(pathname=pathname, filename=filename, module=module)
     template.update(exc_info=None, exc_text=None, stack_info=None)
     template.update(dict.fromkeys(("lineno", "funcName", "created", "msecs")))

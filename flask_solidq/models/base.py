@@ -14,6 +14,7 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import MappedColumn
 from sqlalchemy.orm import mapped_column
 
 from flask_solidq.timing import UTC
@@ -39,20 +40,24 @@ class UTCDateTime(sa.types.TypeDecorator[dt.datetime]):
     impl = sa.DateTime
     cache_ok = True
 
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[t.Any]:
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[dt.datetime]:
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(sa.DateTime())
 
-    def process_bind_param(self, value: dt.datetime | None, dialect: sa.Dialect) -> t.Any:
+    def process_bind_param(
+        self, value: dt.datetime | None, dialect: sa.Dialect
+    ) -> dt.datetime | None:
         if value is not None and value.tzinfo is not None:
             return value.astimezone(UTC).replace(tzinfo=None)
         return value
 
-    def process_result_value(self, value: t.Any, dialect: sa.Dialect) -> dt.datetime | None:
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: sa.Dialect
+    ) -> dt.datetime | None:
         if value is None:
             return None
-        return t.cast(dt.datetime, value).replace(tzinfo=UTC)
+        return value.replace(tzinfo=UTC)
 
 
 #: Primary keys: BIGINT where the database has it; SQLite's rowid alias must be INTEGER.
@@ -72,18 +77,24 @@ class Base(DeclarativeBase):
     type_annotation_map = {dt.datetime: UTCDateTime()}
 
 
-def primary_key() -> t.Any:
+def primary_key() -> MappedColumn[int]:
     """An auto-incrementing BIGINT primary key."""
     return mapped_column(BigId, primary_key=True, autoincrement=True)
 
 
-def job_reference(*, unique: bool = True) -> t.Any:
+def job_reference(*, unique: bool = True) -> MappedColumn[int]:
     """A ``job_id`` column pointing at ``solidq_jobs``, deleted along with its job."""
     return mapped_column(
         BigId, sa.ForeignKey("solidq_jobs.id", ondelete="CASCADE"), nullable=False, unique=unique
     )
 
 
-def timestamp(*, nullable: bool = False) -> t.Any:
+@t.overload
+def timestamp(*, nullable: t.Literal[False] = False) -> MappedColumn[dt.datetime]: ...
+@t.overload
+def timestamp(*, nullable: bool) -> MappedColumn[dt.datetime | None]: ...
+def timestamp(
+    *, nullable: bool = False
+) -> MappedColumn[dt.datetime] | MappedColumn[dt.datetime | None]:
     """A UTC timestamp column; ``created_at``-style columns default to now when the ORM inserts."""
     return mapped_column(UTCDateTime(), nullable=nullable, default=None if nullable else utcnow)

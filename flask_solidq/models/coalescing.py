@@ -57,6 +57,7 @@ class CoalescedCall(Base):
         sa.Index("ix_solidq_coalesced_calls_for_monitoring", "created_at", "job_id"),
     )
 
+    # Any: SQLAlchemy 2.0 and 2.1 spell a typed select differently.
     @classmethod
     def waiting(cls) -> sa.Select[t.Any]:
         """A select of the calls still waiting to run: their job hasn't finished, hasn't failed

@@ -7,10 +7,9 @@ objects, typed as the ``Table`` they are, so no module casts them again.
 
 from __future__ import annotations
 
-import typing as t
-
 import sqlalchemy as sa
 
+from flask_solidq.models.base import Base
 from flask_solidq.models.batches import BatchRecord
 from flask_solidq.models.coalescing import CoalescedCall
 from flask_solidq.models.coalescing import CoalesceKey
@@ -29,8 +28,11 @@ from flask_solidq.models.recurring import RecurringTask
 from flask_solidq.models.semaphores import Semaphore
 
 
-def _table(model: type[t.Any]) -> sa.Table:
-    return t.cast(sa.Table, model.__table__)
+def _table(model: type[Base]) -> sa.Table:
+    table = model.__table__
+    if not isinstance(table, sa.Table):  # every model here is mapped to a table
+        raise TypeError(f"{model.__qualname__} is not mapped to a table.")
+    return table
 
 
 JOBS = _table(JobRecord)

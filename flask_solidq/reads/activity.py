@@ -114,7 +114,7 @@ class Window:
     slot_minutes: int = 1
 
     def count(
-        self, connection: sa.Connection, stamp: sa.Column[t.Any], queue: str | None
+        self, connection: sa.Connection, stamp: sa.Column[dt.datetime], queue: str | None
     ) -> list[int]:
         """Rows stamped in the window (or after it: in its last slot), counted per slot."""
         if stamp is JOBS.c.finished_at and _counted_by_ranges(connection):
@@ -123,9 +123,9 @@ class Window:
                 stamp, self.since, self.slots, self.slot_minutes, where
             )
             return [int(count) for _slot, count in connection.execute(query)]
-        query = _counts(connection, stamp, self.since, queue)
+        per_minute = _counts(connection, stamp, self.since, queue)
         counts = [0] * self.slots
-        for minute, count in connection.execute(query):
+        for minute, count in connection.execute(per_minute):
             index = min(max(int(minute or 0), 0) // self.slot_minutes, self.slots - 1)
             counts[index] += int(count)
         return counts
@@ -144,8 +144,10 @@ def failed(connection: sa.Connection, window: Window, queue: str | None = None) 
     return window.count(connection, FAILED.c.created_at, queue)
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def _counts(
-    connection: sa.Connection, stamp: sa.Column[t.Any], since: dt.datetime, queue: str | None
+    connection: sa.Connection, stamp: sa.Column[dt.datetime], since: dt.datetime, queue: str | None
 ) -> sa.Select[t.Any]:
     """Rows stamped since ``since``, counted per whole minute from it. A failed execution's
     queue is its job's, looked up along the jobs' primary key and only for one queue: every
@@ -159,7 +161,7 @@ def _counts(
     return query
 
 
-def _queue_of(table: t.Any) -> sa.ColumnElement[str]:
+def _queue_of(table: sa.FromClause) -> sa.ColumnElement[str]:
     """The queue of a row of ``table``: the jobs' own column, or a failed execution's job's."""
     if table is FAILED:
         return sa.select(JOBS.c.queue_name).where(JOBS.c.id == FAILED.c.job_id).scalar_subquery()

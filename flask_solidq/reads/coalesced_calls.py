@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq import argument_filter
 from flask_solidq.models.tables import COALESCED_CALLS
+from flask_solidq.values import JSONValue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,9 +26,9 @@ class StoredCall:
     created_at: dt.datetime
     #: Its positional arguments in their stored JSON form (the payload's ``args``, filtered
     #: by ``SOLIDQ_FILTER_ARGUMENTS``), or the whole stored text when it isn't a payload.
-    args: t.Any
+    args: JSONValue
     #: Its keyword arguments, stored form (empty without any).
-    kwargs: dict[str, t.Any]
+    kwargs: dict[str, JSONValue]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ def calls_page(
 
 def _arguments(
     text: str | None, shown: argument_filter.ArgumentFilter
-) -> tuple[t.Any, dict[str, t.Any]]:
+) -> tuple[JSONValue, dict[str, JSONValue]]:
     """The call's arguments from its stored payload (``Call.job_data``: ``args``, and
     ``kwargs`` when it has any), filtered by ``shown``; the text itself when it isn't one."""
     try:

@@ -167,6 +167,8 @@ def running_holders(connection: sa.Connection, keys: t.Sequence[str]) -> dict[st
     return holders
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def semaphore_page(
     connection: sa.Connection, *, after: str | None = None, limit: int = 50
 ) -> list[sa.Row[t.Any]]:
@@ -179,6 +181,7 @@ def semaphore_page(
     return list(connection.execute(statement.limit(_cap(limit))))
 
 
+# Any: as for semaphore_page.
 def process_page(
     connection: sa.Connection, *, after: int | None = None, limit: int = 50
 ) -> list[sa.Row[t.Any]]:

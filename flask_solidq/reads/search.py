@@ -128,7 +128,7 @@ def _text_search(
     shown = argument_filter.current()
     # Matched in the window, so what the window functions keep of each row is narrow: the
     # arguments only of the rows they matched, to look at them again once filtered.
-    extra: list[sa.ColumnElement[t.Any]] = [sa.case((sa.or_(*matches), 1), else_=0).label("hit")]
+    extra: list[sa.ColumnElement[object]] = [sa.case((sa.or_(*matches), 1), else_=0).label("hit")]
     if shown.pattern is not None:
         extra.append(sa.case((in_arguments, JOBS.c.arguments), else_=None).label("matched"))
         if len(matches) > 1:
@@ -180,7 +180,9 @@ def _shown_match(row: sa.RowMapping, text: str, shown: argument_filter.ArgumentF
     return filtered == payload or text.lower() in arguments.dumps(filtered).lower()
 
 
-def _jobs(where: Filter, *extra: sa.ColumnElement[t.Any]) -> sa.Select[t.Any]:
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
+def _jobs(where: Filter, *extra: sa.ColumnElement[object]) -> sa.Select[t.Any]:
     return browse.select_jobs(where.state, *extra, queue=where.queue, job=where.job)
 
 
@@ -192,6 +194,7 @@ def _same_job(kind: Kind, text: str) -> sa.ColumnElement[bool]:
     return JOBS.c.active_job_id.in_(sorted({text, text.lower()}))
 
 
+# Any: as for _jobs.
 def _summaries(
     connection: sa.Connection, query: sa.Select[t.Any], state: browse.State
 ) -> list[browse.JobSummary]:

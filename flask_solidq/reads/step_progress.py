@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import typing as t
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,5 +51,5 @@ def of(payload: object) -> StepProgress | None:
     )
 
 
-def _is_current(value: t.Any) -> bool:
+def _is_current(value: object) -> bool:
     return isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)

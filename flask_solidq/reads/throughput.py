@@ -62,7 +62,7 @@ def _from_two_indexes(
     connection: sa.Connection,
     since: dt.datetime,
     since_param: sa.BindParameter[dt.datetime],
-    minute: sa.Label[t.Any],
+    minute: sa.Label[t.SupportsInt],
     minutes: int,
 ) -> Throughput:
     """The same figures where an index answers a count alone (MariaDB, SQLite): per minute
@@ -87,7 +87,7 @@ def _from_two_indexes(
 def _per_minute(
     connection: sa.Connection,
     since_param: sa.BindParameter[dt.datetime],
-    minute: sa.Label[t.Any],
+    minute: sa.Label[t.SupportsInt],
     minutes: int,
 ) -> list[int]:
     """Jobs finished per minute of the window, every queue, along ``finished_at``'s index."""
@@ -122,7 +122,7 @@ def finished_since(connection: sa.Connection, since: dt.datetime) -> int:
     return int(connection.scalar(statement) or 0)
 
 
-def _slot(index: t.Any, minutes: int) -> int:
+def _slot(index: t.SupportsInt | None, minutes: int) -> int:
     """A minute's place in the window; a stamp after the window counts in its last minute."""
     return min(max(int(index or 0), 0), minutes - 1)
 

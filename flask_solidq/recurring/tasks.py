@@ -31,6 +31,7 @@ from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import CoalesceStatus
+from flask_solidq.values import JobArgument
 
 if t.TYPE_CHECKING:
     from flask_solidq.config import RecurringSettings
@@ -52,6 +53,9 @@ _CONFIGURED_COLUMNS = (
     "static",
     "description",
 )
+#: A row of ``solidq_recurring_tasks``, by column name.
+_TaskRow = dict[str, object]
+
 _UPDATE_TASK = RECURRING_TASKS.update().where(RECURRING_TASKS.c.key == sa.bindparam("task_key"))
 _RECORDED_JOB = sa.select(RECURRING_EXECUTIONS.c.job_id).where(
     RECURRING_EXECUTIONS.c.task_key == sa.bindparam("task_key"),
@@ -71,8 +75,8 @@ class RecurringTask:
     job: str
     schedule: Schedule
     definition: type[Job] = dataclasses.field(repr=False)
-    args: tuple[t.Any, ...] = ()
-    kwargs: dict[str, t.Any] = dataclasses.field(default_factory=dict)
+    args: tuple[JobArgument, ...] = ()
+    kwargs: dict[str, JobArgument] = dataclasses.field(default_factory=dict)
     #: The queue and priority the task's jobs get; None keeps the job definition's.
     queue: str | None = None
     priority: int | None = None
@@ -141,10 +145,10 @@ def _load_definition(path: str) -> type[Job]:
             " with @solidq.job or at a subclass of solidq.Job."
         )
     _check_coalesce(target)
-    return t.cast("type[Job]", target)
+    return target
 
 
-def _is_job_definition(target: object) -> bool:
+def _is_job_definition(target: object) -> t.TypeGuard[type[Job]]:
     """Whether ``target`` is a registered job definition (abstract bases aren't)."""
     if not isinstance(target, type) or not issubclass(target, Job):
         return False
@@ -180,11 +184,11 @@ def persist_all(engine: sa.Engine, tasks: t.Sequence[RecurringTask]) -> None:
     possible when both change the same rows is retried.
     """
     now = utcnow()
-    rows = sorted((_task_row(task, now) for task in tasks), key=lambda row: row["key"])
+    rows = [_task_row(task, now) for task in sorted(tasks, key=lambda task: task.key)]
     _retrying_deadlocks(engine, lambda: _persist(engine, rows))
 
 
-def _persist(engine: sa.Engine, rows: list[dict[str, t.Any]]) -> None:
+def _persist(engine: sa.Engine, rows: list[_TaskRow]) -> None:
     configured = {row["key"] for row in rows}
     with db.write(engine) as connection:
         stored = {row.key: row for row in connection.execute(sa.select(RECURRING_TASKS))}
@@ -205,16 +209,18 @@ def _persist(engine: sa.Engine, rows: list[dict[str, t.Any]]) -> None:
         )
 
 
-def _differs(stored: sa.Row[t.Any], row: dict[str, t.Any]) -> bool:
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
+def _differs(stored: sa.Row[t.Any], row: _TaskRow) -> bool:
     return any(getattr(stored, column) != row[column] for column in _CONFIGURED_COLUMNS)
 
 
-def _update_parameters(row: dict[str, t.Any]) -> dict[str, t.Any]:
+def _update_parameters(row: _TaskRow) -> dict[str, object]:
     parameters = {column: row[column] for column in _CONFIGURED_COLUMNS}
     return {**parameters, "task_key": row["key"], "updated_at": row["updated_at"]}
 
 
-def _task_row(task: RecurringTask, now: dt.datetime) -> dict[str, t.Any]:
+def _task_row(task: RecurringTask, now: dt.datetime) -> _TaskRow:
     """The ``solidq_recurring_tasks`` row of ``task``, with the queue and priority its jobs
     will get and its arguments stored as a job's payload is."""
     job = task.new_job()

@@ -1,0 +1,84 @@
+"""A job's stored payload (``solidq_jobs.arguments``): the job's import path, its arguments
+in their stored forms, its attempt counters and its steps' progress; built from a job, written
+as compact JSON, and loaded back into one.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+
+from flask_solidq.definitions import arguments
+from flask_solidq.errors import DeserializationError
+from flask_solidq.values import JSONValue
+
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.job import Job
+
+#: How :func:`encoded_payload` writes a string: as the payload encoder does.
+_encode_string = json.encoder.encode_basestring
+
+
+def payload(job: Job) -> dict[str, JSONValue]:
+    """The JSON-ready payload stored in ``solidq_jobs.arguments`` (``Job.payload``).
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    """
+    coalesced_as = job._coalesced_as
+    data: dict[str, JSONValue] = {"coalesce": coalesced_as} if coalesced_as else {}
+    data["job"] = arguments.import_path(type(job))
+    data["args"] = arguments.dump_args(job.arguments)
+    if job.kwargs:
+        data["kwargs"] = arguments.dump_kwargs(job.kwargs)
+    if job.executions:
+        data["executions"] = job.executions
+    if job.exception_executions:
+        data["exception_executions"] = dict(job.exception_executions)
+    data.update(job._steps_payload_keys())
+    return data
+
+
+def encoded_payload(job: Job, encode: t.Callable[[JSONValue], str]) -> str:
+    """:meth:`~flask_solidq.Job.payload` as ``encode`` (compact JSON: see
+    :func:`~flask_solidq.definitions.arguments.payload_encoder`) writes it
+    (``Job.encoded_payload``). For a job that holds nothing but its positional arguments (how a
+    job is built to be enqueued), the same text written without building the dict.
+
+    :raises flask_solidq.SerializationError: an argument can't be stored.
+    """
+    plain = not (
+        job.kwargs
+        or job._coalesced_as
+        or job.executions
+        or job.exception_executions
+        # Not through __dict__: reading it makes a dict for the job's attributes, which
+        # the garbage collector then tracks (a full collection every few bulk enqueues).
+        or getattr(job, "_progress", None) is not None
+        or type(job).payload is not payload
+    )
+    if not plain:
+        return encode(job.payload())
+    path = _encode_string(arguments.import_path(type(job)))
+    return f'{{"job":{path},"args":{encode(arguments.dump_args(job.arguments))}}}'
+
+
+def attempt_counters(data: t.Mapping[str, JSONValue]) -> tuple[int, dict[str, int]]:
+    """A stored payload's ``executions`` and ``exception_executions``.
+
+    :raises flask_solidq.DeserializationError: they are not an int and an object of ints.
+    """
+    executions = data.get("executions", 0)
+    exception_executions = data.get("exception_executions", {})
+    counts: dict[str, int] = {}
+    if type(exception_executions) is dict:
+        for name, count in exception_executions.items():
+            if type(count) is not int:
+                break
+            counts[name] = count
+        else:
+            if type(executions) is int:
+                return executions, counts
+    raise DeserializationError(
+        'The stored payload\'s attempt counters are malformed: "executions" should be'
+        ' an int and "exception_executions" an object of ints.'
+    )
