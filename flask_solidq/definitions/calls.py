@@ -10,7 +10,7 @@ from flask_solidq.values import JobArgument
 from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
-    from flask_solidq.definitions.job import Job
+    from flask_solidq.definitions.job_payloads import StoredJob
 
 #: A call's stored payload, read-only.
 JobData = t.Mapping[str, JSONValue]
@@ -49,7 +49,7 @@ class Call:
         return source
 
 
-def job_data_of(job: Job) -> dict[str, JSONValue]:
+def job_data_of(job: StoredJob) -> dict[str, JSONValue]:
     """The payload stored for a collected call of ``job``: its payload plus the request's
     own fields, which describe the call and not the run (``perform_calls`` runs once, as the
     job that owns the calls)."""

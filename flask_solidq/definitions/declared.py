@@ -27,8 +27,8 @@ import typing as t
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.coalescing import Coalesce
     from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
-    from flask_solidq.definitions.failures import DiscardRule
-    from flask_solidq.definitions.failures import RetryRule
+    from flask_solidq.definitions.failure_rules import DiscardRule
+    from flask_solidq.definitions.failure_rules import RetryRule
     from flask_solidq.definitions.rate_limits import RateLimit
     from flask_solidq.keys import Keyed
 

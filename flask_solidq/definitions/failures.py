@@ -8,9 +8,7 @@ inherited ones, as they do in Active Job (for decorators: the outer one wins).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import random
 import typing as t
 
 from flask_solidq.definitions import declarations
@@ -18,60 +16,16 @@ from flask_solidq.definitions import declared
 from flask_solidq.definitions import options
 from flask_solidq.definitions.declarations import Target
 from flask_solidq.definitions.declared import DeclaredAttributes
+from flask_solidq.definitions.failure_rules import POLYNOMIALLY_LONGER
+from flask_solidq.definitions.failure_rules import UNLIMITED
+from flask_solidq.definitions.failure_rules import DiscardRule
+from flask_solidq.definitions.failure_rules import Handler
+from flask_solidq.definitions.failure_rules import RetryRule
+from flask_solidq.definitions.failure_rules import Wait
 from flask_solidq.timing import to_seconds
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
-
-POLYNOMIALLY_LONGER = "polynomially_longer"
-UNLIMITED = "unlimited"
-
-Wait = float | str | t.Callable[[int], float | dt.timedelta]
-
-#: A rule's ``fallback`` or ``callback``: called with the job and the error; what it returns
-#: is ignored.
-Handler = t.Callable[["Job", BaseException], object]
-
-
-@dataclasses.dataclass(frozen=True)
-class RetryRule:
-    """A validated ``retry_on`` declaration."""
-
-    exceptions: tuple[type[BaseException], ...]
-    wait: Wait
-    attempts: int | None
-    jitter: float
-    queue: str | None
-    priority: int | None
-    fallback: Handler | None
-
-    @property
-    def name(self) -> str:
-        """The key counting this rule's attempts in the job's ``exception_executions``."""
-        return "[" + ", ".join(exc.__qualname__ for exc in self.exceptions) + "]"
-
-    def is_exhausted(self, executions: int) -> bool:
-        """Whether a job that has now run ``executions`` times under this rule may not retry."""
-        return self.attempts is not None and executions >= self.attempts
-
-    def wait_seconds(self, executions: int) -> float:
-        """Seconds until the next attempt, after ``executions`` runs under this rule."""
-        wait = self.wait
-        if wait == POLYNOMIALLY_LONGER:
-            base = executions**4 + 2.0
-        elif callable(wait):
-            base = to_seconds(wait(executions), name="retry_on(wait=) result", allow_zero=True)
-        else:
-            base = float(wait)
-        return base + base * self.jitter * random.random()
-
-
-@dataclasses.dataclass(frozen=True)
-class DiscardRule:
-    """A validated ``discard_on`` declaration."""
-
-    exceptions: tuple[type[BaseException], ...]
-    callback: Handler | None
 
 
 def retry_on(

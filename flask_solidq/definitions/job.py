@@ -34,7 +34,6 @@ from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import job_payloads
-from flask_solidq.definitions import registry
 from flask_solidq.definitions import signatures
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
@@ -85,6 +84,13 @@ def _perform_now_on_class(cls: type[Job], *args: JobArgument, **kwargs: JobArgum
 ADAPTER: slots.Slot[t.Callable[[Job, SolidQState], None]] = slots.Slot("flask_solidq.adapters")
 
 
+#: Registers a job definition under its name as its class is made: the registry reads job
+#: definitions, so :mod:`flask_solidq.definitions.registry` fills it (the package imports it).
+REGISTER: slots.Slot[t.Callable[[type[Job]], None]] = slots.Slot(
+    "flask_solidq.definitions.registry"
+)
+
+
 class Job(Resumable, RateLimitUsage):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
@@ -115,7 +121,7 @@ class Job(Resumable, RateLimitUsage):
         job_checks.check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
         job_checks.check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
         if not abstract:
-            registry.register(cls)
+            REGISTER.call(cls)
 
     def __init__(self, *args: JobArgument, **kwargs: JobArgument) -> None:
         self._setup(args, kwargs)

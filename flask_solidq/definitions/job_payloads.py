@@ -10,16 +10,47 @@ import typing as t
 
 from flask_solidq.definitions import arguments
 from flask_solidq.errors import DeserializationError
+from flask_solidq.values import JobArgument
 from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
-    from flask_solidq.definitions.job import Job
+    import datetime as dt
+
+
+class StoredJob(t.Protocol):
+    """What a payload is built from: a :class:`~flask_solidq.Job`, named by what it reads so
+    that this module, below the job class, needn't import it."""
+
+    # Properties: read-only here, so the job's own (mutable) attributes match them.
+    @property
+    def arguments(self) -> tuple[JobArgument, ...]: ...
+    @property
+    def kwargs(self) -> dict[str, JobArgument]: ...
+    @property
+    def executions(self) -> int: ...
+    @property
+    def exception_executions(self) -> dict[str, int]: ...
+    @property
+    def _coalesced_as(self) -> str | None: ...
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def enqueued_at(self) -> dt.datetime | None: ...
+    @property
+    def scheduled_at(self) -> dt.datetime | None: ...
+    def payload(self) -> dict[str, JSONValue]: ...
+    def _steps_payload_keys(self) -> dict[str, t.Any]: ...
+
 
 #: How :func:`encoded_payload` writes a string: as the payload encoder does.
 _encode_string = json.encoder.encode_basestring
 
 
-def payload(job: Job) -> dict[str, JSONValue]:
+def payload(job: StoredJob) -> dict[str, JSONValue]:
     """The JSON-ready payload stored in ``solidq_jobs.arguments`` (``Job.payload``).
 
     :raises flask_solidq.SerializationError: an argument can't be stored.
@@ -38,7 +69,7 @@ def payload(job: Job) -> dict[str, JSONValue]:
     return data
 
 
-def encoded_payload(job: Job, encode: t.Callable[[JSONValue], str]) -> str:
+def encoded_payload(job: StoredJob, encode: t.Callable[[JSONValue], str]) -> str:
     """:meth:`~flask_solidq.Job.payload` as ``encode`` (compact JSON: see
     :func:`~flask_solidq.definitions.arguments.payload_encoder`) writes it
     (``Job.encoded_payload``). For a job that holds nothing but its positional arguments (how a

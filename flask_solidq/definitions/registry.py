@@ -10,13 +10,11 @@ from __future__ import annotations
 import inspect
 import json
 import threading
-import typing as t
 
 from flask_solidq import errors
 from flask_solidq.definitions import arguments
-
-if t.TYPE_CHECKING:
-    from flask_solidq.definitions.job import Job
+from flask_solidq.definitions import job as job_module
+from flask_solidq.definitions.job import Job
 
 _definitions: dict[str, type[Job]] = {}
 _lock = threading.Lock()
@@ -139,3 +137,7 @@ def _place(job_class: type[Job]) -> str:
     except (OSError, TypeError):
         return arguments.import_path(job_class)
     return f"{arguments.import_path(job_class)} ({filename}:{line})"
+
+
+#: Every job class made from now on registers here.
+job_module.REGISTER.fill(register)

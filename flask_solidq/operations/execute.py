@@ -20,6 +20,7 @@ from flask_solidq.controls.rate_limit import back_off
 from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.controls.rate_limit import rate_usage
 from flask_solidq.definitions import arguments
+from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import step_runs
@@ -237,7 +238,7 @@ def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
     """The outcome of a run that raised ``error``: what the job's ``retry_on`` and
     ``discard_on`` rules say, or a failure."""
     rule = failures.find_rule(type(job), error)
-    if isinstance(rule, failures.RetryRule):
+    if isinstance(rule, failure_rules.RetryRule):
         count = job.exception_executions.get(rule.name, 0) + 1
         job.exception_executions[rule.name] = count
         if not rule.is_exhausted(count):
@@ -245,7 +246,7 @@ def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
         if rule.fallback is None:
             return _fail(claimed, job, error)
         return _discard(claimed, job, error, rule.fallback)
-    if isinstance(rule, failures.DiscardRule):
+    if isinstance(rule, failure_rules.DiscardRule):
         return _discard(claimed, job, error, rule.callback)
     return _fail(claimed, job, error)
 
@@ -267,7 +268,7 @@ def _discard(
 
 
 def _retry(
-    claimed: ClaimedJob, job: Job, rule: failures.RetryRule, error: Exception, count: int
+    claimed: ClaimedJob, job: Job, rule: failure_rules.RetryRule, error: Exception, count: int
 ) -> Outcome:
     wait = rule.wait_seconds(count)
     retry = Retry(

@@ -14,7 +14,7 @@ import typing as t
 
 from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
-from flask_solidq.definitions import failures
+from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import registry
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations.queue_selector import QueueSelector
@@ -188,7 +188,7 @@ def known_queues(settings: Settings) -> set[str]:
     for definition in registry.definitions():
         queues.add(definition.queue_name)
         for rule in definition._failure_rules:
-            if isinstance(rule, failures.RetryRule) and rule.queue:
+            if isinstance(rule, failure_rules.RetryRule) and rule.queue:
                 queues.add(rule.queue)
     return queues
 

@@ -25,11 +25,12 @@ from flask_solidq import discard_on
 from flask_solidq import limits_concurrency
 from flask_solidq import limits_rate
 from flask_solidq import retry_on
+from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import failures
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import registry
-from flask_solidq.definitions.failures import DiscardRule
-from flask_solidq.definitions.failures import RetryRule
+from flask_solidq.definitions.failure_rules import DiscardRule
+from flask_solidq.definitions.failure_rules import RetryRule
 from flask_solidq.errors import JobNotFound
 
 solidq = flask_solidq.SolidQ()
@@ -1036,9 +1037,9 @@ def test_retry_wait_seconds_for_each_kind_of_wait(wait, executions, expected):
 
 def test_retry_jitter_adds_up_to_that_fraction_of_the_wait(monkeypatch):
     rule = _retry_rule(wait=10, jitter=0.5)
-    monkeypatch.setattr(failures.random, "random", lambda: 1.0)
+    monkeypatch.setattr(failure_rules.random, "random", lambda: 1.0)
     assert rule.wait_seconds(1) == 15.0
-    monkeypatch.setattr(failures.random, "random", lambda: 0.0)
+    monkeypatch.setattr(failure_rules.random, "random", lambda: 0.0)
     assert rule.wait_seconds(1) == 10.0
 
 
