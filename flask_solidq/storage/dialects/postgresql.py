@@ -1,42 +1,45 @@
-"""What PostgreSQL needs that SQLAlchemy Core doesn't render for it: its hand-written
-statements, its wake-up channels, JIT off for the count pages and the minute bucket.
+"""PostgreSQL's :class:`~flask_solidq.storage.dialects.base.Dialect`: its hand-written
+statements, its wake-up channels, JIT off for the count pages, the minute bucket, and the
+fast paths that run them on psycopg's own connection.
 
-Everything else is SQLAlchemy Core, which renders for each dialect (MySQL's and SQLite's own
-needs are in :mod:`~flask_solidq.storage.dialects.mysql` and
-:mod:`~flask_solidq.storage.dialects.sqlite`). These few statements are
-PostgreSQL-only because they use what only PostgreSQL has, data-modifying CTEs (one round trip
-where the other databases need four), ``unnest`` over array parameters, and ``pg_notify``.
-The operations pick them through :mod:`flask_solidq.storage.db`'s capability checks
-(``supports_insert_in_cte``) and never build SQL text themselves.
+These few statements are PostgreSQL-only because they use what only PostgreSQL has,
+data-modifying CTEs (one round trip where the other databases need four), ``unnest`` over
+array parameters, and ``pg_notify``; each is text with bound parameters, built once. The
+operations reach them through :data:`DIALECT`'s methods and never build SQL text themselves.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import typing as t
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
+from flask_solidq.storage import fast_path
+from flask_solidq.storage import pooler
+from flask_solidq.storage.dialects.base import READY_CHANNEL as READY_CHANNEL
+from flask_solidq.storage.dialects.base import SCHEDULED_CHANNEL as SCHEDULED_CHANNEL
+from flask_solidq.storage.dialects.base import DriverRow
+from flask_solidq.storage.dialects.base import EnqueueStatements
+from flask_solidq.storage.dialects.base import Row
+from flask_solidq.storage.dialects.base import delete_in
+from flask_solidq.timing import naive_utc
 from flask_solidq.values import ClaimedJob
 
-#: The channels ``LISTEN``/``NOTIFY`` wake-ups travel on (see
-#: :mod:`flask_solidq.processes.job_notices`): jobs became ready (workers listen), a job was
-#: scheduled for the time in the payload (dispatchers listen).
-READY_CHANNEL = "solidq_ready"
-SCHEDULED_CHANNEL = "solidq_scheduled"
-
 #: Turns JIT compilation off for the rest of a transaction (see
-#: :func:`flask_solidq.storage.db.read_for_counts`).
+#: :meth:`PostgreSQL.prepare_counts`).
 JIT_OFF = "SET LOCAL jit = off"
 
 
-def counts_per_slot(
+def _counts_per_slot(
     stamp: sa.Column[dt.datetime],
     since: dt.datetime,
     slots: int,
     slot_minutes: int,
     where: t.Sequence[sa.ColumnElement[bool]],
-) -> sa.Select[t.Any]:
+) -> sa.Select[int, int]:
     """``(slot, rows)`` for each of ``slots`` slots of ``slot_minutes`` from ``since``: one
     count over ``stamp``'s index range per slot (the last open-ended, so a stamp after the
     window counts in it), rather than grouping every row by its slot. Each row is still
@@ -58,9 +61,9 @@ def counts_per_slot(
     return sa.select(slot.c.slot, rows)
 
 
-def minutes_between(
+def _minutes_between(
     start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
-) -> sa.ColumnElement[t.Any]:
+) -> sa.ColumnElement[float]:
     """Whole minutes from ``start`` to ``end``. ``date_part`` gives the seconds as a float,
     where ``EXTRACT`` gives a numeric (PostgreSQL 14+), whose division cost a queue's page
     about 100 ms over the day's 300,000 finished jobs; a float holds a day's microseconds
@@ -296,3 +299,227 @@ def joined_columns(columns: dict[str, list[str]]) -> dict[str, str] | None:
 #: Wake the processes that ``LISTEN`` on ``:channel`` (on any machine): sent inside a
 #: transaction, it is delivered when that transaction commits, and not at all if it rolls back.
 NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+
+
+def id_array(ids: t.Iterable[int]) -> str:
+    """``ids`` as a PostgreSQL array literal, for ``ANY(CAST(:ids AS bigint[]))``.
+
+    A plain string parameter: the driver's own list adapter quotes every element through a
+    regular expression, which costs more than the statement it feeds.
+    """
+    return "{" + ",".join(str(int(id_)) for id_ in ids) + "}"
+
+
+#: The most jobs one bulk enqueue statement inserts.
+CHUNK = 10_000
+
+#: A chunk's statement, its parameters, and those of them sent in binary format.
+_Statement = tuple[sa.TextClause, dict[str, object], t.Collection[str]]
+
+_control_keys = operator.itemgetter(*BULK_ENQUEUE_CONTROL_COLUMNS)
+_NO_CONTROL_KEYS = (None,) * len(BULK_ENQUEUE_CONTROL_COLUMNS)
+_TEXT_COLUMNS = ("queue_name", "class_name", "arguments", "active_job_id")
+
+
+def _keyed(chunk: t.Sequence[Row], holds: t.Sequence[bool]) -> bool:
+    """Whether a job of ``chunk`` has a control's key, or may be held back (``holds``)."""
+    return any(holds) or {*map(_control_keys, chunk)} != {_NO_CONTROL_KEYS}
+
+
+def _as_text(chunk: t.Sequence[Row], now: dt.datetime) -> _Statement | None:
+    """:data:`BULK_ENQUEUE_TEXT` for a chunk no control keys, or None when its values leave
+    no separator to join them by."""
+    columns = {name: list(map(operator.itemgetter(name), chunk)) for name in _TEXT_COLUMNS}
+    # Most jobs are due at once: their scheduled_at is ``now`` itself.
+    columns["scheduled_at"] = [
+        "now" if row["scheduled_at"] is now else naive_utc(row["scheduled_at"]).isoformat(" ")
+        for row in chunk
+    ]
+    joined = joined_columns(columns)
+    if joined is None:
+        return None
+    params: dict[str, object] = {
+        **joined,
+        "priority": ",".join(map(int.__repr__, map(operator.itemgetter("priority"), chunk))),
+        "batch_id": chunk[0]["batch_id"],
+        "now": naive_utc(now),
+    }
+    return BULK_ENQUEUE_TEXT, params, ()
+
+
+def _as_arrays(chunk: t.Sequence[Row], holds: t.Sequence[bool], now: dt.datetime) -> _Statement:
+    """:data:`BULK_ENQUEUE` for a chunk: every column an array, sent in binary format."""
+    naive_now = naive_utc(now)
+    columns: dict[str, list[t.Any]] = {
+        name: [row[name] for row in chunk] for name in BULK_ENQUEUE_COLUMNS
+    }
+    columns["scheduled_at"] = [
+        naive_now if value is now else naive_utc(value) for value in columns["scheduled_at"]
+    ]
+    params: dict[str, object] = {
+        **columns,
+        "holds": list(holds),
+        "batch_id": chunk[0]["batch_id"],
+        "now": naive_now,
+    }
+    return BULK_ENQUEUE, params, BULK_ENQUEUE_ARRAYS
+
+
+def _ids(rows: t.Iterable[DriverRow]) -> list[int]:
+    return [int(id_) for (id_,) in rows]
+
+
+class PostgreSQL:
+    """PostgreSQL (see the module's docstring); psycopg 3 takes the fast paths
+    (:mod:`flask_solidq.storage.fast_path`), any other driver the same statements through
+    SQLAlchemy's Connection."""
+
+    name = "postgresql"
+    writes_in_one_statement = True
+    counts_from_index_alone = False
+    #: ``clock_timestamp()``, the time at the moment it is read (``now()`` would be the
+    #: transaction's start, older than a lock the transaction waited for).
+    clock: sa.TextClause | None = sa.text("SELECT clock_timestamp()")
+
+    def listens(self, engine: sa.Engine) -> bool:
+        """Through psycopg 3; behind a pooler, only with a direct URL to listen on (see
+        :func:`flask_solidq.storage.pooler.listen_engine`)."""
+        return engine.dialect.driver == "psycopg" and pooler.is_heard(engine)
+
+    def notify(self, connection: sa.Connection, channel: str, payload: str) -> None:
+        connection.execute(NOTIFY, {"channel": channel, "payload": payload})
+
+    def prepare_counts(self, connection: sa.Connection) -> None:
+        """JIT compilation off for the transaction: such counts probe the jobs' primary key
+        once per execution row, which the planner prices high enough to JIT-compile, and
+        compiling cost 20-700 ms of a page that runs in tens of milliseconds without it."""
+        connection.exec_driver_sql(JIT_OFF)
+
+    def minutes_between(
+        self, start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
+    ) -> sa.ColumnElement[float]:
+        return _minutes_between(start, end)
+
+    def counts_per_slot(
+        self,
+        stamp: sa.Column[dt.datetime],
+        since: dt.datetime,
+        slots: int,
+        slot_minutes: int,
+        where: t.Sequence[sa.ColumnElement[bool]],
+    ) -> sa.Select[int, int] | None:
+        return _counts_per_slot(stamp, since, slots, slot_minutes, where)
+
+    def insert_ignoring_duplicates(
+        self, connection: sa.Connection, table: sa.Table, rows: t.Sequence[t.Mapping[str, object]]
+    ) -> int:
+        """``ON CONFLICT DO NOTHING``; RETURNING counts what was inserted (the driver's
+        rowcount doesn't, for many rows)."""
+        key = next(iter(table.primary_key.columns))
+        statement = postgresql.insert(table).on_conflict_do_nothing().returning(key)
+        return len(connection.execute(statement, rows).all())
+
+    def delete_by_ids(
+        self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]
+    ) -> None:
+        delete_in(connection, table, ids)
+
+    def insert_with_execution(
+        self, engine: sa.Engine, statements: EnqueueStatements, row: Row, now: dt.datetime
+    ) -> int:
+        """One autocommitted statement (the job's insert feeds its execution's), on psycopg's
+        connection through :func:`flask_solidq.storage.fast_path.fetch_autocommitted`."""
+        due = row["scheduled_at"] <= now
+        statement = statements.job_with_ready if due else statements.job_with_scheduled
+        params = {
+            name: naive_utc(value) if isinstance(value, dt.datetime) else value
+            for name, value in row.items()
+        }
+        params["execution_created_at"] = naive_utc(now)
+        ((job_id,),) = fast_path.fetch_autocommitted(engine, statement, params)
+        return int(job_id)
+
+    def insert_all_autocommitted(
+        self, engine: sa.Engine, rows: t.Sequence[Row], holds: t.Sequence[bool], now: dt.datetime
+    ) -> list[int] | None:
+        """:data:`BULK_ENQUEUE_TEXT` in autocommit, at most :data:`CHUNK` jobs: a statement
+        is atomic and durable as a transaction of its own, and this saves the round trips of
+        ``BEGIN`` and ``COMMIT``, two of a bulk enqueue's three."""
+        fits = len(rows) <= CHUNK and not _keyed(rows, holds)
+        statement = _as_text(rows, now) if fits else None
+        if statement is None:
+            return None
+        return _ids(fast_path.fetch_autocommitted(engine, statement[0], statement[1]))
+
+    def insert_all(
+        self,
+        connection: sa.Connection,
+        rows: t.Sequence[Row],
+        holds: t.Sequence[bool],
+        now: dt.datetime,
+    ) -> list[int]:
+        """One statement per :data:`CHUNK` jobs. The rows travel as one value per column
+        (its values joined as text, or an array: ``unnest``), so the statement stays a few
+        lines long whatever the number of jobs: nothing to render or parse per row. A chunk
+        whose jobs no control keys takes :data:`BULK_ENQUEUE_TEXT`, any other
+        :data:`BULK_ENQUEUE`, with the controls' columns."""
+        ids: list[int] = []
+        for first in range(0, len(rows), CHUNK):
+            chunk, chunk_holds = rows[first : first + CHUNK], holds[first : first + CHUNK]
+            keyed = _keyed(chunk, chunk_holds)
+            statement, params, binary = (None if keyed else _as_text(chunk, now)) or _as_arrays(
+                chunk, chunk_holds, now
+            )
+            result = fast_path.fetch_in_transaction(connection, statement, params, binary=binary)
+            ids.extend(_ids(result))
+        return ids
+
+    def pipelines(self, engine: sa.Engine) -> bool:
+        return fast_path.pipelines(engine)
+
+    def insert_pipelined(
+        self, engine: sa.Engine, chunks: t.Iterable[t.Sequence[Row]], now: dt.datetime
+    ) -> list[int]:
+        """Each chunk's statement is sent as the one before runs
+        (:func:`flask_solidq.storage.fast_path.fetch_pipelined`), and the whole enqueue takes
+        one round trip: the client builds a chunk's rows while the server inserts the chunk
+        before. A row that can't be built rolls back what was sent."""
+        statements = (
+            _as_text(rows, now) or _as_arrays(rows, [False] * len(rows), now) for rows in chunks
+        )
+        results = fast_path.fetch_pipelined(engine, statements)
+        return [id_ for result in results for id_ in _ids(result)]
+
+    def claim_in_one_statement(
+        self,
+        engine: sa.Engine,
+        params: t.Mapping[str, object],
+        *,
+        skip_locked: bool,
+        checked: frozenset[str],
+    ) -> list[DriverRow]:
+        """:data:`CLAIM`'s statement for this claim, in autocommit."""
+        statement = CLAIM[(params["queue_name"] is not None, skip_locked, bool(checked))]
+        values = dict(params)
+        if checked:
+            values["checked"] = sorted(checked)
+        return fast_path.fetch_autocommitted(engine, statement, values)
+
+    def finish_held(
+        self,
+        engine: sa.Engine,
+        process_id: int,
+        job_ids: t.Sequence[int],
+        now: dt.datetime,
+        *,
+        preserve_finished: bool,
+        stamp_type: sa.types.TypeEngine[dt.datetime],
+    ) -> set[int]:
+        """:data:`FINISH`'s statement, in autocommit."""
+        params = {"process_id": process_id, "ids": id_array(job_ids), "now": naive_utc(now)}
+        rows = fast_path.fetch_autocommitted(engine, FINISH[preserve_finished], params)
+        return {job_id for (job_id,) in rows}
+
+
+#: PostgreSQL's dialect.
+DIALECT = PostgreSQL()
