@@ -1,7 +1,8 @@
 """One module per database behind one protocol
-(:class:`~flask_solidq.storage.dialects.base.Dialect`): PostgreSQL's (:mod:`.postgresql`),
-SQLite's (:mod:`.sqlite`) and MySQL/MariaDB's (:mod:`.mysql`), the last two sharing their
-driver-connection fast paths (:mod:`.driver`). :func:`dialect_of` picks one per engine."""
+(:class:`~flask_solidq.storage.dialects.base.Dialect`): PostgreSQL's (:mod:`.postgresql`, its
+bulk enqueue in :mod:`.postgresql_bulk`), SQLite's (:mod:`.sqlite`) and MySQL/MariaDB's
+(:mod:`.mysql`), the last two sharing their driver-connection fast paths (:mod:`.driver`).
+:func:`dialect_of` picks one per engine."""
 
 from __future__ import annotations
 
