@@ -45,7 +45,6 @@ from flask_solidq.operations import job_ends
 from flask_solidq.operations import retry_keys
 from flask_solidq.operations import retry_payloads
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
@@ -178,7 +177,7 @@ def _retry_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         retry_payloads.reset_rule_counters(connection, ids, runs, now)
         retry_keys.take_current_keys(connection, ids, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
-        db.notify(connection, postgres.READY_CHANNEL)
+        db.notify(connection, db.READY_CHANNEL)
     return len(ids)
 
 
@@ -277,7 +276,7 @@ def _run_now_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
             JOBS.update().where(JOBS.c.id.in_(ids)).values(scheduled_at=now, updated_at=now)
         )
         dispatch.make_ready(connection, _refs(connection, ids), now)
-        db.notify(connection, postgres.READY_CHANNEL)
+        db.notify(connection, db.READY_CHANNEL)
     return len(ids)
 
 

@@ -49,7 +49,6 @@ from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import dispatch
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
@@ -119,7 +118,7 @@ def defer(
     ]
     dispatch.schedule(connection, refs, now)
     earliest = min(retry.scheduled_at for retry in retries.values())
-    db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
+    db.notify(connection, db.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
     for outcome in outcomes:
         db.after_commit_on(connection, _announcement(outcome, paused, retries))
     return retries

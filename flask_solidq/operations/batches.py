@@ -34,7 +34,6 @@ from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.operations import batch_callbacks
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 
 logger = logging.getLogger("flask_solidq")
 
@@ -224,7 +223,7 @@ def account(
             todo[row.parent_id] = _sum(todo.get(row.parent_id, Tally()), parent_tally)
     if finished:
         # PostgreSQL's listening workers hear of the callbacks as the commit lands.
-        db.notify(connection, postgres.READY_CHANNEL)
+        db.notify(connection, db.READY_CHANNEL)
         db.after_commit_on(connection, lambda: batch_callbacks.announce_finished(finished))
     return finished
 

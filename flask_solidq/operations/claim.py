@@ -62,8 +62,6 @@ from flask_solidq.operations.claim_batch_values import ClaimBatch as ClaimBatch
 from flask_solidq.operations.queue_selector import QueueSelector as QueueSelector
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
-from flask_solidq.storage import fast_path
-from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import ClaimedJob as ClaimedJob
@@ -204,7 +202,7 @@ def _claim_from(
     params = {"queue_name": queue_name, "limit": limit, "process_id": process_id}
     checked = controls.checked_at_claim()
     memory = _checked_recently.setdefault(engine, {})
-    one_statement = db.supports_insert_in_cte(engine) and not db.in_transaction(engine)
+    one_statement = db.dialect(engine).writes_in_one_statement and not db.in_transaction(engine)
     if one_statement and memory.get(queue_name, 0.0) < time.monotonic():
         claimed_at_once = _claim_in_one_statement(engine, params, skip_locked, checked)
         if claimed_at_once is not None:
@@ -297,7 +295,7 @@ def _defer(connection: sa.Connection, deferrals: list[Deferral], clock: ClaimClo
     refs = [JobRef.of(deferral.job, scheduled_at=deferral.until) for deferral in deferrals]
     dispatch.schedule(connection, refs, clock())
     earliest = min(deferral.until for deferral in deferrals)
-    db.notify(connection, postgres.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
+    db.notify(connection, db.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
 
 
 def _check_late_definitions(
@@ -366,13 +364,13 @@ def _check_claimed(
 def _claim_in_one_statement(
     engine: sa.Engine, params: dict[str, t.Any], skip_locked: bool, checked: frozenset[str]
 ) -> list[ClaimedJob] | None:
-    """PostgreSQL: the whole claim as one statement in autocommit, one round trip instead of
-    four (data-modifying CTEs lock, delete, insert and read in one go). None when the batch
-    holds a job of a ``checked`` definition: nothing was claimed, and the hooks must decide."""
-    statement = postgres.CLAIM[(params["queue_name"] is not None, skip_locked, bool(checked))]
-    if checked:
-        params = {**params, "checked": sorted(checked)}
-    rows = fast_path.fetch_autocommitted(engine, statement, {**params, "now": naive_utc(utcnow())})
+    """The whole claim as one statement in autocommit, one round trip instead of four
+    (:meth:`flask_solidq.storage.dialects.base.Dialect.claim_in_one_statement`). None when
+    the batch holds a job of a ``checked`` definition: nothing was claimed, and the hooks must
+    decide."""
+    rows = db.dialect(engine).claim_in_one_statement(
+        engine, {**params, "now": naive_utc(utcnow())}, skip_locked=skip_locked, checked=checked
+    )
     width = len(ClaimedJob._fields)
     if checked and any(row[width] for row in rows):
         return None

@@ -13,7 +13,6 @@ from flask_solidq.models.tables import PAUSES
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.models.tables import READY
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import mysql
 
 
 def candidates(queue_name: str | None, skip_locked: bool) -> sa.Select[t.Any]:
@@ -67,7 +66,7 @@ def _forcing_index(query: sa.Select[t.Any], index: str) -> sa.Select[t.Any]:
     of pauses), and holds whatever the statistics say, while a literal ``NOT IN`` list was
     still sorted. PostgreSQL and SQLite never see the hint.
     """
-    return mysql.forcing_index(query, READY, index)
+    return db.forcing_index(query, READY, index)
 
 
 def _ready_index(*columns: sa.Column[t.Any]) -> str:

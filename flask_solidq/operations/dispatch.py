@@ -19,7 +19,6 @@ from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import job_ends
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 from flask_solidq.values import JobRef
 
 INSERT_READY = READY.insert()
@@ -129,7 +128,7 @@ def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True
         ]
         make_ready(connection, refs, now)
         connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id.in_([row.id for row in due])))
-        db.notify(connection, postgres.READY_CHANNEL)
+        db.notify(connection, db.READY_CHANNEL)
     return len(due)
 
 

@@ -8,7 +8,6 @@ callable that raises) runs before the transaction opens: a failed enqueue writes
 from __future__ import annotations
 
 import datetime as dt
-import operator
 import typing as t
 
 import sqlalchemy as sa
@@ -17,17 +16,12 @@ from flask_solidq import controls
 from flask_solidq import current
 from flask_solidq import errors
 from flask_solidq.models.tables import JOBS
-from flask_solidq.models.tables import READY
-from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import dispatch
+from flask_solidq.operations import enqueue_statements
 from flask_solidq.operations import job_rows
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
-from flask_solidq.storage import driver_writes
-from flask_solidq.storage import fast_path
-from flask_solidq.storage.dialects import postgres
-from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
 
@@ -99,10 +93,9 @@ def _store(
     """Insert one job and its first execution; return its id and whether it got one
     (``controlled``: whether a control may concern it, see :func:`_fits_own_transaction`)."""
     if _fits_own_transaction(engine, row, controlled):
-        if db.supports_insert_in_cte(engine):
-            return _insert_with_execution_autocommitted(engine, row, now), True
-        if driver_writes.applies(engine):
-            job_id = _insert_on_driver(engine, row, now)
+        dialect = db.dialect(engine)
+        job_id = dialect.insert_with_execution(engine, enqueue_statements.STATEMENTS, row, now)
+        if job_id is not None:
             current.count_stored(1)
             return job_id, True
     with db.write(engine) as connection:
@@ -154,13 +147,12 @@ PIPELINED_CHUNK = 250
 
 
 def _pipelines(engine: sa.Engine, jobs: list[Job]) -> bool:
-    """Whether ``jobs`` are stored by :func:`_insert_pipelined`: on PostgreSQL's fast path
-    (:func:`flask_solidq.storage.fast_path.pipelines`), more than one chunk of them, no caller's
-    transaction open, and no control concerned with any of them (so no row gets a key, and
-    none is held back)."""
+    """Whether ``jobs`` are stored by :func:`_insert_pipelined`: where the dialect pipelines
+    (PostgreSQL's fast path), more than one chunk of them, no caller's transaction open, and
+    no control concerned with any of them (so no row gets a key, and none is held back)."""
     return (
         len(jobs) > PIPELINED_CHUNK
-        and fast_path.pipelines(engine)
+        and db.dialect(engine).pipelines(engine)
         and not db.in_transaction(engine)
         and not any(map(controls.concern_enqueue, {type(job) for job in jobs}))
     )
@@ -184,37 +176,43 @@ class _RowChunks:
 
 
 def _insert_pipelined(engine: sa.Engine, chunks: _RowChunks, now: dt.datetime) -> list[int]:
-    """PostgreSQL: insert the jobs and their executions, :data:`PIPELINED_CHUNK` a
-    statement, in one transaction whose statements are pipelined; return their ids.
+    """Insert the jobs and their executions, :data:`PIPELINED_CHUNK` a statement, in one
+    pipelined transaction; return their ids (see
+    :meth:`flask_solidq.storage.dialects.base.Dialect.insert_pipelined`).
 
     The client's share of a bulk enqueue (building the rows: payloads, ids) was a third of
     its time, spent while the server waited for the statement. Pipelined, each chunk's rows
-    are built while the server inserts the chunk before, and the whole enqueue still takes
-    one round trip (``BEGIN``, the statements and ``COMMIT`` go without waiting). Measured
-    against one statement, interleaved: 4-11% more jobs a second at 1,000 a call, 8-23% at
-    5,000 (the rest is the server's: see docs/performance.md). A row
-    that can't be built (a :class:`~flask_solidq.SerializationError`) rolls back what was
-    sent: nothing is committed, as before.
+    are built while the server inserts the chunk before. A row that can't be built (a
+    :class:`~flask_solidq.SerializationError`) rolls back what was sent: nothing is
+    committed, as before.
     """
-    statements = (
-        _as_text(rows, now) or _as_arrays(rows, [False] * len(rows), now) for rows in chunks
-    )
-    results = fast_path.fetch_pipelined(engine, statements)
-    return [int(id_) for result in results for (id_,) in result]
+    return db.dialect(engine).insert_pipelined(engine, chunks, now)
 
 
 def _store_all(
     engine: sa.Engine, rows: list[dict[str, t.Any]], now: dt.datetime
 ) -> tuple[list[int], set[int]]:
     """Insert the jobs and their first executions in one transaction; return their ids and
-    the ids still stored (a concurrency limit may discard some)."""
-    ids = _insert_all_autocommitted(engine, rows, now)
-    if ids is not None:
-        current.count_stored(len(ids))
-        return ids, set(ids)
+    the ids still stored (a concurrency limit may discard some).
+
+    Where the dialect writes jobs with their executions in one statement (PostgreSQL), with
+    no caller's transaction open, the jobs are inserted in one autocommitted statement when
+    one takes them all (at most one chunk, none a control keys, and their columns fit): a
+    statement is atomic and durable as a transaction of its own, which saves the round trips
+    of ``BEGIN`` and ``COMMIT``.
+    """
+    dialect = db.dialect(engine)
+    holds = (
+        [controls.act_on_dispatch(row) for row in rows] if dialect.writes_in_one_statement else []
+    )
+    if dialect.writes_in_one_statement and not db.in_transaction(engine):
+        ids = dialect.insert_all_autocommitted(engine, rows, holds, now)
+        if ids is not None:
+            current.count_stored(len(ids))
+            return ids, set(ids)
     with db.write(engine) as connection:
-        if db.supports_insert_in_cte(connection):
-            ids, placed = _insert_all_in_one_statement(connection, rows, now)
+        if dialect.writes_in_one_statement:
+            ids, placed = _insert_all_in_one_statement(connection, rows, holds, now)
         else:
             ids = _insert_jobs(connection, rows)
             # One call for every job, so the controls lock their keys in one sorted order.
@@ -224,199 +222,36 @@ def _store_all(
         return ids, placed
 
 
-def _insert_all_autocommitted(
-    engine: sa.Engine, rows: list[dict[str, t.Any]], now: dt.datetime
-) -> list[int] | None:
-    """PostgreSQL: insert the jobs and their executions in one autocommitted statement and
-    return their ids, when one statement holds them all: no caller's transaction is open, at
-    most :data:`_CHUNK` jobs, none a control keys, and their columns fit the text statement.
-    None (nothing written) otherwise.
-
-    A statement is atomic and durable as a transaction of its own, and this saves the round
-    trips of ``BEGIN`` and ``COMMIT``: two of a bulk enqueue's three.
-    """
-    fits = (
-        db.supports_insert_in_cte(engine)
-        and not db.in_transaction(engine)
-        and len(rows) <= _CHUNK
-        and not _keyed(rows, [controls.act_on_dispatch(row) for row in rows])
-    )
-    statement = _as_text(rows, now) if fits else None
-    if statement is None:
-        return None
-    result = fast_path.fetch_autocommitted(engine, statement[0], statement[1])
-    return [int(id_) for (id_,) in result]
-
-
 def _insert_all_in_one_statement(
-    connection: sa.Connection, rows: list[dict[str, t.Any]], now: dt.datetime
+    connection: sa.Connection, rows: list[dict[str, t.Any]], holds: list[bool], now: dt.datetime
 ) -> tuple[list[int], set[int]]:
-    """PostgreSQL: insert the jobs and their executions with one statement per 10,000 jobs.
-
-    The rows travel as one value per column (its values joined as text, or an array:
-    ``unnest``), so the statement stays a few lines long whatever the number of jobs: nothing
-    to render or parse per row. A chunk whose jobs no control keys takes the statement with
-    the text columns (:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE_TEXT`), any other
-    the one
-    with the controls' columns. Due jobs a control may hold back are left out of the
-    statement and dispatched afterwards, one by one.
-    """
-    ids: list[int] = []
+    """Insert the jobs and their executions with the dialect's chained statements
+    (:meth:`flask_solidq.storage.dialects.base.Dialect.insert_all`). Due jobs a control may
+    hold back (``holds``) are stored without their ready row and dispatched afterwards, one by
+    one."""
+    ids = db.dialect(connection).insert_all(connection, rows, holds, now)
     placed: set[int] = set()
     held: list[JobRef] = []
-    for chunk in db.batched(rows, size=_CHUNK):
-        holds = [controls.act_on_dispatch(row) for row in chunk]
-        keyed = _keyed(chunk, holds)
-        statement, params, binary = (None if keyed else _as_text(chunk, now)) or _as_arrays(
-            chunk, holds, now
-        )
-        result = fast_path.fetch_in_transaction(connection, statement, params, binary=binary)
-        chunk_ids = [int(id_) for (id_,) in result]
-        for job_id, row, hold in zip(chunk_ids, chunk, holds, strict=True):
-            if hold and row["scheduled_at"] <= now:
-                held.append(_ref(job_id, row, now))
-            else:
-                placed.add(job_id)
-        ids.extend(chunk_ids)
+    for job_id, row, hold in zip(ids, rows, holds, strict=True):
+        if hold and row["scheduled_at"] <= now:
+            held.append(_ref(job_id, row, now))
+        else:
+            placed.add(job_id)
     discarded = dispatch.make_ready(connection, held, now).discarded
     placed.update(job.id for job in held if job.id not in discarded)
     return ids, placed
-
-
-#: A chunk's statement, its parameters, and those of them sent in binary format.
-_Statement = tuple[sa.TextClause, dict[str, t.Any], t.Collection[str]]
-
-#: The most jobs one statement inserts.
-_CHUNK = 10_000
-
-_control_keys = operator.itemgetter(*postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
-_NO_CONTROL_KEYS = (None,) * len(postgres.BULK_ENQUEUE_CONTROL_COLUMNS)
-_TEXT_COLUMNS = ("queue_name", "class_name", "arguments", "active_job_id")
-
-
-def _keyed(chunk: t.Sequence[dict[str, t.Any]], holds: list[bool]) -> bool:
-    """Whether a job of ``chunk`` has a control's key, or may be held back (``holds``)."""
-    return any(holds) or {*map(_control_keys, chunk)} != {_NO_CONTROL_KEYS}
-
-
-def _as_text(chunk: t.Sequence[dict[str, t.Any]], now: dt.datetime) -> _Statement | None:
-    """:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE_TEXT` for a chunk no control
-    keys, or None
-    when its values leave no separator to join them by."""
-    columns = {name: list(map(operator.itemgetter(name), chunk)) for name in _TEXT_COLUMNS}
-    # Most jobs are due at once: their scheduled_at is ``now`` itself.
-    columns["scheduled_at"] = [
-        "now" if row["scheduled_at"] is now else naive_utc(row["scheduled_at"]).isoformat(" ")
-        for row in chunk
-    ]
-    joined = postgres.joined_columns(columns)
-    if joined is None:
-        return None
-    params = {
-        **joined,
-        "priority": ",".join(map(int.__repr__, map(operator.itemgetter("priority"), chunk))),
-        "batch_id": chunk[0]["batch_id"],
-        "now": naive_utc(now),
-    }
-    return postgres.BULK_ENQUEUE_TEXT, params, ()
-
-
-def _as_arrays(
-    chunk: t.Sequence[dict[str, t.Any]], holds: list[bool], now: dt.datetime
-) -> _Statement:
-    """:data:`~flask_solidq.storage.dialects.postgres.BULK_ENQUEUE` for a chunk: every column an
-    array, sent
-    in binary format."""
-    naive_now = naive_utc(now)
-    columns: dict[str, t.Any] = {
-        name: [row[name] for row in chunk] for name in postgres.BULK_ENQUEUE_COLUMNS
-    }
-    columns["scheduled_at"] = [
-        naive_now if value is now else naive_utc(value) for value in columns["scheduled_at"]
-    ]
-    params = {**columns, "holds": holds, "batch_id": chunk[0]["batch_id"], "now": naive_now}
-    return postgres.BULK_ENQUEUE, params, postgres.BULK_ENQUEUE_ARRAYS
 
 
 def _fits_own_transaction(
     engine: sa.Engine, row: dict[str, t.Any], controlled: bool = True
 ) -> bool:
     """Whether the enqueue can take a way of its own, without the controls' dispatch: no
-    caller's transaction is open, and no control will act when it becomes ready. On
-    PostgreSQL it is then one autocommitted statement (the database chains the two inserts);
-    on SQLite and MySQL two inserts on the driver's connection
-    (:mod:`flask_solidq.storage.driver_writes`), unless something listens to the engine's
-    statements. A job no control concerns (``controlled`` false) has no hook to ask."""
+    caller's transaction is open, and no control will act when it becomes ready. The dialect
+    then stores it its own way
+    (:meth:`flask_solidq.storage.dialects.base.Dialect.insert_with_execution`: on PostgreSQL
+    one autocommitted statement, on SQLite and MySQL two inserts on the driver's connection).
+    A job no control concerns (``controlled`` false) has no hook to ask."""
     return not db.in_transaction(engine) and not (controlled and controls.act_on_dispatch(row))
-
-
-def _insert_on_driver(engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime) -> int:
-    """Insert the job and its ready (or scheduled) execution in one transaction on the
-    driver's connection; return its id."""
-    ready = row["scheduled_at"] <= now
-    execution = {"queue_name": row["queue_name"], "priority": row["priority"], "created_at": now}
-    if not ready:
-        execution["scheduled_at"] = row["scheduled_at"]
-    return driver_writes.insert_with_execution(
-        engine,
-        _INSERT_JOB_ROW,
-        row,
-        _INSERT_READY_ROW if ready else _INSERT_SCHEDULED_ROW,
-        execution,
-    )
-
-
-def _insert_with_execution_autocommitted(
-    engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime
-) -> int:
-    """Insert the job and its ready (or scheduled) execution in one autocommitted statement;
-    return its id. A single enqueue's hot path on PostgreSQL, so it runs through
-    :func:`flask_solidq.storage.fast_path.fetch_autocommitted`."""
-    statement = _ONE_STATEMENT_READY if row["scheduled_at"] <= now else _ONE_STATEMENT_SCHEDULED
-    params = {
-        name: naive_utc(value) if isinstance(value, dt.datetime) else value
-        for name, value in row.items()
-    }
-    params["execution_created_at"] = naive_utc(now)
-    ((job_id,),) = fast_path.fetch_autocommitted(engine, statement, params)
-    return int(job_id)
-
-
-def _one_statement(execution: sa.Table) -> sa.Insert:
-    job = (
-        JOBS.insert()
-        .values({column: sa.bindparam(column) for column in _JOB_COLUMNS})
-        .returning(JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.scheduled_at)
-        .cte("new_job")
-    )
-    columns = [job.c.id, job.c.queue_name, job.c.priority]
-    names = ["job_id", "queue_name", "priority"]
-    if "scheduled_at" in execution.c:
-        columns.append(job.c.scheduled_at)
-        names.append("scheduled_at")
-    columns.append(sa.bindparam("execution_created_at", type_=JOBS.c.created_at.type))
-    names.append("created_at")
-    return execution.insert().from_select(names, sa.select(*columns)).returning(execution.c.job_id)
-
-
-#: What an enqueue writes: not the id, nor what only finishing sets (``finished_at`` and
-#: ``started_at``, the run's start).
-_JOB_COLUMNS = [c.name for c in JOBS.c if c.name not in ("id", "finished_at", "started_at")]
-
-#: The statements of a single enqueue on the driver's connection, every column a parameter
-#: named after it (see :func:`_insert_on_driver`).
-_INSERT_JOB_ROW = JOBS.insert().values({column: sa.bindparam(column) for column in _JOB_COLUMNS})
-_INSERT_READY_ROW = READY.insert().values(
-    {name: sa.bindparam(name) for name in ("job_id", "queue_name", "priority", "created_at")}
-)
-_INSERT_SCHEDULED_ROW = SCHEDULED.insert().values(
-    {
-        name: sa.bindparam(name)
-        for name in ("job_id", "queue_name", "priority", "scheduled_at", "created_at")
-    }
-)
-_ONE_STATEMENT_READY = _one_statement(READY)
-_ONE_STATEMENT_SCHEDULED = _one_statement(SCHEDULED)
 
 
 def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> list[int]:

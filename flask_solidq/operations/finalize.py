@@ -26,16 +26,11 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
 from flask_solidq.operations import back_offs
 from flask_solidq.operations import dispatch
-from flask_solidq.operations import finish_on_driver
 from flask_solidq.operations import job_ends
 from flask_solidq.operations.execute import Outcome
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.operations.execute import Retry
 from flask_solidq.storage import db
-from flask_solidq.storage import driver_writes
-from flask_solidq.storage import fast_path
-from flask_solidq.storage.dialects import postgres
-from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef
 
@@ -65,16 +60,10 @@ def finalize_all(
     was scheduled). Then run the controls' FINISH hooks and send the stored outcomes' signals
     (after the commit of the caller's :func:`db.transaction`, when one is open)."""
     now = utcnow()
-    job_ids = [outcome.claimed.id for outcome in outcomes]
-    if _fits_one_statement(engine, outcomes):
-        params = {"process_id": process_id, "ids": db.id_array(job_ids), "now": naive_utc(now)}
-        rows = fast_path.fetch_autocommitted(engine, postgres.FINISH[preserve_finished], params)
-        kept = {job_id for (job_id,) in rows}
+    kept_at_once = _finish_at_once(engine, process_id, outcomes, now, preserve_finished)
+    if kept_at_once is not None:
+        kept = kept_at_once
         deferred: dict[int, Retry] = {}
-    elif preserve_finished and _fits_driver_transaction(engine, outcomes):
-        finish = functools.partial(finish_on_driver.finish_held, engine, process_id, job_ids, now)
-        kept = db.retrying_deadlocks(finish, attempts=DEADLOCK_ATTEMPTS)
-        deferred = {}
     else:
         store = functools.partial(_store_held, engine, process_id, outcomes, now, preserve_finished)
         kept, deferred = db.retrying_deadlocks(store, attempts=DEADLOCK_ATTEMPTS)
@@ -117,23 +106,30 @@ def announce_all(outcomes: t.Iterable[Outcome]) -> None:
             signals.send_safely(signals.discard, sender, job=job, error=outcome.exception)
 
 
-def _fits_one_statement(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
-    """Whether the group is only finished jobs of no batch, on a database that can release
-    their claims and finish them in one statement."""
-    return (
-        db.supports_insert_in_cte(engine)
-        and not db.in_transaction(engine)
-        and _only_finished(outcomes)
+def _finish_at_once(
+    engine: sa.Engine,
+    process_id: int,
+    outcomes: list[Outcome],
+    now: dt.datetime,
+    preserve_finished: bool,
+) -> set[int] | None:
+    """The dialect's own way to finish a group of finished jobs of no batch outside a
+    caller's transaction (PostgreSQL: one statement; SQLite and MySQL: a transaction on the
+    driver's connection, see :meth:`flask_solidq.storage.dialects.base.Dialect.finish_held`);
+    return the ids of the jobs it finished, or None where it has none (nothing written)."""
+    if db.in_transaction(engine) or not _only_finished(outcomes):
+        return None
+    job_ids = [outcome.claimed.id for outcome in outcomes]
+    finish = functools.partial(
+        db.dialect(engine).finish_held,
+        engine,
+        process_id,
+        job_ids,
+        now,
+        preserve_finished=preserve_finished,
+        stamp_type=JOBS.c.finished_at.type,
     )
-
-
-def _fits_driver_transaction(engine: sa.Engine, outcomes: list[Outcome]) -> bool:
-    """Whether the group is only finished jobs of no batch, on SQLite or MySQL through a
-    driver :mod:`flask_solidq.operations.finish_on_driver` runs on, outside a caller's
-    transaction."""
-    return (
-        driver_writes.applies(engine) and not db.in_transaction(engine) and _only_finished(outcomes)
-    )
+    return db.retrying_deadlocks(finish, attempts=DEADLOCK_ATTEMPTS)
 
 
 def _only_finished(outcomes: list[Outcome]) -> bool:

@@ -30,7 +30,6 @@ from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.host_bell import HostBell
 from flask_solidq.processes.pg_listener import PostgresListener
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 from flask_solidq.timing import UTC
 
 if t.TYPE_CHECKING:
@@ -211,7 +210,7 @@ class Subscription:
         self._host: Listener | None = _bell(engine).listen(kind, tag)
         self._database: PostgresListener | None = None
         if db.supports_listen_notify(engine):
-            channel = postgres.READY_CHANNEL if kind == WORKER else postgres.SCHEDULED_CHANNEL
+            channel = db.READY_CHANNEL if kind == WORKER else db.SCHEDULED_CHANNEL
             self._database = PostgresListener(engine, [channel])
             self._database.open()
 

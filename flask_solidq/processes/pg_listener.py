@@ -1,12 +1,11 @@
 """Wake-ups across machines on PostgreSQL: ``LISTEN`` on a connection of its own.
 
 A transaction that makes jobs ready (the dispatcher's) or defers them (a claim's) sends
-``NOTIFY`` in itself (see :mod:`flask_solidq.storage.dialects.postgres`), so PostgreSQL delivers it
-when, and
-only if, that transaction commits, to every listener on any machine. Only those transactions
-notify, never an enqueue: a ``NOTIFY`` takes a lock at commit that serializes the committing
-transactions that notified, which one dispatcher and the claims that defer can afford and a
-stream of web requests shouldn't pay.
+``NOTIFY`` in itself (see :mod:`flask_solidq.storage.dialects.postgresql`), so PostgreSQL
+delivers it when, and only if, that transaction commits, to every listener on any machine.
+Only those transactions notify, never an enqueue: a ``NOTIFY`` takes a lock at commit that
+serializes the committing transactions that notified, which one dispatcher and the claims
+that defer can afford and a stream of web requests shouldn't pay.
 
 The listener is a plain file descriptor to wait on beside the process's own wake-up pipe.
 Lost, it is noticed on the next read and opened again on the next poll; meanwhile the

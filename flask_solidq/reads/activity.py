@@ -21,7 +21,6 @@ import sqlalchemy as sa
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +66,8 @@ def activities(
     failures, and where an index answers a grouped count alone the finished jobs too, are
     counted once per minute over the longest window and summed into each (no second pass
     over the hour's rows); on PostgreSQL each window's finished jobs are counted per slot
-    along the index (:func:`flask_solidq.storage.dialects.postgres.counts_per_slot`). ``until`` is
-    a whole
-    minute, as every window is whole minutes."""
+    along the index (:meth:`flask_solidq.storage.dialects.base.Dialect.counts_per_slot`).
+    ``until`` is a whole minute, as every window is whole minutes."""
     minutes = max(slots * slot_minutes for slots, slot_minutes in shapes)
     window = Window(until - dt.timedelta(minutes=minutes), minutes)
     failures = failed(connection, window, queue)
@@ -117,12 +115,13 @@ class Window:
         self, connection: sa.Connection, stamp: sa.Column[dt.datetime], queue: str | None
     ) -> list[int]:
         """Rows stamped in the window (or after it: in its last slot), counted per slot."""
-        if stamp is JOBS.c.finished_at and _counted_by_ranges(connection):
+        if stamp is JOBS.c.finished_at:
             where = [] if queue is None else [JOBS.c.queue_name == queue]
-            query = postgres.counts_per_slot(
+            by_ranges = db.dialect(connection).counts_per_slot(
                 stamp, self.since, self.slots, self.slot_minutes, where
             )
-            return [int(count) for _slot, count in connection.execute(query)]
+            if by_ranges is not None:
+                return [int(count) for _slot, count in connection.execute(by_ranges)]
         per_minute = _counts(connection, stamp, self.since, queue)
         counts = [0] * self.slots
         for minute, count in connection.execute(per_minute):
@@ -133,9 +132,9 @@ class Window:
 
 def _counted_by_ranges(connection: sa.Connection) -> bool:
     """Whether finished jobs are counted one index range per slot
-    (:func:`flask_solidq.storage.dialects.postgres.counts_per_slot`): where a count visits every
-    row anyway
-    (PostgreSQL); where an index answers alone, the grouped count reads only the index."""
+    (:meth:`flask_solidq.storage.dialects.base.Dialect.counts_per_slot`): where a count visits
+    every row anyway (PostgreSQL); where an index answers alone, the grouped count reads only
+    the index."""
     return not db.counts_from_index_alone(connection)
 
 
@@ -144,11 +143,9 @@ def failed(connection: sa.Connection, window: Window, queue: str | None = None) 
     return window.count(connection, FAILED.c.created_at, queue)
 
 
-# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
-# spell a typed row or select differently.
 def _counts(
     connection: sa.Connection, stamp: sa.Column[dt.datetime], since: dt.datetime, queue: str | None
-) -> sa.Select[t.Any]:
+) -> sa.Select[float, int]:
     """Rows stamped since ``since``, counted per whole minute from it. A failed execution's
     queue is its job's, looked up along the jobs' primary key and only for one queue: every
     failed execution has its job (a foreign key), and a join let PostgreSQL scan a million

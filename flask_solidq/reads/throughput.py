@@ -62,7 +62,7 @@ def _from_two_indexes(
     connection: sa.Connection,
     since: dt.datetime,
     since_param: sa.BindParameter[dt.datetime],
-    minute: sa.Label[t.SupportsInt],
+    minute: sa.Label[float],
     minutes: int,
 ) -> Throughput:
     """The same figures where an index answers a count alone (MariaDB, SQLite): per minute
@@ -87,7 +87,7 @@ def _from_two_indexes(
 def _per_minute(
     connection: sa.Connection,
     since_param: sa.BindParameter[dt.datetime],
-    minute: sa.Label[t.SupportsInt],
+    minute: sa.Label[float],
     minutes: int,
 ) -> list[int]:
     """Jobs finished per minute of the window, every queue, along ``finished_at``'s index."""

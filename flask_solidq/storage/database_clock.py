@@ -24,6 +24,7 @@ polls, the times in its log lines, and the delays its callers compute (``wait=``
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import sqlalchemy as sa
 
@@ -32,41 +33,35 @@ from flask_solidq.timing import as_utc
 from flask_solidq.timing import frozen_at
 from flask_solidq.timing import utcnow
 
-_QUERIES = {
-    "postgresql": sa.text("SELECT clock_timestamp()"),
-    "mysql": sa.text("SELECT UTC_TIMESTAMP(6)"),
-    "mariadb": sa.text("SELECT UTC_TIMESTAMP(6)"),
-}
-
 
 def now(connection: sa.Connection) -> dt.datetime:
     """The database server's current time, aware UTC, read on ``connection`` (one round
     trip on a server database; none on SQLite, nor under a frozen clock)."""
-    query = _QUERIES.get(connection.dialect.name)
+    query = db.dialect(connection).clock
     if query is None or frozen_at() is not None:
         return utcnow()
     return as_utc(connection.scalar(query))
 
 
-#: The same readings as columns, to ride on a query that reads something else (one round trip).
-_COLUMNS = {
-    dialect: sa.literal_column(query.text.removeprefix("SELECT "), sa.DateTime(timezone=True))
-    for dialect, query in _QUERIES.items()
-}
-
-
 def column(connection: sa.Connection) -> sa.ColumnElement[dt.datetime] | None:
-    """:func:`now` as a column to select beside others (read as the statement runs); None
-    where :func:`now` needs no round trip (SQLite, a frozen clock): read :func:`now` then."""
+    """:func:`now` as a column to select beside others (read as the statement runs), to ride
+    on a query that reads something else (one round trip); None where :func:`now` needs no
+    round trip (SQLite, a frozen clock): read :func:`now` then."""
     if frozen_at() is not None:
         return None
-    return _COLUMNS.get(connection.dialect.name)
+    query = db.dialect(connection).clock
+    return None if query is None else _column(query.text)
+
+
+@functools.cache
+def _column(query: str) -> sa.ColumnElement[dt.datetime]:
+    return sa.literal_column(query.removeprefix("SELECT "), sa.DateTime(timezone=True))
 
 
 def read_now(engine: sa.Engine) -> dt.datetime:
     """:func:`now` on the open :func:`flask_solidq.storage.db.transaction` of ``engine``, or on a
     connection of its own."""
-    if engine.dialect.name not in _QUERIES or frozen_at() is not None:
+    if db.dialect(engine).clock is None or frozen_at() is not None:
         return utcnow()
     opened = db.write(engine) if db.in_transaction(engine) else engine.connect()
     with opened as connection:

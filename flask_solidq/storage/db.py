@@ -1,32 +1,31 @@
-"""The queue's transactions and the statements every dialect writes its own way.
+"""The queue's transactions, and the helpers every operation calls whatever the database.
 
 How a transaction is opened for writing or reading (and joined: an explicit
-:func:`transaction`, or the app's own, see :mod:`flask_solidq.storage.app_transaction`), row locking
-with ``SKIP LOCKED``, inserts that ignore duplicates, deletes by id, and which errors are
-deadlocks worth retrying. Operations call these helpers and never test the dialect. How the
-engines are built is :mod:`flask_solidq.storage.engines`'; PostgreSQL's driver-level fast path is
-:mod:`flask_solidq.storage.fast_path`'s.
+:func:`transaction`, or the app's own, see :mod:`flask_solidq.storage.app_transaction`), row
+locking with ``SKIP LOCKED``, and which errors are deadlocks worth retrying. What each
+database does its own way (inserts that ignore duplicates, deletes by id, the minute bucket,
+wake-ups) these helpers ask of its dialect (:mod:`flask_solidq.storage.dialects`), so the
+operations never test the dialect. How the engines are built is
+:mod:`flask_solidq.storage.engines`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import json
+import datetime as dt
 import random
 import time
 import typing as t
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from flask_solidq.storage import pooler
+from flask_solidq.storage import sqlite_connections
+from flask_solidq.storage.dialects import dialect_of
 from flask_solidq.storage.dialects import mysql
-from flask_solidq.storage.dialects import postgres
-from flask_solidq.storage.dialects import sqlite
+from flask_solidq.storage.dialects.base import READY_CHANNEL as READY_CHANNEL
+from flask_solidq.storage.dialects.base import SCHEDULED_CHANNEL as SCHEDULED_CHANNEL
+from flask_solidq.storage.dialects.base import Dialect
 
 T = t.TypeVar("T")
 
@@ -141,9 +140,10 @@ def write(engine: sa.Engine) -> t.Iterator[sa.Connection]:
         callback()
 
 
-def _writer(engine: sa.Engine) -> t.ContextManager[t.Any]:
-    """SQLite's write lock, taken in this process first (see :func:`sqlite.writer_lock`)."""
-    return sqlite.writer_lock(engine) or contextlib.nullcontext()
+def _writer(engine: sa.Engine) -> t.ContextManager[object]:
+    """SQLite's write lock, taken in this process first (see
+    :func:`flask_solidq.storage.sqlite_connections.writer_lock`)."""
+    return sqlite_connections.writer_lock(engine) or contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -165,21 +165,16 @@ def autocommit(engine: sa.Engine) -> t.Iterator[sa.Connection]:
 
 @contextlib.contextmanager
 def read_for_counts(engine: sa.Engine) -> t.Iterator[sa.Connection]:
-    """:func:`read`, for a page of counts over the executions.
-
-    On PostgreSQL the transaction turns JIT compilation off for itself: such counts probe the
-    jobs' primary key once per execution row, which the planner prices high enough to
-    JIT-compile, and compiling cost 20-700 ms of a page that runs in tens of milliseconds
-    without it.
-    """
+    """:func:`read`, for a page of counts over the executions, set up by the dialect (on
+    PostgreSQL, JIT compilation off: see
+    :meth:`flask_solidq.storage.dialects.postgresql.PostgreSQL.prepare_counts`)."""
     with read(engine) as connection:
-        if connection.dialect.name == "postgresql":
-            connection.exec_driver_sql(postgres.JIT_OFF)
+        dialect_of(engine).prepare_counts(connection)
         yield connection
 
 
 def insert_returning_id(
-    connection: sa.Connection, statement: sa.Insert, row: dict[str, t.Any]
+    connection: sa.Connection, statement: sa.Insert, row: t.Mapping[str, object]
 ) -> int:
     """Insert one row; return its new primary key (RETURNING or the driver's last row id)."""
     return int(connection.execute(statement, row).inserted_primary_key[0])  # type: ignore[index]
@@ -196,18 +191,16 @@ def supports_delete_returning(connection: sa.Connection | sa.Engine) -> bool:
     return bool(connection.dialect.delete_returning)
 
 
-def supports_insert_in_cte(connection: sa.Connection | sa.Engine) -> bool:
-    """Whether an ``INSERT ... RETURNING`` can feed another ``INSERT`` in one statement
-    (PostgreSQL's data-modifying CTEs), so an enqueue takes one round trip."""
-    return connection.dialect.name == "postgresql"
+def dialect(connection: sa.Connection | sa.Engine) -> Dialect:
+    """The dialect of ``connection``'s database (see
+    :func:`flask_solidq.storage.dialects.dialect_of`)."""
+    return dialect_of(connection if isinstance(connection, sa.Engine) else connection.engine)
 
 
 def counts_from_index_alone(connection: sa.Connection | sa.Engine) -> bool:
-    """Whether a count over a secondary index's range reads the index alone (InnoDB's and
-    SQLite's indexes always answer so; PostgreSQL's only once VACUUM has set the visibility
-    map, else each entry costs a visit to the row): where it does, two counts along two
-    covering indexes beat one that visits every row."""
-    return connection.dialect.name != "postgresql"
+    """Whether a count over a secondary index's range reads the index alone (see
+    :attr:`flask_solidq.storage.dialects.base.Dialect.counts_from_index_alone`)."""
+    return dialect(connection).counts_from_index_alone
 
 
 def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
@@ -216,16 +209,15 @@ def supports_listen_notify(connection: sa.Connection | sa.Engine) -> bool:
     to listen on (see :func:`flask_solidq.storage.pooler.listen_engine`). Where they can't, nobody
     sends ``NOTIFY`` (a lock at commit for no listener) and this machine's sockets wake its
     processes instead."""
-    if connection.dialect.name != "postgresql" or connection.dialect.driver != "psycopg":
-        return False
-    return pooler.is_heard(connection if isinstance(connection, sa.Engine) else connection.engine)
+    engine = connection if isinstance(connection, sa.Engine) else connection.engine
+    return dialect_of(engine).listens(engine)
 
 
 def notify(connection: sa.Connection, channel: str, payload: str = "") -> None:
-    """Wake the listeners of ``channel`` when the caller's transaction commits (PostgreSQL);
-    nothing elsewhere."""
+    """Wake the listeners of ``channel`` (:data:`READY_CHANNEL`, :data:`SCHEDULED_CHANNEL`)
+    when the caller's transaction commits, where anyone listens; nothing elsewhere."""
     if supports_listen_notify(connection):
-        connection.execute(postgres.NOTIFY, {"channel": channel, "payload": payload})
+        dialect(connection).notify(connection, channel, payload)
 
 
 def for_update(statement: sa.Select[t.Any], *, skip_locked: bool) -> sa.Select[t.Any]:
@@ -234,48 +226,29 @@ def for_update(statement: sa.Select[t.Any], *, skip_locked: bool) -> sa.Select[t
     return statement.with_for_update(skip_locked=skip_locked)
 
 
+def forcing_index(query: sa.Select[t.Any], table: sa.Table, index: str) -> sa.Select[t.Any]:
+    """``query`` reading ``table`` through ``index`` where the database takes an index hint
+    (MySQL/MariaDB: see :func:`flask_solidq.storage.dialects.mysql.forcing_index`); the hint
+    renders for those dialects only, so the statement may be built once for every engine."""
+    return mysql.forcing_index(query, table, index)
+
+
 def delete_by_ids(connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]) -> None:
-    """Delete the rows of ``table`` whose ``id`` (its primary key) is in ``ids``.
-
-    MySQL/MariaDB: as a join of the ids, passed as one JSON array through ``JSON_TABLE``, with
-    the table, which reads the table by its primary key whatever its statistics say. When
-    InnoDB's statistics say a table holds a row or so (a ready table drained as fast as it
-    fills), MariaDB 10.11 plans ``id IN`` of 3 or more ids as a full scan, and a scanning
-    ``DELETE`` locks every row it passes, those other claims hold too: two claims deleting
-    rows of their own waited for each other, and 12 workers beside two bulk enqueuers
-    deadlocked 51-117 times a run (``bench/deadlock_stress.py``), none once joined. (MySQL 8
-    and MariaDB 10.6, the oldest supported, have ``JSON_TABLE``.)
-    """
-    if not ids:
-        return
-    if connection.dialect.name in mysql.NAMES:
-        connection.execute(mysql.delete_by_ids(table.name), {"ids": json.dumps(list(ids))})
-    else:
-        connection.execute(_delete_by_ids(table), {"ids": list(ids)})
-
-
-@functools.cache
-def _delete_by_ids(table: sa.Table) -> sa.Delete:
-    return table.delete().where(table.c.id.in_(sa.bindparam("ids", expanding=True)))
+    """Delete the rows of ``table`` whose ``id`` (its primary key) is in ``ids``, the way
+    the database reads by the primary key whatever its statistics say (see
+    :meth:`flask_solidq.storage.dialects.mysql.MySQL.delete_by_ids`)."""
+    if ids:
+        dialect(connection).delete_by_ids(connection, table, ids)
 
 
 def insert_ignoring_duplicates(
-    connection: sa.Connection, table: sa.Table, rows: list[dict[str, t.Any]]
+    connection: sa.Connection, table: sa.Table, rows: t.Sequence[t.Mapping[str, object]]
 ) -> int:
     """Insert ``rows``, skipping any that would break a unique index; return how many were
     inserted."""
     if not rows:
         return 0
-    statement: t.Any
-    name = connection.dialect.name
-    if name in ("postgresql", "sqlite"):
-        dialect_insert = postgresql.insert if name == "postgresql" else sqlite_dialect.insert
-        # RETURNING counts what was inserted; the driver's rowcount doesn't, for many rows.
-        key = next(iter(table.primary_key.columns))
-        statement = dialect_insert(table).on_conflict_do_nothing().returning(key)
-        return len(connection.execute(statement, rows).all())
-    statement = mysql_dialect.insert(table).prefix_with("IGNORE")
-    return int(connection.execute(statement, rows[0] if len(rows) == 1 else rows).rowcount)
+    return dialect(connection).insert_ignoring_duplicates(connection, table, rows)
 
 
 def is_deadlock(error: BaseException) -> bool:
@@ -345,31 +318,17 @@ def deadlock_pause(attempt: int) -> float:
     return random.uniform(0, bound)
 
 
-def id_array(ids: t.Iterable[int]) -> str:
-    """``ids`` as a PostgreSQL array literal, for ``ANY(CAST(:ids AS bigint[]))``.
-
-    A plain string parameter: the driver's own list adapter quotes every element through a
-    regular expression, which costs more than the statement it feeds.
-    """
-    return "{" + ",".join(str(int(id_)) for id_ in ids) + "}"
-
-
-def batched(
-    rows: t.Sequence[t.Any], size: int = INSERT_BATCH_SIZE
-) -> t.Iterator[t.Sequence[t.Any]]:
+def batched(rows: t.Sequence[T], size: int = INSERT_BATCH_SIZE) -> t.Iterator[t.Sequence[T]]:
     """Split ``rows`` into slices of at most ``size``."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
 
 
 def minutes_between(
-    connection: sa.Connection, start: sa.ColumnElement[t.Any], end: sa.ColumnElement[t.Any]
-) -> sa.ColumnElement[t.Any]:
-    """SQL for the whole minutes from ``start`` to ``end``, in ``connection``'s dialect
-    (each dialect module has its own: no portable form counts minutes between timestamps)."""
-    name = connection.dialect.name
-    if name == "postgresql":
-        return postgres.minutes_between(start, end)
-    if name in mysql.NAMES:
-        return mysql.minutes_between(start, end)
-    return sqlite.minutes_between(start, end)
+    connection: sa.Connection,
+    start: sa.ColumnElement[dt.datetime],
+    end: sa.ColumnElement[dt.datetime],
+) -> sa.ColumnElement[float]:
+    """SQL for the whole minutes from ``start`` to ``end``, in ``connection``'s dialect (no
+    portable form counts minutes between timestamps)."""
+    return dialect(connection).minutes_between(start, end)

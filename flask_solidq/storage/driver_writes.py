@@ -1,4 +1,5 @@
-"""A single enqueue on SQLite and MySQL/MariaDB, on the driver's own connection.
+"""Writes on SQLite's and MySQL/MariaDB's driver connection: the transport their dialects'
+fast paths run on (:class:`flask_solidq.storage.dialects.driver.DriverDialect`).
 
 A single enqueue is two fixed INSERTs (the job, then its ready or scheduled execution) in one
 transaction. Through SQLAlchemy's Connection each statement paid its execution context, result
@@ -7,19 +8,20 @@ and event dispatch: of the 240 µs of CPU a ``perform_later`` took on SQLite, th
 text never changes. Here they run on the pooled DBAPI connection (``sqlite3``, PyMySQL), each
 compiled once, their parameters converted by the columns' own bind processors (so a datetime
 is stored in exactly the text SQLAlchemy stores, which the queue's comparisons on SQLite rely
-on), in the transaction the ordinary path takes: on SQLite this process's writer lock
-(:func:`flask_solidq.storage.dialects.sqlite.writer_lock`), ``BEGIN IMMEDIATE`` and ``COMMIT``; on
-MySQL the
-driver's own transaction, at the isolation level the pool's connect set. Every error rolls
-back and is raised as SQLAlchemy's, and a lost MySQL connection invalidates the pool's
-connections of its generation (as SQLAlchemy's Connection does). The pool and its connect
-events (WAL, pragmas, timeouts) still apply. PostgreSQL has its own one-statement path
+on), in the transaction the ordinary path takes (:func:`transaction`): on SQLite this
+process's writer lock (:func:`flask_solidq.storage.sqlite_connections.writer_lock`),
+``BEGIN IMMEDIATE`` and ``COMMIT``; on MySQL the driver's own transaction, at the isolation
+level the pool's connect set. Every error rolls back and is raised as SQLAlchemy's, and a lost
+MySQL connection invalidates the pool's connections of its generation (as SQLAlchemy's
+Connection does). The pool and its connect events (WAL, pragmas, timeouts) still apply.
+PostgreSQL's fast paths run on psycopg's connection instead
 (:mod:`flask_solidq.storage.fast_path`).
 
-Only when nothing would miss it: an engine whose statements something listens to (tracing, a
-test counting statements; see :func:`flask_solidq.storage.fast_path.has_execution_listeners`) takes
-the ordinary way, and so does an enqueue inside the caller's transaction or one a control acts
-on (the caller decides those).
+Only when nothing would miss it (:func:`applies`): an engine whose statements something
+listens to (tracing, a test counting statements; see
+:func:`flask_solidq.storage.fast_path.has_execution_listeners`) takes the ordinary way, and so
+does a write inside the caller's transaction or one a control acts on (the caller decides
+those).
 """
 
 from __future__ import annotations
@@ -31,10 +33,20 @@ import operator
 import typing as t
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from flask_solidq.storage import fast_path
-from flask_solidq.storage.dialects import sqlite
+from flask_solidq.storage import sqlite_connections
+
+#: What turns a value into the driver's parameter (a column type's bind processor).
+Processor = t.Callable[[t.Any], object]
+#: The values of a statement's parameters, by name.
+Values = t.Mapping[str, object]
+#: A statement's parameters as the driver takes them: in order (``?``, ``%s``) or by name.
+Parameters = tuple[object, ...] | dict[str, object]
+#: The values converted so far for one statement pair, by processor and value identity.
+Seen = dict[tuple[int, int], object]
 
 #: The drivers this path knows how to run a transaction on.
 DRIVERS = frozenset({"pysqlite", "pymysql"})
@@ -54,7 +66,7 @@ class DriverStatement:
 
     sql: str
     names: tuple[str, ...]
-    processors: tuple[t.Callable[[t.Any], t.Any] | None, ...]
+    processors: tuple[Processor | None, ...]
     positional: bool
 
     @classmethod
@@ -66,7 +78,7 @@ class DriverStatement:
         return cls(str(compiled), names, processors, positional)
 
     @functools.cached_property
-    def _values_of(self) -> t.Callable[[t.Mapping[str, t.Any]], tuple[t.Any, ...]]:
+    def _values_of(self) -> t.Callable[[Values], tuple[object, ...]]:
         """What reads the statement's values out of a dict, in its order, in one call."""
         if len(self.names) == 1:
             (name,) = self.names
@@ -74,15 +86,13 @@ class DriverStatement:
         return operator.itemgetter(*self.names)
 
     @functools.cached_property
-    def _processed(self) -> tuple[tuple[int, t.Callable[[t.Any], t.Any]], ...]:
+    def _processed(self) -> tuple[tuple[int, Processor], ...]:
         """The positions of the values that have a processor, with it."""
         return tuple(
             (index, process) for index, process in enumerate(self.processors) if process is not None
         )
 
-    def parameters(
-        self, values: t.Mapping[str, t.Any], seen: dict[tuple[int, int], t.Any]
-    ) -> tuple[t.Any, ...] | dict[str, t.Any]:
+    def parameters(self, values: Values, seen: Seen) -> Parameters:
         """``values`` as the driver takes them. ``seen`` keeps each conversion of one
         enqueue's values: its three stamps and its execution's are one datetime, whose text
         took a quarter of this path's Python (columns of one type share one processor, see
@@ -99,21 +109,17 @@ class DriverStatement:
         return dict(zip(self.names, converted, strict=True))
 
 
-def bind_processor(
-    type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect
-) -> t.Callable[[t.Any], t.Any] | None:
+def bind_processor(type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect) -> Processor | None:
     """What turns a value of ``type_`` into the driver's parameter, as SQLAlchemy's
     Connection would: the dialect's own type under a TypeDecorator (SQLite's DATETIME, whose
     processor writes a datetime's text with its microseconds)."""
     return type_.dialect_impl(dialect).bind_processor(dialect)
 
 
-_PROCESSORS: dict[tuple[str, type[t.Any], str], t.Callable[[t.Any], t.Any] | None] = {}
+_PROCESSORS: dict[tuple[str, type, str], Processor | None] = {}
 
 
-def _shared_processor(
-    type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect
-) -> t.Callable[[t.Any], t.Any] | None:
+def _shared_processor(type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect) -> Processor | None:
     """:func:`bind_processor` of ``type_``, one for every column of an equal type (the same
     class, the same arguments: the same conversion), so that :meth:`DriverStatement.parameters`
     converts a value the statements bind to several such columns once."""
@@ -138,9 +144,9 @@ def _compiled(dialect: sa.Dialect, statement: sa.ClauseElement) -> DriverStateme
 def insert_with_execution(
     engine: sa.Engine,
     job: sa.ClauseElement,
-    job_values: t.Mapping[str, t.Any],
+    job_values: Values,
     execution: sa.ClauseElement,
-    execution_values: t.Mapping[str, t.Any],
+    execution_values: Values,
 ) -> int:
     """Insert the job row, then its execution row (``job_id`` filled in with the job's new
     id), in one write transaction; return the job's id.
@@ -149,9 +155,9 @@ def insert_with_execution(
     """
     dialect = engine.dialect
     insert_job, insert_execution = _compiled(dialect, job), _compiled(dialect, execution)
-    seen: dict[tuple[int, int], t.Any] = {}
+    seen: Seen = {}
     job_parameters = insert_job.parameters(job_values, seen)
-    sqlite_lock = sqlite.writer_lock(engine)
+    sqlite_lock = sqlite_connections.writer_lock(engine)
     if sqlite_lock is None:
         return _insert_pair(
             engine, insert_job, job_parameters, insert_execution, execution_values, seen
@@ -171,10 +177,10 @@ def insert_with_execution(
 def _insert_pair(
     engine: sa.Engine,
     insert_job: DriverStatement,
-    job_parameters: t.Any,
+    job_parameters: Parameters,
     insert_execution: DriverStatement,
-    execution_values: t.Mapping[str, t.Any],
-    seen: dict[tuple[int, int], t.Any],
+    execution_values: Values,
+    seen: Seen,
     *,
     sqlite: bool = False,
 ) -> int:
@@ -214,7 +220,7 @@ def _insert_pair(
 
 
 #: Runs one statement in a :func:`transaction`; returns the cursor, to read its rows.
-Run = t.Callable[[str, t.Any], t.Any]
+Run = t.Callable[[str, Parameters], DBAPICursor]
 
 
 @contextlib.contextmanager
@@ -229,7 +235,7 @@ def transaction(engine: sa.Engine) -> t.Iterator[Run]:
         deadlock);
         the transaction was rolled back.
     """
-    sqlite_lock = sqlite.writer_lock(engine)
+    sqlite_lock = sqlite_connections.writer_lock(engine)
     with sqlite_lock or contextlib.nullcontext():
         yield from _in_transaction(engine, sqlite=sqlite_lock is not None)
 
@@ -243,7 +249,7 @@ def _in_transaction(engine: sa.Engine, *, sqlite: bool) -> t.Iterator[Run]:
     try:
         cursor = pooled.cursor()
 
-        def run(statement: str, parameters: t.Any) -> t.Any:
+        def run(statement: str, parameters: Parameters) -> DBAPICursor:
             nonlocal sql
             sql = statement
             cursor.execute(statement, parameters)
@@ -271,7 +277,7 @@ def _in_transaction(engine: sa.Engine, *, sqlite: bool) -> t.Iterator[Run]:
 
 
 def _as_sqlalchemy_error(
-    engine: sa.Engine, pooled: t.Any, sql: str, error: Exception
+    engine: sa.Engine, pooled: sa.PoolProxiedConnection, sql: str, error: Exception
 ) -> sa.exc.StatementError:
     """The driver's ``error`` in ``sql`` as SQLAlchemy's Connection raises it; a lost
     connection invalidates the pool's connections of its generation."""
@@ -281,7 +287,7 @@ def _as_sqlalchemy_error(
     )
 
 
-def _check_in(pooled: t.Any, *, committed: bool) -> None:
+def _check_in(pooled: sa.PoolProxiedConnection, *, committed: bool) -> None:
     """Give the connection back to the pool; after a commit, without the pool's rollback.
 
     The pool rolls back every connection it takes back (``reset_on_return``), which PyMySQL
@@ -298,7 +304,7 @@ def _check_in(pooled: t.Any, *, committed: bool) -> None:
         pooled.close()
 
 
-def _roll_back(pooled: t.Any, cursor: t.Any, *, sqlite: bool) -> None:
+def _roll_back(pooled: sa.PoolProxiedConnection, cursor: DBAPICursor, *, sqlite: bool) -> None:
     """Roll back what the transaction wrote, if it is still open (a failed COMMIT, or a lost
     connection, may have ended it); an error here would hide the one that matters."""
     try:

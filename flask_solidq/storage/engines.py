@@ -5,7 +5,7 @@ settings would change how the app's own transactions lock, and the workers must 
 app's pool. Each is tuned for its database here (:func:`create_queue_engine`), with the
 guards of ``SOLIDQ_DATABASE_*`` against a database that is slow, gone or cut off
 (:class:`ConnectionSettings`); SQLite's connection setup is
-:mod:`flask_solidq.storage.dialects.sqlite`'s,
+:mod:`flask_solidq.storage.sqlite_connections`'s,
 a pooler's :mod:`flask_solidq.storage.pooler`'s.
 """
 
@@ -18,9 +18,11 @@ import math
 import typing as t
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from flask_solidq.storage import pooler
-from flask_solidq.storage.dialects import sqlite
+from flask_solidq.storage import sqlite_connections
 
 #: Seconds a SQLite connection waits for another process's write lock before it gives up with
 #: "database is locked". Queue transactions are short, so a long wait means a real problem.
@@ -66,7 +68,7 @@ class ConnectionSettings:
 
 def create_queue_engine(
     url: sa.URL,
-    connect_args: dict[str, t.Any] | None = None,
+    connect_args: t.Mapping[str, object] | None = None,
     connections: ConnectionSettings | None = None,
 ) -> sa.Engine:
     """Build the engine the queue uses for ``url``, tuned for queue work.
@@ -104,7 +106,7 @@ def create_queue_engine(
         options["pool_recycle"] = 3600
     engine = sa.create_engine(url, connect_args=args, **options)
     if is_sqlite(engine):
-        sqlite.configure(engine)
+        sqlite_connections.configure(engine)
     _set_mysql_statement_timeout(engine, connections.statement_timeout)
     prelude = pooler.statement_timeout_prelude(connections.statement_timeout)
     _configure_pooler(engine, connect_args, connections, prelude)
@@ -128,7 +130,7 @@ def warm(engine: sa.Engine, count: int) -> None:
 
 def create_claim_engine(
     url: sa.URL,
-    connect_args: dict[str, t.Any] | None = None,
+    connect_args: t.Mapping[str, object] | None = None,
     connections: ConnectionSettings | None = None,
 ) -> sa.Engine | None:
     """The engine a worker claims through, when it should differ from the queue's engine;
@@ -162,7 +164,7 @@ def create_claim_engine(
 
 def _configure_pooler(
     engine: sa.Engine,
-    connect_args: dict[str, t.Any] | None,
+    connect_args: t.Mapping[str, object] | None,
     connections: ConnectionSettings,
     prelude: str,
 ) -> None:
@@ -182,8 +184,8 @@ KEEPALIVE_PROBES = 4
 
 
 def connection_args(
-    url: sa.URL, connect_args: dict[str, t.Any] | None, connections: ConnectionSettings
-) -> dict[str, t.Any]:
+    url: sa.URL, connect_args: t.Mapping[str, object] | None, connections: ConnectionSettings
+) -> dict[str, object]:
     """The DBAPI ``connect_args`` of the queue's engines: the app's own for its bind (which
     win: each of ours is only a default), plus the timeouts of ``connections``.
 
@@ -243,7 +245,9 @@ def _set_mysql_statement_timeout(engine: sa.Engine, seconds: float | None) -> No
         return
 
     @sa.event.listens_for(engine, "connect")
-    def set_statement_timeout(dbapi_connection: t.Any, _record: t.Any) -> None:
+    def set_statement_timeout(
+        dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry
+    ) -> None:
         server = str(getattr(dbapi_connection, "get_server_info", lambda: "")())
         cursor = dbapi_connection.cursor()
         if "mariadb" in server.lower():

@@ -15,13 +15,20 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.storage import db
 from flask_solidq.storage import pooler
+
+if t.TYPE_CHECKING:
+    import psycopg
+
+#: A row as the driver returned it: no result type converted its values.
+DriverRow = tuple[t.Any, ...]
+#: A statement's parameters, by name.
+Params = t.Mapping[str, object]
 
 
 def fetch_autocommitted(
-    engine: sa.Engine, statement: sa.Executable, params: dict[str, t.Any]
-) -> list[tuple[t.Any, ...]]:
+    engine: sa.Engine, statement: sa.Executable, params: Params
+) -> list[DriverRow]:
     """Run one statement in autocommit and return its rows as plain tuples.
 
     The hot statements of PostgreSQL (a single enqueue, a claim, a batch's finish) are one
@@ -54,21 +61,22 @@ def fetch_autocommitted(
         if prelude:
             with engine.begin() as connection:
                 return [tuple(row) for row in connection.execute(statement, params)]
-        with db.autocommit(engine) as connection:
-            return [tuple(row) for row in connection.execute(statement, params)]
+        with engine.connect() as connection:
+            autocommitted = connection.execution_options(isolation_level="AUTOCOMMIT")
+            return [tuple(row) for row in autocommitted.execute(statement, params)]
     sql = _driver_sql(engine.dialect, statement)
     dbapi_error = engine.dialect.loaded_dbapi.Error
     pooled = _checkout(engine, sql, params)
     try:
-        driver = pooled.driver_connection
+        driver = _psycopg(pooled)
         try:
-            driver.autocommit = True  # type: ignore[union-attr]
+            driver.autocommit = True
             if prelude:
                 return _fetch(engine, pooled, prelude + sql, params, client_side=True)
             return _fetch(engine, pooled, sql, params)
         finally:
             if pooled.is_valid:  # an invalidated connection is closed, never used again
-                driver.autocommit = False  # type: ignore[union-attr]
+                driver.autocommit = False
     except dbapi_error as error:  # setting autocommit on a connection that broke
         lost = invalidate_if_lost(engine, pooled, error)
         raise sa.exc.DBAPIError.instance(
@@ -81,10 +89,10 @@ def fetch_autocommitted(
 def fetch_in_transaction(
     connection: sa.Connection,
     statement: sa.Executable,
-    params: dict[str, t.Any],
+    params: Params,
     *,
     binary: t.Collection[str] = (),
-) -> list[tuple[t.Any, ...]]:
+) -> list[DriverRow]:
     """Run one statement in ``connection``'s transaction and return its rows as plain
     tuples; on psycopg, on the DBAPI connection itself, with the parameters named in
     ``binary`` sent in binary format.
@@ -108,7 +116,7 @@ def fetch_in_transaction(
 
 #: A statement for :func:`fetch_pipelined`: its text, its parameters, and the names of those
 #: sent in binary format.
-Statement = tuple[sa.Executable, dict[str, t.Any], t.Collection[str]]
+Statement = tuple[sa.Executable, Params, t.Collection[str]]
 
 
 def pipelines(engine: sa.Engine) -> bool:
@@ -128,7 +136,7 @@ def _pipeline_mode_supported() -> bool:
 
 def fetch_pipelined(
     engine: sa.Engine, statements: t.Iterable[Statement]
-) -> list[list[tuple[t.Any, ...]]]:
+) -> list[list[DriverRow]]:
     """Run ``statements`` in one transaction on a pooled psycopg connection in pipeline mode,
     and return each one's rows as plain tuples; only where :func:`pipelines` says so.
 
@@ -141,9 +149,9 @@ def fetch_pipelined(
     """
     dbapi_error = engine.dialect.loaded_dbapi.Error
     sql = ""
-    params: dict[str, t.Any] = {}
+    params: Params = {}
     pooled = _checkout(engine, sql, params)
-    driver: t.Any = pooled.driver_connection
+    driver = _psycopg(pooled)
     # Its connections may autocommit (an app's connect_args); the statements must share one
     # transaction, so it is off for them, and back on for the pool once they are done.
     autocommit = driver.autocommit
@@ -175,7 +183,7 @@ def fetch_pipelined(
 
 
 def _checkout(
-    engine: sa.Engine, sql: str, params: dict[str, t.Any]
+    engine: sa.Engine, sql: str, params: Params
 ) -> sa.PoolProxiedConnection:
     """A pooled DBAPI connection of ``engine``, for running ``sql``; a new connection that
     failed raises SQLAlchemy's error, as the Connection would."""
@@ -212,12 +220,12 @@ def has_execution_listeners(engine: sa.Engine) -> bool:
 
 def _fetch(
     engine: sa.Engine,
-    pooled: t.Any,
+    pooled: sa.PoolProxiedConnection,
     sql: str,
-    params: dict[str, t.Any],
+    params: Params,
     *,
     client_side: bool = False,
-) -> list[tuple[t.Any, ...]]:
+) -> list[DriverRow]:
     """Execute ``sql`` on the pooled DBAPI connection ``pooled`` and return the rows of its
     last statement (``sql`` may hold several when ``client_side``: psycopg binds the
     parameters on the client); a driver error becomes SQLAlchemy's, and a lost connection
@@ -236,7 +244,7 @@ def _fetch(
 
 
 def _sqlalchemy_error(
-    engine: sa.Engine, pooled: t.Any, sql: str, params: dict[str, t.Any], error: Exception
+    engine: sa.Engine, pooled: sa.PoolProxiedConnection, sql: str, params: Params, error: Exception
 ) -> sa.exc.StatementError:
     """The driver's ``error``, met running ``sql`` on ``pooled``, as SQLAlchemy's error; a
     lost connection invalidates the pool's connections of its generation first, and
@@ -248,7 +256,9 @@ def _sqlalchemy_error(
     )
 
 
-def invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bool:
+def invalidate_if_lost(
+    engine: sa.Engine, pooled: sa.PoolProxiedConnection, error: Exception
+) -> bool:
     """Whether ``error`` lost ``pooled``'s connection; if so, invalidate the pool's
     connections of its generation."""
     lost = bool(engine.dialect.is_disconnect(error, pooled.dbapi_connection, None))  # type: ignore[arg-type]
@@ -257,12 +267,17 @@ def invalidate_if_lost(engine: sa.Engine, pooled: t.Any, error: Exception) -> bo
     return lost
 
 
-def _client_cursor(pooled: t.Any) -> t.Any:
+def _client_cursor(pooled: sa.PoolProxiedConnection) -> psycopg.ClientCursor[DriverRow]:
     """A psycopg cursor that binds parameters on the client, so one query string may hold
     several statements (and no statement is ever prepared on the server)."""
     from psycopg import ClientCursor
 
-    return ClientCursor(pooled.driver_connection)
+    return ClientCursor(_psycopg(pooled))
+
+
+def _psycopg(pooled: sa.PoolProxiedConnection) -> psycopg.Connection[DriverRow]:
+    """The psycopg connection under ``pooled`` (only psycopg's engines take this path)."""
+    return t.cast("psycopg.Connection[DriverRow]", pooled.driver_connection)
 
 
 _DRIVER_SQL: dict[tuple[str, int, tuple[str, ...]], str] = {}

@@ -18,6 +18,8 @@ import typing as t
 import weakref
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry
 
 #: What to do when PgBouncer refuses what only a direct connection carries: startup options,
 #: or a prepared statement another server connection never saw.
@@ -151,10 +153,13 @@ def _name_the_pooler_fix(engine: sa.Engine) -> None:
 
     @sa.event.listens_for(engine, "do_connect")
     def connect(
-        dialect: sa.Dialect, _record: t.Any, cargs: tuple[t.Any, ...], cparams: dict[str, t.Any]
-    ) -> t.Any:
+        dialect: sa.Dialect,
+        _record: ConnectionPoolEntry,
+        cargs: tuple[object, ...],
+        cparams: dict[str, object],
+    ) -> DBAPIConnection:
         try:
-            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+            return t.cast("DBAPIConnection", dialect.loaded_dbapi.connect(*cargs, **cparams))
         except dialect.loaded_dbapi.Error as error:
             if not is_pooler_error(error):
                 raise

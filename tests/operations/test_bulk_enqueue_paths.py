@@ -19,7 +19,7 @@ from flask_solidq.definitions import arguments
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import enqueue
 from flask_solidq.storage import fast_path
-from flask_solidq.storage.dialects import postgres
+from flask_solidq.storage.dialects import postgresql_bulk
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs
@@ -98,14 +98,18 @@ SEPARATORS = "\x1f\x1e\x1d\x1c" + "".join(map(chr, range(1, 9)))
 
 #: Each set of jobs, and PostgreSQL's statement for it.
 CASES = [
-    pytest.param(plain_jobs, postgres.BULK_ENQUEUE_TEXT, id="plain"),
-    pytest.param(keyed_jobs, postgres.BULK_ENQUEUE, id="keyed"),
-    pytest.param(separator_jobs, postgres.BULK_ENQUEUE_TEXT, id="separators"),
-    pytest.param(unseparable_jobs, postgres.BULK_ENQUEUE, id="unseparable"),
-    pytest.param(one_job, postgres.BULK_ENQUEUE_TEXT, id="one"),
+    pytest.param(plain_jobs, postgresql_bulk.BULK_ENQUEUE_TEXT, id="plain"),
+    pytest.param(keyed_jobs, postgresql_bulk.BULK_ENQUEUE, id="keyed"),
+    pytest.param(separator_jobs, postgresql_bulk.BULK_ENQUEUE_TEXT, id="separators"),
+    pytest.param(unseparable_jobs, postgresql_bulk.BULK_ENQUEUE, id="unseparable"),
+    pytest.param(one_job, postgresql_bulk.BULK_ENQUEUE_TEXT, id="one"),
     pytest.param(
         chunks_of_jobs,
-        [postgres.BULK_ENQUEUE_TEXT, postgres.BULK_ENQUEUE, postgres.BULK_ENQUEUE_TEXT],
+        [
+            postgresql_bulk.BULK_ENQUEUE_TEXT,
+            postgresql_bulk.BULK_ENQUEUE,
+            postgresql_bulk.BULK_ENQUEUE_TEXT,
+        ],
         id="pipelined",
     ),
 ]
@@ -201,7 +205,7 @@ def test_a_bulk_enqueue_stores_what_enqueues_one_by_one_store(
         assert statements == [("fetch_pipelined", each) for each in statement]
     elif engine.dialect.name == "postgresql":
         # The text statement needs no transaction of its own: it is one, autocommitted.
-        text = statement is postgres.BULK_ENQUEUE_TEXT
+        text = statement is postgresql_bulk.BULK_ENQUEUE_TEXT
         way = "fetch_autocommitted" if text else "fetch_in_transaction"
         assert statements == [(way, statement)]
 
@@ -314,20 +318,20 @@ def test_the_bulk_payload_encoder_writes_what_dumps_writes(app):
 
 def test_the_text_columns_are_joined_by_a_separator_none_of_their_values_holds():
     columns = {"queue_name": ["a\x1fb", "c"], "arguments": ["{}", "[]"]}
-    assert postgres.joined_columns(columns) == {
+    assert postgresql_bulk.joined_columns(columns) == {
         "queue_name": "a\x1fb\x1ec",
         "arguments": "{}\x1e[]",
         "separator": "\x1e",
     }
-    assert postgres.joined_columns({"queue_name": [SEPARATORS[1:], "b"]}) == {
+    assert postgresql_bulk.joined_columns({"queue_name": [SEPARATORS[1:], "b"]}) == {
         "queue_name": SEPARATORS[1:] + "\x1fb",
         "separator": "\x1f",
     }
     # Even one value is split by a separator it holds.
-    assert postgres.joined_columns({"queue_name": [SEPARATORS]}) is None
-    assert postgres.joined_columns({"queue_name": [SEPARATORS, "b"]}) is None
+    assert postgresql_bulk.joined_columns({"queue_name": [SEPARATORS]}) is None
+    assert postgresql_bulk.joined_columns({"queue_name": [SEPARATORS, "b"]}) is None
     # string_to_array reads an empty string as no element at all, not one empty one.
-    assert postgres.joined_columns({"queue_name": [""]}) is None
+    assert postgresql_bulk.joined_columns({"queue_name": [""]}) is None
 
 
 class Ünïcode(Job):

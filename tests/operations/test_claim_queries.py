@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.storage.dialects import postgres
+from flask_solidq.storage.dialects import postgresql
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import worker as worker_jobs
@@ -127,7 +127,7 @@ def test_a_postgres_claim_never_scans_the_whole_ready_or_jobs_table(app, engine,
     if guarded:
         values["checked"] = ["no.such.job"]
 
-    scans = scanned_whole(engine, postgres.CLAIM[(False, True, guarded)], values)
+    scans = scanned_whole(engine, postgresql.CLAIM[(False, True, guarded)], values)
 
     for scanned in scans:
         assert not scanned & {"solidq_ready_executions", "solidq_jobs"}, scans

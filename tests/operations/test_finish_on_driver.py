@@ -1,5 +1,5 @@
 """A group of finished jobs stored on SQLite and MySQL/MariaDB through the driver's own
-connection (:mod:`flask_solidq.operations.finish_on_driver`): it stores exactly what the
+connection (:class:`flask_solidq.storage.dialects.driver.DriverDialect`): it stores exactly what the
 ordinary path (SQLAlchemy's Connection) stores, each job started when its claim was made,
 and finishes only the jobs whose claims this process still holds."""
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations import finish_on_driver
 from flask_solidq.storage import driver_writes
+from flask_solidq.storage.dialects import driver as driver_dialect
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import basic as jobs
@@ -128,7 +128,7 @@ def test_a_failed_statement_stores_nothing(app, engine, monkeypatch):
     first, _second = claim_twice(engine, 2)
     # A statement the database refuses, after the claims' delete in the same transaction.
     for statement in ("_finish_at_one_start", "_finish_at_starts"):
-        monkeypatch.setattr(finish_on_driver, statement, lambda *_args: "UPDATE no_such_table")
+        monkeypatch.setattr(driver_dialect, statement, lambda *_args: "UPDATE no_such_table")
 
     with pytest.raises(sa.exc.DBAPIError):
         finish(engine, first)

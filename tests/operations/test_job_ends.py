@@ -84,10 +84,10 @@ ENDINGS = {
         "definitions/batches.py": "reads a batch's row",
         "reads/browse.py": "reads a job's row",
         # The fast paths finish claimed jobs of no batch only (finalize._only_finished).
-        "storage/dialects/postgres.py": "finishes jobs of no batch",
-        "operations/finish_on_driver.py": "finishes jobs of no batch",
+        "storage/dialects/postgresql.py": "finishes jobs of no batch",
+        "storage/dialects/driver.py": "finishes jobs of no batch",
     },
-    r"DELETE FROM solidq_jobs": {"storage/dialects/postgres.py": "finishes jobs of no batch"},
+    r"DELETE FROM solidq_jobs": {"storage/dialects/postgresql.py": "finishes jobs of no batch"},
     r"BATCHES\.update\(": {"operations/batches.py": "account, and the block's enqueued_at"},
 }
 

@@ -20,7 +20,7 @@ from flask_solidq.processes.host_bell import HostBell
 from flask_solidq.processes.pg_listener import PostgresListener
 from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.storage import db
-from flask_solidq.storage.dialects import postgres
+from flask_solidq.storage.dialects import postgresql
 from flask_solidq.timing import utcnow
 from tests import support
 
@@ -157,7 +157,7 @@ def test_a_subscription_hands_on_the_time_a_dispatcher_was_rung_with(app):
         if db.supports_listen_notify(engine):
             with db.write(engine) as connection:
                 db.notify(
-                    connection, postgres.SCHEDULED_CHANNEL, job_notices.encode_time(at).decode()
+                    connection, postgresql.SCHEDULED_CHANNEL, job_notices.encode_time(at).decode()
                 )
         waker = Waker()
         support.wait_until(lambda: waker.sleep(0.05, subscription.watched()) or heard)
@@ -173,16 +173,16 @@ def test_postgres_listeners_hear_a_notify_only_when_its_transaction_commits(app)
     if not db.supports_listen_notify(engine):
         assert engine.dialect.name != "postgresql"
         return
-    listener = PostgresListener(engine, [postgres.READY_CHANNEL])
+    listener = PostgresListener(engine, [postgresql.READY_CHANNEL])
     try:
         assert listener.open()
         with pytest.raises(RuntimeError), db.write(engine) as connection:
-            db.notify(connection, postgres.READY_CHANNEL)
+            db.notify(connection, postgresql.READY_CHANNEL)
             raise RuntimeError("roll back")
         with db.write(engine) as connection:
-            db.notify(connection, postgres.READY_CHANNEL, "committed")
+            db.notify(connection, postgresql.READY_CHANNEL, "committed")
         heard = support.wait_until(listener.drain)
-        assert heard == [(postgres.READY_CHANNEL, "committed")]
+        assert heard == [(postgresql.READY_CHANNEL, "committed")]
     finally:
         listener.close()
 
@@ -193,7 +193,7 @@ def test_a_lost_postgres_listener_is_noticed_and_opened_again(app, caplog):
     if not db.supports_listen_notify(engine):
         return
     caplog.set_level("INFO", logger="flask_solidq")  # a listener that worked: INFO
-    listener = PostgresListener(engine, [postgres.READY_CHANNEL])
+    listener = PostgresListener(engine, [postgresql.READY_CHANNEL])
     try:
         assert listener.open()
         backend_pid = listener._connection.info.backend_pid
@@ -203,8 +203,8 @@ def test_a_lost_postgres_listener_is_noticed_and_opened_again(app, caplog):
         assert "can't listen for wake-ups" in caplog.text
         assert listener.open()
         with db.write(engine) as connection:
-            db.notify(connection, postgres.READY_CHANNEL, "again")
-        assert support.wait_until(listener.drain) == [(postgres.READY_CHANNEL, "again")]
+            db.notify(connection, postgresql.READY_CHANNEL, "again")
+        assert support.wait_until(listener.drain) == [(postgresql.READY_CHANNEL, "again")]
     finally:
         listener.close()
 
@@ -220,7 +220,7 @@ def test_a_subscription_listens_from_the_moment_it_is_made(app):
     try:
         if db.supports_listen_notify(engine):
             with db.write(engine) as connection:
-                db.notify(connection, postgres.READY_CHANNEL, "before the first sleep")
+                db.notify(connection, postgresql.READY_CHANNEL, "before the first sleep")
         else:
             job_notices.announce_ready(engine, notified=False, queues=["default"])
         waker = Waker()

@@ -1,18 +1,20 @@
-"""What MySQL and MariaDB need that SQLAlchemy Core doesn't render for them on its own.
-
-The statements and hints that only these two take, in one place beside
-:mod:`~flask_solidq.storage.dialects.postgres` and :mod:`~flask_solidq.storage.dialects.sqlite`;
-:mod:`flask_solidq.storage.db` picks
-between them, so the operations never test the dialect.
+"""MySQL's and MariaDB's :class:`~flask_solidq.storage.dialects.base.Dialect`: their index
+hint, their delete by ids, inserts that skip duplicates, the minute bucket, and the fast paths
+on PyMySQL's own connection they share with SQLite
+(:class:`~flask_solidq.storage.dialects.driver.DriverDialect`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import typing as t
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from flask_solidq.storage.dialects.driver import DriverDialect
 
 #: The dialect names SQLAlchemy gives these servers.
 NAMES = ("mysql", "mariadb")
@@ -20,25 +22,59 @@ NAMES = ("mysql", "mariadb")
 
 def forcing_index(query: sa.Select[t.Any], table: sa.Table, index: str) -> sa.Select[t.Any]:
     """``query`` reading ``table`` through ``index`` (``FORCE INDEX``), on these servers only:
-    the hint is scoped to their dialects, so PostgreSQL and SQLite never see it."""
+    the hint is scoped to their dialects, so PostgreSQL and SQLite never see it, and a
+    statement built once serves every engine."""
     for name in NAMES:
         query = query.with_hint(table, f"FORCE INDEX ({index})", dialect_name=name)
     return query
 
 
 @functools.cache
-def delete_by_ids(table_name: str) -> sa.TextClause:
+def _delete_by_ids(table_name: str) -> sa.TextClause:
     """``DELETE`` the rows of ``table_name`` whose ids the JSON array ``:ids`` lists, joined
-    from the list so the server reads the table by its primary key (see
-    :func:`flask_solidq.storage.db.delete_by_ids`)."""
+    from the list so the server reads the table by its primary key."""
     return sa.text(
         f"DELETE t FROM JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS k"
         f" STRAIGHT_JOIN {table_name} AS t ON t.id = k.id"
     )
 
 
-def minutes_between(
-    start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
-) -> sa.ColumnElement[t.Any]:
-    """Whole minutes from ``start`` to ``end``."""
-    return sa.func.timestampdiff(sa.literal_column("MINUTE"), start, end)
+class MySQL(DriverDialect):
+    """MySQL and MariaDB (see the module's docstring)."""
+
+    name = "mysql"
+    placeholder = "%s"
+    #: No ``DELETE ... RETURNING`` on MySQL: the claims are read locked, then deleted.
+    claims_lock = " FOR UPDATE"
+    #: ``UTC_TIMESTAMP(6)``, read when its statement starts.
+    clock: sa.TextClause | None = sa.text("SELECT UTC_TIMESTAMP(6)")
+
+    def minutes_between(
+        self, start: sa.ColumnElement[dt.datetime], end: sa.ColumnElement[dt.datetime]
+    ) -> sa.ColumnElement[float]:
+        return sa.func.timestampdiff(sa.literal_column("MINUTE"), start, end)
+
+    def insert_ignoring_duplicates(
+        self, connection: sa.Connection, table: sa.Table, rows: t.Sequence[t.Mapping[str, object]]
+    ) -> int:
+        """``INSERT IGNORE``; the driver's rowcount counts what was inserted."""
+        statement = mysql.insert(table).prefix_with("IGNORE")
+        return int(connection.execute(statement, rows[0] if len(rows) == 1 else rows).rowcount)
+
+    def delete_by_ids(
+        self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]
+    ) -> None:
+        """As a join of the ids, passed as one JSON array through ``JSON_TABLE``, with the
+        table, which reads the table by its primary key whatever its statistics say. When
+        InnoDB's statistics say a table holds a row or so (a ready table drained as fast as
+        it fills), MariaDB 10.11 plans ``id IN`` of 3 or more ids as a full scan, and a
+        scanning ``DELETE`` locks every row it passes, those other claims hold too: two
+        claims deleting rows of their own waited for each other, and 12 workers beside two
+        bulk enqueuers deadlocked 51-117 times a run (``bench/deadlock_stress.py``), none
+        once joined. (MySQL 8 and MariaDB 10.6, the oldest supported, have ``JSON_TABLE``.)
+        """
+        connection.execute(_delete_by_ids(table.name), {"ids": json.dumps(list(ids))})
+
+
+#: MySQL's and MariaDB's dialect.
+DIALECT = MySQL()
