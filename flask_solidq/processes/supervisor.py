@@ -38,9 +38,9 @@ from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes.base import Runnable
-from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
+from flask_solidq.processes.thread_errors import ThreadActivity
 
 if t.TYPE_CHECKING:
     from flask import Flask
