@@ -112,7 +112,7 @@ thread_error = _signals.signal("thread-error")
 """One of the queue's own threads hit an error and carries on (Solid Queue's
 ``thread_error``); ``SOLIDQ_ON_THREAD_ERROR`` is called with the same error. Payload:
 ``error`` (the exception), ``where``
-(:class:`~flask_solidq.processes.base.ThreadActivity`: ``"poll"``, a worker's claim, a
+(:class:`~flask_solidq.processes.thread_errors.ThreadActivity`: ``"poll"``, a worker's claim, a
 dispatcher's dispatch or the scheduler's enqueue; ``"finish"``, storing outcomes;
 ``"heartbeat"``; ``"maintenance"``, a supervisor's pruning; ``"shutdown"``, deregistering),
 ``process`` (the process's name, as ``solidq_processes.name``). A database outage sends it for

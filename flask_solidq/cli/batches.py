@@ -13,6 +13,7 @@ import typing as t
 import click
 
 from flask_solidq import formatting
+from flask_solidq.cli import job_rendering
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import params
 from flask_solidq.reads import batches
@@ -43,7 +44,9 @@ def register(group: click.Group, engine: cli_jobs.EngineFactory) -> None:
             page = batches.list_batches(connection, status=chosen, before=before, limit=limit)
         click.echo(render_batches(page, utcnow()))
         if len(page) == limit:
-            again = cli_jobs.command_line("batches", status=status, limit=limit, before=page[-1].id)
+            again = job_rendering.command_line(
+                "batches", status=status, limit=limit, before=page[-1].id
+            )
             click.echo(f"\nMore: {again}")
 
     @group.command("batch")
@@ -104,7 +107,7 @@ def render_batch(batch: Batch, now: dt.datetime) -> str:
         ("completed", str(batch.completed_jobs)),
         ("failed", str(batch.failed_jobs)),
         ("pending", str(batch.pending_jobs)),
-        ("created", cli_jobs.describe_moment(batch.created_at, now)),
+        ("created", job_rendering.describe_moment(batch.created_at, now)),
         ("enqueued", _moment(batch.enqueued_at, now)),
         ("finished", _moment(batch.finished_at, now)),
         ("failed at", _moment(batch.failed_at, now)),
@@ -129,9 +132,9 @@ def render_groups(
         if not group.jobs:
             continue
         lines += ["", f"{group.state.value.capitalize()} jobs:"]
-        lines.append(cli_jobs.render_jobs(group.jobs, group.state, now))
+        lines.append(job_rendering.render_jobs(group.jobs, group.state, now))
         if group.next_before is not None:
-            again = cli_jobs.command_line(
+            again = job_rendering.command_line(
                 state=group.state.value, batch=batch_id, limit=limit, before=group.next_before
             )
             lines.append(f"  More: {again}")
@@ -142,7 +145,7 @@ def render_groups(
 
 
 def _moment(moment: dt.datetime | None, now: dt.datetime) -> str:
-    return cli_jobs.describe_moment(moment, now) if moment else "-"
+    return job_rendering.describe_moment(moment, now) if moment else "-"
 
 
 def _age(moment: dt.datetime | None, now: dt.datetime) -> str:

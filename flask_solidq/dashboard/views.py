@@ -31,6 +31,7 @@ from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import activity
 from flask_solidq.reads import browse
 from flask_solidq.reads import coalesced_calls
+from flask_solidq.reads import job_detail
 from flask_solidq.reads import queue_pages
 from flask_solidq.reads import search
 from flask_solidq.reads import throughput
@@ -189,7 +190,7 @@ def job(reference: str) -> str:
     now = utcnow()
     calls_after = params.int_cursor("calls_after")
     with reading.page() as connection:
-        detail = browse.find_job(connection, params.job_reference(reference))
+        detail = job_detail.find_job(connection, params.job_reference(reference))
         reasons = waiting_reasons.reasons(connection, detail, now) if detail else []
         calls = (
             coalesced_calls.calls_page(

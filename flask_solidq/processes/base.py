@@ -17,7 +17,6 @@ its threads carry on through go to :meth:`Runnable.report_thread_error`.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import secrets
@@ -27,7 +26,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import signals
 from flask_solidq.lifecycle import HookFailed
 from flask_solidq.lifecycle import Lifecycle
 from flask_solidq.lifecycle import ProcessInfo
@@ -35,6 +33,8 @@ from flask_solidq.operations import processes as process_roll
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.processes.signal_safe_waker import Watched
+from flask_solidq.processes.thread_errors import ThreadActivity
+from flask_solidq.processes.thread_errors import report_thread_error
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -45,48 +45,9 @@ if t.TYPE_CHECKING:
 logger = logging.getLogger("flask_solidq")
 
 
-class ThreadActivity(str, enum.Enum):
-    """What a queue's thread was doing when it hit an error: ``where`` in
-    ``signals.thread_error``."""
-
-    #: A poll: a worker's claim, a dispatcher's dispatch (and concurrency maintenance), the
-    #: scheduler's enqueue of due tasks.
-    POLL = "poll"
-    #: A worker's finisher storing its jobs' outcomes.
-    FINISH = "finish"
-    #: A process's heartbeat.
-    HEARTBEAT = "heartbeat"
-    #: A supervisor's pruning of silent processes.
-    MAINTENANCE = "maintenance"
-    #: A process deregistering as it stops.
-    SHUTDOWN = "shutdown"
-
-
 #: The hooks run after boot and at shutdown, by process kind.
 _START_HOOKS = {ProcessKind.WORKER: Lifecycle.WORKER_START}
 _STOP_HOOKS = {ProcessKind.WORKER: Lifecycle.WORKER_STOP}
-
-
-def report_thread_error(
-    app: Flask, error: BaseException, *, where: ThreadActivity, process: str
-) -> None:
-    """Hand an error a queue's thread carries on through to ``signals.thread_error`` and
-    ``SOLIDQ_ON_THREAD_ERROR``, in an app context. Neither can raise into the thread: a
-    receiver's or the hook's own error is logged."""
-    with app.app_context():
-        signals.send_safely(signals.thread_error, None, error=error, where=where, process=process)
-        hook = app.extensions["solidq"].settings.on_thread_error
-        if hook is None:
-            return
-        try:
-            hook(error)
-        # The hook is the app's error reporting: when it fails too, the log is what's left.
-        except Exception:
-            logger.exception(
-                "SolidQ: SOLIDQ_ON_THREAD_ERROR raised on an error of %s (%s); carrying on",
-                process,
-                where.value,
-            )
 
 
 class Runnable:

@@ -24,7 +24,7 @@ from flask import has_app_context
 from flask_solidq.operations import finalize
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.processes import job_notices
-from flask_solidq.processes.base import ThreadActivity
+from flask_solidq.processes.thread_errors import ThreadActivity
 from flask_solidq.storage import db
 
 if t.TYPE_CHECKING:

@@ -17,6 +17,7 @@ from flask_solidq.config import worker_settings
 from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import registry
 from flask_solidq.logging import subscriber as log_subscriber
+from flask_solidq.logging.events import LogEvent
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import pg_listener
 from flask_solidq.processes.dispatcher import Dispatcher
@@ -215,7 +216,7 @@ def warn_unserved_tasks(
         ", ".join(f"{key} (queue {json.dumps(queue)})" for key, queue in unserved.items()),
         json.dumps(MAINTENANCE_QUEUE),
         extra={
-            "event": log_subscriber.LogEvent.UNSERVED_QUEUE.value,
+            "event": LogEvent.UNSERVED_QUEUE.value,
             "tasks": unserved,
         },
     )
@@ -245,7 +246,7 @@ def hint_unused_queues(workers: t.Iterable[WorkerSettings], known: set[str]) -> 
             if known
             else "no job definition is imported",
             extra={
-                "event": log_subscriber.LogEvent.UNUSED_QUEUE.value,
+                "event": LogEvent.UNUSED_QUEUE.value,
                 "queue": name,
                 "known_queues": sorted(known),
             },

@@ -29,7 +29,7 @@ from flask_solidq.storage import db
 from flask_solidq.storage import pooler
 
 if t.TYPE_CHECKING:
-    from flask_solidq.processes.base import ThreadActivity
+    from flask_solidq.processes.thread_errors import ThreadActivity
 
 #: Hears a thread's error and where it happened (see :meth:`Runnable.report_thread_error`).
 Report = t.Callable[[BaseException, "ThreadActivity"], None]

@@ -11,7 +11,7 @@ import os
 import time
 
 from flask_solidq.processes.base import Runnable
-from flask_solidq.processes.base import ThreadActivity
+from flask_solidq.processes.thread_errors import ThreadActivity
 
 logger = logging.getLogger("flask_solidq")
 

@@ -34,13 +34,15 @@ import sqlalchemy as sa
 
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.logging import subscriber as log_subscriber
+from flask_solidq.logging.events import LogEvent
+from flask_solidq.logging.fields import describe_jobs
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes.base import Runnable
-from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
+from flask_solidq.processes.thread_errors import ThreadActivity
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -155,7 +157,7 @@ class Supervisor(Runnable):
         if running == []:
             waits = "no jobs are running"
         else:
-            jobs = "running jobs" if running is None else log_subscriber.describe_jobs(running)
+            jobs = "running jobs" if running is None else describe_jobs(running)
             waits = (
                 f"waiting up to {timeout:g} s (SOLIDQ_SHUTDOWN_TIMEOUT) for {jobs};"
                 f" {interrupts_module.stop_now_hint(signum)}"
@@ -167,7 +169,7 @@ class Supervisor(Runnable):
             interrupts_module.name(signum),
             waits,
             extra={
-                "event": log_subscriber.LogEvent.STOPPING.value,
+                "event": LogEvent.STOPPING.value,
                 "signal": interrupts_module.name(signum),
                 "shutdown_timeout": timeout,
                 "job_ids": None if running is None else [job.id for job in running],
@@ -185,7 +187,7 @@ class Supervisor(Runnable):
             interrupts_module.name(signum),
             again,
             extra={
-                "event": log_subscriber.LogEvent.STOPPING_NOW.value,
+                "event": LogEvent.STOPPING_NOW.value,
                 "signal": interrupts_module.name(signum),
             },
         )

@@ -6,46 +6,13 @@ claims again as soon as it can; jobs made ready by another process wake it too (
 :mod:`~flask_solidq.processes.job_notices`), and an idle one polls every ``polling_interval``
 as the fallback.
 
-**Claiming ahead** (``prefetch``). A claim costs about the same whether it takes 1 job or 10,
-and with one claim per idle thread the threads of a busy worker mostly wait for the next one.
-So while a backlog lasts (its last claim came back full) a worker claims jobs beyond its idle
-threads, queued in its pool for the next thread that frees, and refills the queue once half of
-it ran. How many: what its threads get through in :data:`AHEAD_SECONDS` by its last runs'
-mean, at most ``prefetch``. No-op jobs fill the whole ``prefetch``; jobs that run longer than
-``AHEAD_SECONDS`` per thread (60 ms with 3 threads) are never claimed ahead, so a worker
-doesn't sit on slow jobs that another worker's idle threads could run (and before it timed a
-run, it claims for idle threads only). The claimed-ahead jobs are claims like any other (in
-:class:`HeldJobs`, never stray), but they never count as started:
-
-* a worker that stops puts them back to ready at once, before it waits for its running jobs;
-* a worker that dies has them put back to ready by its supervisor, which reads them from the
-  pool's :class:`~flask_solidq.processes.pool.StartLedger` (a job leaves the ledger just
-  before it starts), whatever ``SOLIDQ_ON_WORKER_DEATH`` says of the running ones;
-* rate-limited jobs are never claimed ahead: a claim admits at most as many as the worker has
-  idle threads (``limited_cap``), and they go to the front of the pool's queue, so each
-  starts within a hand-off of its admission (docs/rate-limits.md, "Admissions and starts"),
-  after a check that its budget wasn't paused since (an API's 429). A claim that met more
-  of them than it could admit leaves them ready and stops there; until a claim leaves none,
-  the worker claims only for idle threads, as without ``prefetch``, so they aren't starved
-  by the unlimited jobs behind them. Collecting jobs are treated the same (a claimed one is
-  one starting now, so ``CoalescedCall.waiting()`` counts the calls of every collecting job
-  not yet started: see :class:`~flask_solidq.controls.coalesce.control.Coalescing`).
-
-Without a backlog a worker claims for its idle threads only, so it doesn't hoard the few
-ready jobs another worker's idle threads could run.
-
-A claim can commit on the server while the worker sees an error (the reply was lost, e.g. a
-connection reset): the claimed jobs would then sit in claimed executions under a live
-process, untouched by pruning. So the worker keeps the ids of the jobs its threads hold
-(posted, until the finisher stored their outcome), and after a failed claim, and every
-heartbeat interval, releases the claims of its process that none of its threads holds. It
-does so between polls, in its own thread, the only one that claims: a claim it made is either
-posted (held) or lost with the error.
+How many jobs a claim asks for (claiming ahead of the threads while a backlog lasts) is
+:mod:`~flask_solidq.processes.claim_sizing`'s; the jobs the threads hold, and the release of
+the claims none holds (a claim's reply lost), are :mod:`~flask_solidq.processes.held_jobs`'.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import threading
@@ -57,7 +24,10 @@ from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.processes import job_notices
+from flask_solidq.processes.claim_sizing import ClaimSizing
 from flask_solidq.processes.finisher import Finisher
+from flask_solidq.processes.held_jobs import HeldJobs
+from flask_solidq.processes.held_jobs import StraySweep
 from flask_solidq.processes.host_bell import WORKER
 from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
@@ -81,48 +51,6 @@ logger = logging.getLogger("flask_solidq")
 BUSY_SLEEP = 600.0
 #: How many claims one poll may make when its claims defer jobs and leave threads idle.
 CLAIMS_PER_POLL = 5
-#: With a backlog, how long a woken worker waits for more of its threads to free before it
-#: claims: a fraction of a claim's own cost, so short jobs are claimed several at a time.
-GATHER_TIMEOUT = 0.002
-#: With a backlog, how much work a worker claims ahead of its threads: the jobs they run in
-#: this many seconds (at most ``prefetch``). Enough to cover a claim's round trip several
-#: times over, so the threads never wait for the next claim; little enough that a worker
-#: doesn't sit on jobs another worker's idle threads could run.
-AHEAD_SECONDS = 0.02
-#: How many of its last runs a worker times to size what it claims ahead.
-RUNS_TIMED = 16
-
-
-class HeldJobs:
-    """The ids of the jobs a worker's threads hold: posted to the pool, until the finisher
-    stored their outcome. A count per id, not a set: a job retried at once can be claimed
-    again by the same worker before the finisher forgets its first run."""
-
-    def __init__(self) -> None:
-        self._counts: collections.Counter[int] = collections.Counter()
-        self._lock = threading.Lock()
-
-    def add(self, job_id: int) -> None:
-        with self._lock:
-            self._counts[job_id] += 1
-
-    def add_all(self, job_ids: t.Iterable[int]) -> None:
-        """:meth:`add` each of ``job_ids``, under one hold of the lock."""
-        with self._lock:
-            self._counts.update(job_ids)
-
-    def discard(self, job_ids: t.Iterable[int]) -> None:
-        with self._lock:
-            for job_id in job_ids:
-                count = self._counts[job_id] - 1
-                if count > 0:
-                    self._counts[job_id] = count
-                else:
-                    del self._counts[job_id]
-
-    def snapshot(self) -> set[int]:
-        with self._lock:
-            return set(self._counts)
 
 
 class Worker(Poller):
@@ -135,20 +63,13 @@ class Worker(Poller):
         self.worker = worker
         self.selector = claim_operation.QueueSelector(worker.queues)
         self.pool: Pool | None = None
-        self._backlog = False
         self.finisher: Finisher | None = None
         self._subscription: job_notices.Subscription | None = None
         self.held = HeldJobs()
-        #: A claim failed: its jobs may be claimed on the server all the same.
-        self._strays_suspected = False
-        self._next_sweep = 0.0
-        #: The last claim held rate-limited jobs back (no idle thread for them): claim for
-        #: idle threads only until a claim holds none back.
-        self._holding_back = False
+        self._strays = StraySweep(self.settings.process_heartbeat_interval)
+        self._sizing = ClaimSizing(worker.threads, worker.prefetch)
         #: Shared with the supervisor in fork mode (see pool.StartLedger).
         self.start_ledger: StartLedger | None = None
-        #: How many seconds the last runs took their threads (see :meth:`_claim_ahead`).
-        self._runs: collections.deque[float] = collections.deque(maxlen=RUNS_TIMED)
 
     @property
     def metadata(self) -> dict[str, t.Any]:
@@ -163,18 +84,6 @@ class Worker(Poller):
         """List the pool's queued jobs in ``ledger``, which the supervisor reads if this
         process dies (called before :meth:`run`)."""
         self.start_ledger = ledger
-
-    def _claim_ahead(self, pool: Pool) -> None:
-        """Size the pool's queue for the jobs as they run now: as many as the threads get
-        through in :data:`AHEAD_SECONDS`, by the mean of the last :data:`RUNS_TIMED` runs, and
-        at most ``prefetch`` (none before a run was timed). The mean, not a median: with
-        quick and slow jobs mixed, what the queued jobs hold up is their total time."""
-        runs = list(self._runs)
-        ahead = 0
-        if runs:
-            mean = max(sum(runs) / len(runs), 1e-6)
-            ahead = int(self.worker.threads * AHEAD_SECONDS / mean)
-        pool.set_ahead(ahead, self.worker.prefetch)
 
     def boot(self) -> None:
         super().boot()
@@ -191,7 +100,7 @@ class Worker(Poller):
             outage=self.outage,
             on_stored=self._stored,
         )
-        self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
+        self._strays.schedule()
         # One connection per thread, open before the first claim (see engines.warm).
         engines.warm(self.engine, self.worker.threads)
         self.finisher.start()
@@ -219,48 +128,28 @@ class Worker(Poller):
 
     def poll(self) -> float:
         pool = t.cast(Pool, self.pool)
-        if self._backlog and not self.worker.prefetch:
-            # Jobs are waiting and the threads run them quickly: let the threads about to free
-            # up join this claim, so one claim feeds several threads instead of one each.
-            pool.wait_for_idle(pool.size, timeout=GATHER_TIMEOUT)
-            self._backlog = False
+        self._sizing.gather(pool)
         if self.process_id is None:
             return self.worker.polling_interval
-        if self._strays_suspected or time.monotonic() >= self._next_sweep:
-            self._release_strays()
+        if self._strays.due():
+            self._strays.sweep(self.engine, self.process_id, self.held, f"{self.kind} {self.name}")
         try:
             self._claim(pool)
         except Exception:
-            self._strays_suspected = True
+            self._strays.suspect()
             raise
         if pool.idle_threads:
             return self.worker.polling_interval
-        return min(BUSY_SLEEP, max(0.0, self._next_sweep - time.monotonic()))
-
-    def _release_strays(self) -> None:
-        """Release the claims of this process that none of its threads holds (see the
-        module's docstring); if this fails, the next poll tries again before claiming."""
-        count = release.release_strays(
-            self.engine, t.cast(int, self.process_id), self.held.snapshot()
-        )
-        self._strays_suspected = False
-        self._next_sweep = time.monotonic() + self.settings.process_heartbeat_interval
-        if count:
-            logger.warning(
-                "SolidQ %s %s released %s claims none of its threads held (a claim's reply"
-                " was lost); their jobs run again",
-                self.kind,
-                self.name,
-                count,
-            )
+        return min(BUSY_SLEEP, max(0.0, self._strays.next_at - time.monotonic()))
 
     def _claim(self, pool: Pool) -> None:
-        """Claim what :meth:`_claim_size` says and post it. Claim again at once after a claim
-        whose controls deferred jobs (over their rate limit), so the threads don't sit idle
-        behind waiting jobs, or after a full claim for the idle threads that leaves room to
-        claim ahead; at most :data:`CLAIMS_PER_POLL` claims a poll."""
+        """Claim what :class:`~flask_solidq.processes.claim_sizing.ClaimSizing` says and post
+        it. Claim again at once after a claim whose controls deferred jobs (over their rate
+        limit), so the threads don't sit idle behind waiting jobs, or after a full claim for
+        the idle threads that leaves room to claim ahead; at most :data:`CLAIMS_PER_POLL`
+        claims a poll."""
         for attempt in range(CLAIMS_PER_POLL):
-            size = self._claim_size(pool)
+            size = self._sizing.size(pool)
             if not size:
                 if attempt == 0:  # nothing asked of the database: no sign it answers
                     self.reached_database = False
@@ -278,23 +167,11 @@ class Worker(Poller):
                 charge_ahead=True,
             )
             self._post(pool, batch)
-            self._holding_back = batch.held_back > 0
-            self._backlog = len(batch.jobs) == size or self._holding_back
+            self._sizing.claimed(batch, size)
             if batch.deferrals:
                 self._announce_deferrals(batch)
-            elif not self._backlog:
+            elif not self._sizing.backlog:
                 return
-
-    def _claim_size(self, pool: Pool) -> int:
-        """How many jobs to claim now: the free slots while a backlog lasts (claiming
-        ahead), once at least the pool's ``refill_at`` are free or a thread is idle;
-        otherwise, or while rate-limited jobs are held back, just the idle threads."""
-        idle = pool.idle_threads
-        if self.worker.prefetch and self._backlog and not self._holding_back:
-            self._claim_ahead(pool)
-            free = pool.free_slots
-            return free if idle or free >= pool.refill_at else 0
-        return idle
 
     def _post(self, pool: Pool, batch: claim_operation.ClaimBatch) -> None:
         """Hand the claimed jobs to the pool: the rate-limited ones first (ahead of any queued
@@ -332,7 +209,7 @@ class Worker(Poller):
             outcome = execute.escaped(job, error)
         t.cast(Finisher, self.finisher).add(outcome)
         seconds = time.monotonic() - started
-        self._runs.append(seconds)  # a deque's append is atomic: any thread
+        self._sizing.timed(seconds)
         log_subscriber.log_performed(outcome, seconds)
 
     def _is_stopping(self) -> bool:

@@ -21,8 +21,8 @@ from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
-from flask_solidq.reads.browse import JobDetail
 from flask_solidq.reads.browse import State
+from flask_solidq.reads.job_detail import JobDetail
 
 _WAITING = (State.SCHEDULED, State.DEFERRED, State.READY, State.BLOCKED)
 

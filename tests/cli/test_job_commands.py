@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.reads import browse
+from flask_solidq.reads import job_detail
 from tests import support
 from tests.jobs import job_action as jobs
 from tests.jobs import rate_limit as rate_limit_jobs
@@ -191,7 +192,7 @@ def test_job_shows_a_failed_job_whole_with_its_full_backtrace(app, engine):
     job_id = enqueue(app, jobs.task, "broken", queue="mail", priority=4)
     run_ready(app, engine)
     found = detail(engine, job_id)
-    error = t.cast(browse.Error, found.error)
+    error = t.cast(job_detail.Error, found.error)
     assert len(error.backtrace) > 3
 
     for reference in (job_id, found.summary.active_job_id):

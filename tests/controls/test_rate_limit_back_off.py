@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from flask_solidq import RateLimited
 from flask_solidq import signals
 from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.logging import fields as log_fields
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import FAILED
@@ -310,7 +311,7 @@ def test_rate_limited_sends_its_signal_after_the_commit_and_logs_a_line(app, eng
         (
             logging.INFO,
             f'SolidQ Back off rate limit class_name: "rate_test.throttled", job_id: {job_id},'
-            f' keys: ["{THROTTLED}"], until: "{log_subscriber._utc_iso(until)}"',
+            f' keys: ["{THROTTLED}"], until: "{log_fields.utc_iso(until)}"',
         )
     ]
     (deferred,) = [r for r in caplog.records if r.getMessage().startswith("SolidQ Job deferred")]

@@ -18,6 +18,7 @@ import pytest
 from flask_solidq.dashboard import csrf
 from flask_solidq.operations import actions
 from flask_solidq.reads import browse
+from flask_solidq.reads import job_detail
 from flask_solidq.reads import search
 from tests.dashboard import test_dashboard as dashboard_tests
 from tests.dashboard.test_dashboard import PREFIX
@@ -45,7 +46,7 @@ client = dashboard_tests.client
 
 def active_job_id(app: Flask, job_id: int) -> str:
     with app.app_context(), app.extensions["solidq"].engine.connect() as connection:
-        detail = browse.find_job(connection, job_id)
+        detail = job_detail.find_job(connection, job_id)
     assert detail is not None and detail.summary.active_job_id is not None
     return detail.summary.active_job_id
 

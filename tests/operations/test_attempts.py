@@ -16,7 +16,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import models
-from flask_solidq.cli.jobs import render_job
+from flask_solidq.cli.job_rendering import render_job
 from flask_solidq.models.failures import KEPT_PER_JOB
 from flask_solidq.operations import attempts
 from flask_solidq.operations import execute

@@ -2,7 +2,7 @@
 back to ready, keeping their ids, attempt counters and calls), ``solidq.discard`` /
 ``discard_all`` (failed, scheduled, ready and blocked jobs deleted with their executions and
 calls; never a running or finished one), ``solidq.run_now``, two processes retrying the same
-jobs at once, and reading jobs (``browse.list_jobs`` / ``browse.find_job``).
+jobs at once, and reading jobs (``browse.list_jobs`` / ``job_detail.find_job``).
 
 Jobs fail for real: they are claimed, performed and finished in this process (the helpers of
 tests/controls/test_concurrency_controls.py), raising what :data:`job_action_jobs.FAILURES` says.
@@ -23,6 +23,7 @@ from flask_solidq import models
 from flask_solidq.operations import actions
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.reads import browse
+from flask_solidq.reads import job_detail
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.controls.test_concurrency_controls import claim
@@ -181,9 +182,9 @@ def calls_of(engine: sa.Engine, job_id: int) -> int:
     return len(support.rows(engine, CALLS, CALLS.c.job_id == job_id))
 
 
-def detail(engine: sa.Engine, reference: int | str) -> browse.JobDetail:
+def detail(engine: sa.Engine, reference: int | str) -> job_detail.JobDetail:
     with engine.connect() as connection:
-        found = browse.find_job(connection, reference)
+        found = job_detail.find_job(connection, reference)
     assert found is not None, reference
     return found
 
@@ -747,8 +748,8 @@ def test_find_job_by_its_id_or_its_job_id(app, engine):
         assert found.summary.state is browse.State.READY
         assert found.payload["args"] == ["find me"]
     with engine.connect() as connection:
-        assert browse.find_job(connection, 999_999) is None
-        assert browse.find_job(connection, "00000000-0000-0000-0000-000000000000") is None
+        assert job_detail.find_job(connection, 999_999) is None
+        assert job_detail.find_job(connection, "00000000-0000-0000-0000-000000000000") is None
 
 
 def test_a_failed_job_shows_its_error_with_its_backtrace(app, engine):
@@ -758,7 +759,7 @@ def test_a_failed_job_shows_its_error_with_its_backtrace(app, engine):
 
     found = detail(engine, job_id)
     assert found.summary.state is browse.State.FAILED
-    error = t.cast(browse.Error, found.error)
+    error = t.cast(job_detail.Error, found.error)
     assert error.exception_class == "builtins.KeyError"
     assert "failed on purpose for broken" in error.message
     assert before - SLACK <= error.failed_at <= after + SLACK

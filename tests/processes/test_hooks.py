@@ -29,9 +29,9 @@ from flask_solidq.lifecycle import ProcessInfo
 from flask_solidq.operations import claim
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
-from flask_solidq.processes.base import ThreadActivity
 from flask_solidq.processes.outage import Outage
 from flask_solidq.processes.poller import Poller
+from flask_solidq.processes.thread_errors import ThreadActivity
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import worker as worker_jobs

@@ -20,6 +20,7 @@ import typing as t
 
 import pytest
 
+from flask_solidq.logging import fields as log_fields
 from flask_solidq.logging import formats
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations.execute import Outcome
@@ -181,7 +182,7 @@ def test_a_job_that_could_not_be_loaded_fails_with_the_claimed_name_and_no_attem
 
     (record,) = caplog.records
     assert (record.job_name, record.job_id, record.attempt) == ("store_result", 9, None)
-    assert len(record.error_message) == log_subscriber.MAX_MESSAGE_LENGTH + 3
+    assert len(record.error_message) == log_fields.MAX_MESSAGE_LENGTH + 3
 
 
 def test_nothing_is_logged_when_not_connected_or_the_level_is_off(caplog):

@@ -18,12 +18,13 @@ from flask_solidq.logging import formats
 from flask_solidq.logging import line_writer
 from flask_solidq.logging import records
 from flask_solidq.logging import subscriber as log_subscriber
+from flask_solidq.logging.events import LogEvent
 
 LOGGER = "flask_solidq"
-EVENT = log_subscriber.LogEvent
+EVENT = LogEvent
 #: A job's lines as a worker logs them: started, finished, and a failure with a message that
 #: needs quoting and characters an ASCII stream can't take.
-JOB_LINES: list[tuple[int, log_subscriber.LogEvent, str, dict[str, t.Any]]] = [
+JOB_LINES: list[tuple[int, LogEvent, str, dict[str, t.Any]]] = [
     (
         logging.INFO,
         EVENT.JOB_STARTED,

@@ -14,6 +14,7 @@ import pytest
 
 from flask_solidq.logging import records
 from flask_solidq.logging import subscriber as log_subscriber
+from flask_solidq.logging.events import LogEvent
 
 PATH = log_subscriber.__file__
 ARGS = ("Job started", 'job_name: "a", job_id: 3')
@@ -188,7 +189,7 @@ def test_the_subscriber_s_lines_reach_a_custom_factory_and_logger_class(caplog):
         log_subscriber.log(
             logging.getLogger("flask_solidq"),
             logging.INFO,
-            log_subscriber.LogEvent.RETRY,
+            LogEvent.RETRY,
             "Retry",
             {"job_id": 3},
         )

@@ -14,7 +14,9 @@ import pytest
 from flask_solidq import CoalesceStatus
 from flask_solidq import signals
 from flask_solidq.definitions.batches import Batch
+from flask_solidq.logging import fields as log_fields
 from flask_solidq.logging import subscriber as log_subscriber
+from flask_solidq.logging.events import LogEvent
 from tests.jobs import basic as jobs
 
 LOGGER = "flask_solidq"
@@ -243,7 +245,7 @@ def test_a_line_s_record_is_the_one_logger_log_would_make(caplog):
     logger.addFilter(keep)
     try:
         fields = {"job_id": 3, "queue": "a, b", "wait": 1.5, "ok": True, "attempt": None}
-        log_subscriber.log(logger, logging.INFO, log_subscriber.LogEvent.RETRY, "Retry", fields)
+        log_subscriber.log(logger, logging.INFO, LogEvent.RETRY, "Retry", fields)
     finally:
         logger.removeFilter(keep)
 
@@ -267,7 +269,7 @@ def test_a_logger_adapter_logs_through_its_own_log(caplog):
     log_subscriber.log(
         adapter,  # type: ignore[arg-type]
         logging.INFO,
-        log_subscriber.LogEvent.RETRY,
+        LogEvent.RETRY,
         "Retry",
         {"job_id": 3},
     )
@@ -281,7 +283,7 @@ def test_a_line_is_not_made_below_the_logger_s_level(caplog):
     caplog.set_level(logging.WARNING, logger=LOGGER)
     logger = logging.getLogger(LOGGER)
 
-    log_subscriber.log(logger, logging.INFO, log_subscriber.LogEvent.RETRY, "Retry", {"a": 1})
+    log_subscriber.log(logger, logging.INFO, LogEvent.RETRY, "Retry", {"a": 1})
 
     assert caplog.records == []
 
@@ -301,7 +303,7 @@ def test_values_format_by_kind_with_subclasses_and_lists_as_before():
         "keys": ("k",),
     }
 
-    assert log_subscriber.format_fields(fields) == (
+    assert log_fields.format_fields(fields) == (
         'text: "say \\"hi\\", ünïcode", subclass: "x", number: 7, flag: False, ratio: 0.25,'
         ' none: None, ids: [1, "two"], keys: ["k"]'
     )

@@ -61,8 +61,8 @@ class RateLimitControl(Control):
         The budgets are locked (sorted by key, inserted when missing) for the rest of the
         claim's transaction, and only then is the clock read. A refused job waits until its
         budget's next free slot. For a worker that waits for a job's start, a job its budget
-        admits within :attr:`~flask_solidq.controls.gcra.Rate.charge_ahead` is admitted for that
-        moment (see "Charging ahead" in :mod:`~flask_solidq.controls.gcra`).
+        admits within :attr:`~flask_solidq.controls.rate_limit.gcra.Rate.charge_ahead` is admitted
+        for that moment (see "Charging ahead" in :mod:`~flask_solidq.controls.rate_limit.gcra`).
         """
         limited = [(job, charges) for job in jobs if (charges := rate_charges.of(job))]
         if not limited:
@@ -93,8 +93,8 @@ class RateLimitControl(Control):
     def start(self, engine: sa.Engine, claimed: ClaimedJob) -> tuple[ClaimedJob, None]:
         """Refuse the start of a job a budget of which is paused now (an API's 429 after its
         claim): paused by this process and maybe not yet stored
-        (:mod:`~flask_solidq.controls.local_pauses`), or by the database's clock (one read of
-        its budgets' rows, no lock). Jobs already running are not touched.
+        (:mod:`~flask_solidq.controls.rate_limit.local_pauses`), or by the database's clock (one
+        read of its budgets' rows, no lock). Jobs already running are not touched.
 
         :raises HeldAtStart: a budget is paused; the job goes back to wait.
         """

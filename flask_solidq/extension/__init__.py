@@ -1,9 +1,10 @@
-"""``SolidQ``, the Flask extension object."""
+"""``SolidQ``, the Flask extension object: setting an app up, the job decorator, enqueueing,
+queues and batches. Acting on stored jobs is :mod:`.job_actions`'s part of it; the dashboard
+check and lifecycle hooks it registers, :mod:`.registrations`'."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import typing as t
 
 import sqlalchemy as sa
@@ -23,10 +24,9 @@ from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
 from flask_solidq.definitions.step_options import Default
-from flask_solidq.lifecycle import H as _Hook
-from flask_solidq.lifecycle import Lifecycle
+from flask_solidq.extension.job_actions import JobActions
+from flask_solidq.extension.registrations import Registrations
 from flask_solidq.lifecycle import LifecycleHooks
-from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.batch_callbacks import Callback
 from flask_solidq.rate_limiter import RateLimiter
@@ -43,7 +43,7 @@ P = t.ParamSpec("P")
 R = t.TypeVar("R")
 
 
-class SolidQ:
+class SolidQ(JobActions, Registrations):
     """The flask-solidq extension: a job queue in the app's own database.
 
     ::
@@ -227,53 +227,6 @@ class SolidQ:
         state.check_tables()
         queues.resume(state.engine, queue_name)
 
-    # Lifecycle hooks: they belong to this object, like job definitions, and run in the
-    # processes of every app it serves (flask_solidq.lifecycle.LifecycleHooks).
-
-    def dashboard_auth(self, rule: t.Callable[[], bool]) -> t.Callable[[], bool]:
-        """Register the dashboard's access check: ``rule()`` is called for every dashboard
-        request, inside its request context, and the request is refused with 403 unless it
-        returns True (``return current_user.is_authenticated and current_user.is_admin``).
-        It takes precedence over ``SOLIDQ_DASHBOARD_BASIC_AUTH`` and the debug/testing
-        opening. Usable as a decorator; the last check registered decides.
-
-        :raises TypeError: ``rule`` isn't callable.
-        """
-        if not callable(rule):
-            raise TypeError(f"@solidq.dashboard_auth registers a function, not {rule!r}.")
-        self._dashboard_rules.append(rule)
-        return rule
-
-    def on_process_start(self, hook: _Hook) -> _Hook:
-        """Register ``hook(process)`` to run in each queue process (worker, dispatcher,
-        scheduler) as it starts, right after the fork and before it registers or works: the
-        place to re-create what must not cross a fork (clients, connection pools, SDKs).
-
-        Runs inside the app context, in the process's own thread; ``process`` is a
-        :class:`~flask_solidq.lifecycle.ProcessInfo` (``kind``, ``name``, ``pid``,
-        ``metadata``). In thread mode (``--mode thread``) it runs once per process thread.
-        A hook that raises stops the process with the error; the supervisor logs it and
-        starts the process again, as for any crash. Usable as a decorator.
-        """
-        return self._lifecycle_hooks.add(Lifecycle.PROCESS_START, hook)
-
-    def on_worker_start(self, hook: _Hook) -> _Hook:
-        """Register ``hook(process)`` to run in each worker once it has booted (registered,
-        its threads started) and before it claims its first job; after the
-        :meth:`on_process_start` hooks. As those, it runs in the app context and a hook that
-        raises stops the worker with the error. Usable as a decorator.
-        """
-        return self._lifecycle_hooks.add(Lifecycle.WORKER_START, hook)
-
-    def on_worker_stop(self, hook: _Hook) -> _Hook:
-        """Register ``hook(process)`` to run in each worker as it stops gracefully, once its
-        jobs finished (or were released after ``SOLIDQ_SHUTDOWN_TIMEOUT``) and before it
-        deregisters; e.g. to flush an error tracker's queue. Runs only when the worker's
-        :meth:`on_worker_start` hooks did; not on QUIT or a kill. A hook that raises makes the
-        worker exit with an error, after deregistering. Usable as a decorator.
-        """
-        return self._lifecycle_hooks.add(Lifecycle.WORKER_STOP, hook)
-
     def batch(
         self,
         on_success: Callback = None,
@@ -312,81 +265,6 @@ class SolidQ:
         """
         with db.transaction(get_state().engine) as connection:
             yield connection
-
-    # Acting on jobs (the operations behind `flask solidq retry/discard/run-now` and the
-    # dashboard's buttons; see flask_solidq.operations.actions).
-
-    def retry(self, jobs: JobReferences) -> int:
-        """Retry failed jobs: each becomes ready again (or blocked, by its concurrency
-        limit), keeping its id, its attempt counters and its collected calls; its error goes.
-        ``jobs``: a ``provider_job_id`` or ``job_id``, or several. Returns how many were
-        retried: a job that isn't failed (any more) is not counted. Requires an app context.
-        """
-        engine = self._engine()
-        return actions.retry(engine, actions.resolve(engine, _references(jobs)))
-
-    def discard(self, jobs: JobReferences) -> int:
-        """Delete failed, scheduled, ready or blocked jobs with their executions and
-        collected calls (never a running or finished one). Returns how many were discarded.
-        Requires an app context."""
-        engine = self._engine()
-        return actions.discard(engine, actions.resolve(engine, _references(jobs)))
-
-    def run_now(self, jobs: JobReferences) -> int:
-        """Make scheduled jobs (rate-limited ones waiting for their slot included) due now.
-        Returns how many were moved. Requires an app context."""
-        engine = self._engine()
-        return actions.run_now(engine, actions.resolve(engine, _references(jobs)))
-
-    def retry_all(self, **filters: t.Any) -> int:
-        """Retry every failed job matching the filters: ``queue=``, ``job=`` (a job name or
-        definition), ``error_class=`` (``"ValueError"`` or ``"builtins.ValueError"``),
-        ``failed_before=``, ``failed_after=`` (datetimes), ``batch=`` (a batch id: its jobs
-        and its children's; a retried job reopens a batch that had finished). In batches of
-        500, one transaction each. Returns how many were retried. Requires an app context."""
-        return actions.retry_all(self._engine(), _filters(filters))
-
-    def discard_all(self, state: str | None = None, **filters: t.Any) -> int:
-        """Discard every job in ``state`` (``"failed"``, ``"scheduled"``, ``"ready"`` or
-        ``"blocked"``; by default ``"failed"``, and with ``batch=`` every scheduled, blocked
-        or ready job, so the batch finishes once its running jobs have) matching the filters
-        of :meth:`retry_all`. Returns how many were discarded. Requires an app context."""
-        chosen = _filters(filters)
-        if state is None and chosen.batch is not None:
-            return actions.discard_pending(self._engine(), chosen)
-        state = "failed" if state is None else state
-        choice = actions.Waiting(state) if state in actions.Waiting._value2member_map_ else None
-        if choice is None:
-            states = ", ".join(repr(member.value) for member in actions.Waiting)
-            raise ValueError(f"discard_all(state=) is one of {states}, not {state!r}.")
-        return actions.discard_all(self._engine(), choice, chosen)
-
-    def _engine(self) -> sa.Engine:
-        state = get_state()
-        state.check_tables()
-        return state.engine
-
-
-#: A job named by its ``provider_job_id`` or its ``job_id``, or several.
-JobReferences: t.TypeAlias = int | str | t.Iterable[int | str]
-
-
-def _references(jobs: JobReferences) -> list[int | str]:
-    if isinstance(jobs, (int, str)):
-        return [jobs]
-    return list(jobs)
-
-
-def _filters(filters: dict[str, t.Any]) -> actions.Filters:
-    """The filters of a ``*_all`` action; ``job=`` may be a definition."""
-    known = {field.name for field in dataclasses.fields(actions.Filters)}
-    unknown = sorted(set(filters) - known)
-    if unknown:
-        raise TypeError(f"Unknown filter(s) {unknown}; the filters are {sorted(known)}.")
-    job = filters.get("job")
-    if job is not None and not isinstance(job, str):
-        filters = {**filters, "job": getattr(job, "job_name", job)}
-    return actions.Filters(**filters)
 
 
 def _add_tables(sqlalchemy: SQLAlchemy, bind: str | None) -> None:
