@@ -30,7 +30,7 @@ from example_app.extensions import solidq
 from example_app.models import Product
 from flask_solidq import models as queue
 from flask_solidq.controls.rate_limit.budgets import IS_DEFERRED
-from flask_solidq.resources import resource_dir
+from flask_solidq.storage.resources import resource_dir
 
 pages = Blueprint("pages", __name__)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from flask_solidq import rate_limiter
 from flask_solidq.controls.rate_limit import budget_table
 from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit import limiter as rate_limiter
 from flask_solidq.definitions.job import Job
 from flask_solidq.operations import maintenance
 from flask_solidq.state import get_state

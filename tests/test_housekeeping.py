@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from flask_solidq import rate_limiter
+from flask_solidq.controls.rate_limit import limiter as rate_limiter
 from flask_solidq.housekeeping import ClearFinishedJobs
 from flask_solidq.housekeeping import ClearIdleBudgets
 from flask_solidq.operations import claim

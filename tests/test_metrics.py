@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from flask_solidq import metrics
 from flask_solidq import models
 from flask_solidq.operations import processes
 from flask_solidq.operations import queues
+from flask_solidq.reads import metrics
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support

@@ -87,7 +87,8 @@ def test_the_wheel_ships_its_data_folders_and_installs_the_tables_from_a_fresh_v
     location = run(
         python,
         "-c",
-        "from flask_solidq.resources import resource_dir; print(resource_dir('migrations'))",
+        "from flask_solidq.storage.resources import resource_dir;"
+        " print(resource_dir('migrations'))",
         cwd=project,
     )
     assert pathlib.Path(location.strip()).is_relative_to(venv)

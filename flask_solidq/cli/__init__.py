@@ -17,6 +17,7 @@ from flask_solidq.cli import monitoring as cli_monitoring
 from flask_solidq.cli import params
 from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
+from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.errors import SolidQError
 from flask_solidq.logging import formats
 from flask_solidq.operations import maintenance
@@ -24,7 +25,6 @@ from flask_solidq.operations import queues
 from flask_solidq.processes import launcher
 from flask_solidq.processes import once as once_module
 from flask_solidq.processes.outage import describe
-from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.storage import db

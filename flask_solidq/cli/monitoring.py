@@ -1,7 +1,7 @@
 """``flask solidq health`` and ``flask solidq metrics``: for the people who deploy the queue
 (container and systemd probes, node_exporter's textfile collector), over
-:mod:`flask_solidq.health` and :mod:`flask_solidq.metrics`. :func:`register` adds them to the
-``flask solidq`` group."""
+:mod:`flask_solidq.reads.health` and :mod:`flask_solidq.reads.metrics`. :func:`register` adds them
+to the ``flask solidq`` group."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import typing as t
 import click
 import sqlalchemy as sa
 
-from flask_solidq import health
-from flask_solidq import metrics
 from flask_solidq.cli import params
 from flask_solidq.processes.outage import describe
+from flask_solidq.reads import health
+from flask_solidq.reads import metrics
 from flask_solidq.state import get_state
 from flask_solidq.storage import db
 

@@ -28,7 +28,7 @@ from flask_solidq.dashboard import missing_tables
 from flask_solidq.dashboard import params
 from flask_solidq.dashboard import proxy
 from flask_solidq.dashboard import views
-from flask_solidq.resources import resource_dir
+from flask_solidq.storage.resources import resource_dir
 
 if t.TYPE_CHECKING:
     from flask import Flask

@@ -1,4 +1,4 @@
-"""``GET <prefix>/metrics``: the queue's figures for Prometheus (:mod:`flask_solidq.metrics`),
+"""``GET <prefix>/metrics``: the queue's figures for Prometheus (:mod:`flask_solidq.reads.metrics`),
 behind the dashboard's own access check, so a scraper authenticates as a person would (HTTP
 Basic in its ``basic_auth`` settings, or whatever ``@solidq.dashboard_auth`` accepts)."""
 
@@ -10,11 +10,11 @@ import sqlalchemy as sa
 from flask import Response
 from flask import request
 
-from flask_solidq import metrics
 from flask_solidq.dashboard import missing_tables
 from flask_solidq.dashboard import reading
 from flask_solidq.errors import PendingMigrations
 from flask_solidq.processes.outage import describe
+from flask_solidq.reads import metrics
 from flask_solidq.state import get_state
 
 if t.TYPE_CHECKING:

@@ -114,9 +114,9 @@ class Batch:
 
 
 #: A block whose enqueues add to a batch (:meth:`Batch.enqueue`): the batch block runs the
-#: operations, a layer above, so :mod:`flask_solidq.batching` fills it.
+#: operations, a layer above, so :mod:`flask_solidq.extension.batching` fills it.
 ADDING_TO: slots.Slot[t.Callable[[int], t.ContextManager[OpenBatch]]] = slots.Slot(
-    "flask_solidq.batching"
+    "flask_solidq.extension.batching"
 )
 
 #: A batch of the test adapter, held in memory (None when there is none, or its block is

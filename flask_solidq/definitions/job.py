@@ -80,8 +80,10 @@ def _perform_now_on_class(cls: type[Job], *args: JobArgument, **kwargs: JobArgum
 
 
 #: How a job reaches its app's adapter (``perform_later``): the adapters run the operations,
-#: a layer above the definitions, so :mod:`flask_solidq.adapters` fills it.
-ADAPTER: slots.Slot[t.Callable[[Job, SolidQState], None]] = slots.Slot("flask_solidq.adapters")
+#: a layer above the definitions, so :mod:`flask_solidq.extension.adapters` fills it.
+ADAPTER: slots.Slot[t.Callable[[Job, SolidQState], None]] = slots.Slot(
+    "flask_solidq.extension.adapters"
+)
 
 
 #: Registers a job definition under its name as its class is made: the registry reads job

@@ -9,27 +9,27 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import adapters
-from flask_solidq import batching
 from flask_solidq import cli
-from flask_solidq import config_keys
 from flask_solidq import current
 from flask_solidq import dashboard
 from flask_solidq import models
 from flask_solidq.config import DEFAULTS
+from flask_solidq.config import keys as config_keys
 from flask_solidq.config import load_settings
+from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.current import OpenBatch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.function_job import FunctionJob
 from flask_solidq.definitions.function_job import JobDecorator
 from flask_solidq.definitions.job import Job as _Job
 from flask_solidq.definitions.step_options import Default
+from flask_solidq.extension import adapters
+from flask_solidq.extension import batching
 from flask_solidq.extension.job_actions import JobActions
 from flask_solidq.extension.registrations import Registrations
 from flask_solidq.lifecycle import LifecycleHooks
 from flask_solidq.operations import queues
 from flask_solidq.operations.batch_callbacks import Callback
-from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.storage import app_transaction

@@ -32,7 +32,7 @@ from alembic.util import rev_id
 from flask import current_app
 
 from flask_solidq.errors import SolidQError
-from flask_solidq.resources import resource_dir
+from flask_solidq.storage.resources import resource_dir
 
 #: ``NNNN_<slug>.py.tmpl``: schema version NNNN, written as ``<revision>_<slug>.py``.
 TEMPLATE_NAME = re.compile(r"^(?P<number>\d{4})_(?P<slug>[a-z0-9_]+)\.py\.tmpl$")

@@ -21,10 +21,10 @@ import sqlalchemy as sa
 from flask_solidq import PendingMigrations
 from flask_solidq import housekeeping
 from flask_solidq.controls.rate_limit import budget_table
+from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from flask_solidq import RateLimited
 from flask_solidq import signals
 from flask_solidq.controls.rate_limit import budgets
+from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.logging import fields as log_fields
 from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.models.tables import BUDGETS
@@ -34,7 +35,6 @@ from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations.execute import OutcomeKind
-from flask_solidq.rate_limiter import RateLimiter
 from flask_solidq.testing import frozen_clock
 from flask_solidq.timing import utcnow
 from tests import support

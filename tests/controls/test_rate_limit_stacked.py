@@ -17,9 +17,9 @@ import pytest
 
 from flask_solidq import limits_rate
 from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
+from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.rate_limiter import RateLimiter
 from tests import support
 from tests.controls.test_rate_limit_claims import BUDGETS
 from tests.controls.test_rate_limit_claims import CLAIMERS  # noqa: F401 - registered claimers

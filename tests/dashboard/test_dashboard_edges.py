@@ -25,7 +25,7 @@ from flask import url_for
 
 from flask_solidq.dashboard import access
 from flask_solidq.dashboard import csrf
-from flask_solidq.resources import resource_dir
+from flask_solidq.storage.resources import resource_dir
 from tests.dashboard import test_dashboard as dashboard_tests
 from tests.dashboard.test_dashboard import csrf_token
 from tests.dashboard.test_dashboard import failed_job

@@ -13,14 +13,15 @@ import enum
 import typing as t
 
 from flask_solidq import argument_filter
-from flask_solidq import config_keys as read
 from flask_solidq import identifiers
+from flask_solidq.config import keys as read
 from flask_solidq.timing import to_seconds
 from flask_solidq.values import JobArgument
 
 
 class Adapter(str, enum.Enum):
-    """``SOLIDQ_ADAPTER``: where ``perform_later`` sends a job (:mod:`flask_solidq.adapters`)."""
+    """``SOLIDQ_ADAPTER``: where ``perform_later`` sends a job
+    (:mod:`flask_solidq.extension.adapters`)."""
 
     #: The database queue.
     SOLIDQ = "solidq"
