@@ -30,9 +30,9 @@ from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce_admission as jobs
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
