@@ -871,7 +871,7 @@ def test_a_discard_tasks_tick_that_finds_its_job_pending_adds_nothing_and_isnt_r
 
 
 def test_a_recurring_task_refuses_a_collecting_job():
-    # replace and debounce are refused in tests/test_recurring.py; collect wasn't checked.
+    # replace and debounce are refused in tests/recurring/test_recurring.py; collect wasn't checked.
     settings = RecurringSettings(
         key="collecting", job=f"{jobs.__name__}:recurring_collect", schedule="every minute"
     )
