@@ -775,7 +775,7 @@ class Note(Base):
 def test_a_coalesced_enqueue_in_a_request_commits_and_rolls_back_with_the_apps_transaction(
     database_url,
 ):
-    # An app of its own (see tests/operations/test_app_transaction.py): one session per request.
+    # An app of its own (see tests/storage/test_app_transaction.py): one session per request.
     app = support.create_app(database_url, PROPAGATE_EXCEPTIONS=False)
     with app.app_context():
         engine = app.extensions["solidq"].engine
