@@ -1,5 +1,6 @@
 """The app `flask solidq work` runs in the process test of
-:mod:`tests.controls.test_seams_rate_limit`: ``flask --app tests.apps.seams_rate_limit_app``.
+:mod:`tests.controls.rate_limit.test_seams_rate_limit`: ``flask --app
+tests.apps.seams_rate_limit_app``.
 
 Environment: ``SOLIDQ_TEST_DATABASE_URL``, the queue's database; ``SOLIDQ_TEST_CONFIG``, a JSON
 object merged into ``app.config``.

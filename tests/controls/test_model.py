@@ -96,9 +96,9 @@ SHARE_429 = 0.25
 #: for a moment on a loaded machine before its run records its start. This is longer than a
 #: ``to=3, per=1`` claim charges ahead (83 ms), so this check holds the claims to the pause,
 #: not the start check: with that switched off, seeds 1-6 still passed on all three databases.
-#: tests/controls/test_rate_limit_pause_at_once.py and
-#: tests/processes/test_rate_limit_429_processes.py hold the start check, on a frozen clock
-#: and with a 50 ms call; here the pause meets every other feature.
+#: tests/controls/rate_limit/test_rate_limit_pause_at_once.py and
+#: tests/controls/rate_limit/test_rate_limit_429_processes.py hold the start check, on a frozen
+#: clock and with a 50 ms call; here the pause meets every other feature.
 START_AFTER_429 = 0.15
 
 #: The seed CI runs on each backend.

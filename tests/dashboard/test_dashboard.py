@@ -6,9 +6,10 @@ filters and keyset pages, one job), the actions doing what the operations do, an
 URL prefix.
 
 Jobs fail for real: they are claimed, performed and finished in this process (the helpers of
-tests/controls/test_concurrency_controls.py), raising what :data:`dashboard_jobs.FAILURES` says.
-Pages are read with :class:`Page` (the standard library's HTML parser), so assertions are on
-what a browser would show (cells, links, text), not on bytes of markup.
+tests/controls/concurrency/test_concurrency_controls.py), raising what
+:data:`dashboard_jobs.FAILURES` says. Pages are read with :class:`Page` (the standard library's HTML
+parser), so assertions are on what a browser would show (cells, links, text), not on bytes of
+markup.
 """
 
 from __future__ import annotations

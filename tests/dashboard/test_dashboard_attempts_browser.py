@@ -14,9 +14,9 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import models
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.dashboard.test_dashboard_browser import base_url  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import browser  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import dashboard_app  # noqa: F401 - a fixture

@@ -31,9 +31,9 @@ from flask_solidq import models
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce as coalesce_jobs
 from tests.jobs import concurrency as concurrency_jobs
 from tests.jobs import job_action as jobs

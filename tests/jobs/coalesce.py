@@ -1,5 +1,5 @@
 """Jobs for the coalescing tests (``coalesce``), claimed and performed by the tests directly
-(:mod:`tests.controls.test_coalesce`) or by real workers. Each notes what it ran in
+(:mod:`tests.controls.coalesce.test_coalesce`) or by real workers. Each notes what it ran in
 :data:`PERFORMED`.
 
 Every name starts with ``coalesce_test.`` (job names are process-wide).

@@ -1,5 +1,6 @@
 """Jobs for the tests of coalescing admission, what an enqueue does with a coalesced call
-(:mod:`tests.controls.test_coalesce_admission`). Each notes what it ran in :data:`PERFORMED`.
+(:mod:`tests.controls.coalesce.test_coalesce_admission`). Each notes what it ran in
+:data:`PERFORMED`.
 
 Every name starts with ``coalesce_admission_test.`` (job names are process-wide).
 """

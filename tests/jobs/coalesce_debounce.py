@@ -1,6 +1,7 @@
-"""Jobs for the debounce and ``max_wait`` tests (:mod:`tests.controls.test_coalesce_debounce`): the
-seed's "Debouncing", "Scheduling timelines" and "Collecting jobs and scheduling" recipes.
-Each notes what it ran in :data:`PERFORMED`.
+"""Jobs for the debounce and ``max_wait`` tests
+(:mod:`tests.controls.coalesce.test_coalesce_debounce`): the seed's "Debouncing", "Scheduling
+timelines" and "Collecting jobs and scheduling" recipes. Each notes what it ran in
+:data:`PERFORMED`.
 
 Every name starts with ``coalesce_debounce_test.`` (job names are process-wide).
 """

@@ -1,5 +1,5 @@
 """Jobs and child processes of the coalescing process tests
-(tests/controls/test_coalesce_processes.py).
+(tests/controls/coalesce/test_coalesce_processes.py).
 
 The jobs record every run in ``solidq_test_coalesce_runs``, a table of the tests' own in the
 queue's database: one row per run of :func:`dedupe`, one row per call of a run of

@@ -1,6 +1,6 @@
 """Jobs for the tests of what a coalesced job does when it runs
-(:mod:`tests.controls.test_coalesce_runs`), claimed and performed by the tests in-process. Each
-notes what it ran in :data:`PERFORMED`.
+(:mod:`tests.controls.coalesce.test_coalesce_runs`), claimed and performed by the tests in-process.
+Each notes what it ran in :data:`PERFORMED`.
 
 Every name starts with ``coalesce_run_test.`` (job names are process-wide).
 """

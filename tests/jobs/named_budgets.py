@@ -1,7 +1,7 @@
 """Named budgets (``rate_limiter.register``), the jobs that charge them
 (``limits_rate(budget=)``), jobs asked about by job (``rate_limiter.is_limited(job, *args)``)
-and limits without ``key=``, for :mod:`tests.controls.test_rate_limiter_by_job` and
-:mod:`tests.controls.test_rate_limit_acquire`. The jobs do nothing: the tests claim them.
+and limits without ``key=``, for :mod:`tests.controls.rate_limit.test_rate_limiter_by_job` and
+:mod:`tests.controls.rate_limit.test_rate_limit_acquire`. The jobs do nothing: the tests claim them.
 
 Every name starts with ``nb_test`` (job and budget names are process-wide). The budgets are
 registered here, at import, before the jobs that name them, as an app would.

@@ -1,6 +1,6 @@
 """Jobs for the database-level rate-limit tests (``limits_rate``), claimed by the tests
-directly (:mod:`tests.controls.test_rate_limit_claims`). They do nothing but note their call in
-:data:`PERFORMED`.
+directly (:mod:`tests.controls.rate_limit.test_rate_limit_claims`). They do nothing but note their
+call in :data:`PERFORMED`.
 
 Every name starts with ``rate_test.`` (job names are process-wide). Unless said otherwise a
 limit is ``to=1, per=60``: one claim a minute, so a second claim of a budget is always

@@ -1,5 +1,5 @@
-"""Jobs for the 429 process tests (:mod:`tests.processes.test_rate_limit_429_processes`), run
-by real `flask solidq work` processes on the rate-limit app. Each run leaves a row in
+"""Jobs for the 429 process tests (:mod:`tests.controls.rate_limit.test_rate_limit_429_processes`),
+run by real `flask solidq work` processes on the rate-limit app. Each run leaves a row in
 ``solidq_test_rate_runs`` (:func:`tests.jobs.rate_limit_process.record_run`: its admission,
 by its claim's stamp, and its start, by this host's clock at the top of the run).
 

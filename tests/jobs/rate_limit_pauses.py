@@ -1,6 +1,6 @@
 """Jobs for the tests of a back-off that holds at once
-(:mod:`tests.controls.test_rate_limit_pause_at_once`), claimed and performed by the tests in
-their own process. Each notes its run in :data:`PERFORMED`.
+(:mod:`tests.controls.rate_limit.test_rate_limit_pause_at_once`), claimed and performed by the tests
+in their own process. Each notes its run in :data:`PERFORMED`.
 
 The limit is the one the issue measured: 20 a second, 5 at once, so one every 62.5 ms once
 the burst is spent, and a claim within 50 ms of the next admission is charged ahead for it.

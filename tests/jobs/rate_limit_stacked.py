@@ -1,5 +1,6 @@
 """Jobs under stacked rate limits (``limits_rate(name=)``) and limits counted in units
-(``limits_rate(cost=)``), claimed by :mod:`tests.controls.test_rate_limit_stacked` directly.
+(``limits_rate(cost=)``), claimed by :mod:`tests.controls.rate_limit.test_rate_limit_stacked`
+directly.
 
 Every name starts with ``stacked_test.`` (job names are process-wide).
 """

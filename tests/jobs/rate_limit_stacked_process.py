@@ -1,6 +1,6 @@
 """Jobs for the stacked and weighted rate-limit process tests
-(:mod:`tests.controls.test_rate_limit_stacked_processes`), run by real `flask solidq work`
-processes on :mod:`tests.apps.rate_limit_app`.
+(:mod:`tests.controls.rate_limit.test_rate_limit_stacked_processes`), run by real `flask solidq
+work` processes on :mod:`tests.apps.rate_limit_app`.
 
 Each run records itself in ``solidq_test_rate_runs`` through
 :func:`tests.jobs.rate_limit_process.record_run`: its admission (its claim row's

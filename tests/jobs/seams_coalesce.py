@@ -1,6 +1,6 @@
 """Jobs for the seams where coalescing meets concurrency limits, deploys, transactions and
-failures (:mod:`tests.controls.test_seams_coalesce`), claimed and performed by the tests in-process.
-Each notes what it ran in :data:`PERFORMED`.
+failures (:mod:`tests.controls.coalesce.test_seams_coalesce`), claimed and performed by the tests
+in-process. Each notes what it ran in :data:`PERFORMED`.
 
 Every name starts with ``seams_coalesce_test.`` (job names are process-wide).
 """

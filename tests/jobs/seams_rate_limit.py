@@ -1,6 +1,6 @@
 """Jobs for the rate limit's seams with the other controls and the tools
-(:mod:`tests.controls.test_seams_rate_limit`, issue 19), claimed by the tests in-process except
-where a worker process is the point. They note what they ran in :data:`PERFORMED`.
+(:mod:`tests.controls.rate_limit.test_seams_rate_limit`, issue 19), claimed by the tests in-process
+except where a worker process is the point. They note what they ran in :data:`PERFORMED`.
 
 Every name starts with ``seams_rate.`` (job names are process-wide). Unless said otherwise a
 limit is ``to=1, per=60``: one claim a minute, so a second claim of a budget is always

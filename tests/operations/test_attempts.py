@@ -26,10 +26,10 @@ from flask_solidq.reads import browse
 from flask_solidq.reads.attempts import duration_text
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import PROCESS_ID
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import job_action as jobs
 from tests.operations.test_job_actions import clean_job_module  # noqa: F401 - autouse
 from tests.operations.test_job_actions import detail

@@ -21,9 +21,9 @@ from flask_solidq.operations import maintenance
 from flask_solidq.operations import release
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import PROCESS_ID
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import batch as batch_jobs
 from tests.support import solidq
 

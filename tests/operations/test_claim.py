@@ -12,8 +12,8 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import queues
 from tests import support
-from tests.controls import test_coalesce_processes
-from tests.controls.test_coalesce_processes import lock_waits
+from tests.controls.coalesce import test_coalesce_processes
+from tests.controls.coalesce.test_coalesce_processes import lock_waits
 from tests.jobs import basic as jobs
 from tests.processes import test_faults
 from tests.support import solidq

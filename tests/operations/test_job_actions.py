@@ -5,7 +5,8 @@ calls; never a running or finished one), ``solidq.run_now``, two processes retry
 jobs at once, and reading jobs (``browse.list_jobs`` / ``job_detail.find_job``).
 
 Jobs fail for real: they are claimed, performed and finished in this process (the helpers of
-tests/controls/test_concurrency_controls.py), raising what :data:`job_action_jobs.FAILURES` says.
+tests/controls/concurrency/test_concurrency_controls.py), raising what
+:data:`job_action_jobs.FAILURES` says.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from flask_solidq.reads import browse
 from flask_solidq.reads import job_detail
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import job_action as jobs
 from tests.jobs import rate_limit as rate_limit_jobs
 from tests.support import runtime as runtime_support

@@ -22,9 +22,9 @@ from flask_solidq.operations import job_ends
 from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
 from tests import support
-from tests.controls.test_concurrency_controls import PROCESS_ID
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import batch as batch_jobs
 from tests.jobs import controls_meet as meet_jobs
 from tests.operations.test_batches import batch_counts

@@ -4,7 +4,8 @@ steps and starts the current one from its cursor; retry_on and a retry by hand r
 saved progress; the resumption limit; step names and cursors; ``perform_now``.
 
 Jobs are claimed, performed and finished in-process (the helpers of
-:mod:`tests.controls.test_concurrency_controls`); ``stopping`` stands for the worker's flag.
+:mod:`tests.controls.concurrency.test_concurrency_controls`); ``stopping`` stands for the worker's
+flag.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
 from tests import support
-from tests.controls.test_concurrency_controls import PROCESS_ID
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
 from tests.jobs import steps as jobs
 from tests.support import solidq
 from tests.support.concurrency import CLAIMED

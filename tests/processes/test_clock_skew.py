@@ -24,11 +24,11 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from tests import support
-from tests.controls.test_rate_limit_processes import CONFIG
-from tests.controls.test_rate_limit_processes import enqueue_all
-from tests.controls.test_rate_limit_processes import most_in_a_window
-from tests.controls.test_rate_limit_processes import seconds
-from tests.controls.test_rate_limit_processes import wait_for_runs
+from tests.controls.rate_limit.test_rate_limit_processes import CONFIG
+from tests.controls.rate_limit.test_rate_limit_processes import enqueue_all
+from tests.controls.rate_limit.test_rate_limit_processes import most_in_a_window
+from tests.controls.rate_limit.test_rate_limit_processes import seconds
+from tests.controls.rate_limit.test_rate_limit_processes import wait_for_runs
 from tests.jobs import rate_limit_process as jobs
 from tests.jobs import worker as worker_jobs
 from tests.jobs.rate_limit_process import RUNS

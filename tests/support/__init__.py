@@ -33,7 +33,7 @@ BACKEND_URLS = {
     "mysql": "SOLIDQ_TEST_MYSQL_URL",
     # A PgBouncer in transaction pooling in front of the PostgreSQL server above.
     "pgbouncer": "SOLIDQ_TEST_PGBOUNCER_URL",
-    # Another in session pooling (tests/processes/test_pgbouncer.py).
+    # Another in session pooling (tests/storage/test_pgbouncer.py).
     "pgbouncer_session": "SOLIDQ_TEST_PGBOUNCER_SESSION_URL",
 }
 

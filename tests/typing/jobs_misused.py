@@ -1,7 +1,7 @@
 """Job definitions called with arguments they don't take: mypy --strict reports each line
 marked ``# E: <error code>``, and nothing else.
 
-Type-checked by tests/test_typing.py, never run.
+Type-checked by tests/system/test_typing.py, never run.
 """
 
 from __future__ import annotations

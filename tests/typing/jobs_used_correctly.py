@@ -1,6 +1,6 @@
 """Job definitions used correctly: mypy --strict passes, and each ``assert_type`` holds.
 
-Type-checked by tests/test_typing.py, never run.
+Type-checked by tests/system/test_typing.py, never run.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 Then a job only moves later, by more than :data:`MIN_MOVE`, and only while it is scheduled
 (the admission checks that). Without ``debounce``, calls that join never move their job, and
 the call that creates one keeps its own schedule. Pure functions, so the rules are tested on
-their own (tests/unit/test_coalesce_timing.py).
+their own (tests/controls/coalesce/test_coalesce_timing.py).
 """
 
 from __future__ import annotations

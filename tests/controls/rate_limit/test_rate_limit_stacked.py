@@ -4,7 +4,7 @@
 
 A claim's clock is the ``updated_at`` it writes on the budgets it locked, so every expected
 ``tat`` is exact. The window bounds across worker processes are checked in
-:mod:`tests.controls.test_rate_limit_processes`.
+:mod:`tests.controls.rate_limit.test_rate_limit_processes`.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from tests import support
-from tests.controls.test_rate_limit_claims import BUDGETS
-from tests.controls.test_rate_limit_claims import CLAIMERS  # noqa: F401 - registered claimers
-from tests.controls.test_rate_limit_claims import PROCESS_ID
-from tests.controls.test_rate_limit_claims import budget
-from tests.controls.test_rate_limit_claims import budget_keys
-from tests.controls.test_rate_limit_claims import claim_batch
-from tests.controls.test_rate_limit_claims import claim_clock
-from tests.controls.test_rate_limit_claims import claimed_ids
-from tests.controls.test_rate_limit_claims import deferred_ids
-from tests.controls.test_rate_limit_claims import job_row
-from tests.controls.test_rate_limit_claims import later
-from tests.controls.test_rate_limit_claims import scheduled_at
+from tests.controls.rate_limit.test_rate_limit_claims import BUDGETS
+from tests.controls.rate_limit.test_rate_limit_claims import CLAIMERS  # noqa: F401 - registered claimers
+from tests.controls.rate_limit.test_rate_limit_claims import PROCESS_ID
+from tests.controls.rate_limit.test_rate_limit_claims import budget
+from tests.controls.rate_limit.test_rate_limit_claims import budget_keys
+from tests.controls.rate_limit.test_rate_limit_claims import claim_batch
+from tests.controls.rate_limit.test_rate_limit_claims import claim_clock
+from tests.controls.rate_limit.test_rate_limit_claims import claimed_ids
+from tests.controls.rate_limit.test_rate_limit_claims import deferred_ids
+from tests.controls.rate_limit.test_rate_limit_claims import job_row
+from tests.controls.rate_limit.test_rate_limit_claims import later
+from tests.controls.rate_limit.test_rate_limit_claims import scheduled_at
 from tests.jobs import rate_limit_stacked as jobs
 from tests.support import solidq
 from tests.support.concurrency import JOBS

@@ -30,9 +30,9 @@ from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import UTC
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce_admission as jobs
 
 JOBS = t.cast(sa.Table, models.JobRecord.__table__)
@@ -775,7 +775,7 @@ class Note(Base):
 def test_a_coalesced_enqueue_in_a_request_commits_and_rolls_back_with_the_apps_transaction(
     database_url,
 ):
-    # An app of its own (see tests/operations/test_app_transaction.py): one session per request.
+    # An app of its own (see tests/storage/test_app_transaction.py): one session per request.
     app = support.create_app(database_url, PROPAGATE_EXCEPTIONS=False)
     with app.app_context():
         engine = app.extensions["solidq"].engine
@@ -871,7 +871,7 @@ def test_a_discard_tasks_tick_that_finds_its_job_pending_adds_nothing_and_isnt_r
 
 
 def test_a_recurring_task_refuses_a_collecting_job():
-    # replace and debounce are refused in tests/test_recurring.py; collect wasn't checked.
+    # replace and debounce are refused in tests/recurring/test_recurring.py; collect wasn't checked.
     settings = RecurringSettings(
         key="collecting", job=f"{jobs.__name__}:recurring_collect", schedule="every minute"
     )

@@ -21,11 +21,11 @@ import sqlalchemy as sa
 
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_rate_limit_processes import FAILED
-from tests.controls.test_rate_limit_processes import Workers
-from tests.controls.test_rate_limit_processes import all_finished
-from tests.controls.test_rate_limit_processes import enqueue_all
-from tests.controls.test_rate_limit_processes import runs
+from tests.controls.rate_limit.test_rate_limit_processes import FAILED
+from tests.controls.rate_limit.test_rate_limit_processes import Workers
+from tests.controls.rate_limit.test_rate_limit_processes import all_finished
+from tests.controls.rate_limit.test_rate_limit_processes import enqueue_all
+from tests.controls.rate_limit.test_rate_limit_processes import runs
 from tests.jobs import rate_limit_429_process as jobs
 from tests.jobs.rate_limit_process import RUNS
 from tests.support.concurrency import CLAIMED

@@ -6,7 +6,7 @@ are not touched. On every backend, in this process: jobs claimed with
 performed with :func:`flask_solidq.operations.execute.perform`, stored with
 :func:`flask_solidq.operations.finalize.finalize_all`, under a frozen clock so that a claim
 charged ahead lands on its moment exactly. The same with real worker processes is in
-:mod:`tests.processes.test_rate_limit_429_processes`.
+:mod:`tests.controls.rate_limit.test_rate_limit_429_processes`.
 """
 
 from __future__ import annotations

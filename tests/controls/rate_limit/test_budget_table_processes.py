@@ -26,7 +26,7 @@ from flask_solidq.controls.rate_limit import budget_table
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.apps import budget_table_app
-from tests.controls.test_budget_table import Table
+from tests.controls.rate_limit.test_budget_table import Table
 from tests.jobs import rate_limit_process as jobs
 from tests.jobs.rate_limit_process import RUNS
 from tests.support.runtime import FAILED

@@ -1,7 +1,7 @@
 """A budget's ring of recent admissions on every backend: the claim that admits jobs records
 them, in its second, in the UPDATE it already makes to the budget's row (the statement-count
-tests of :mod:`tests.controls.test_rate_limit_claims` pin that no statement was added), and
-the budgets page draws them against the limit."""
+tests of :mod:`tests.controls.rate_limit.test_rate_limit_claims` pin that no statement was added),
+and the budgets page draws them against the limit."""
 
 from __future__ import annotations
 

@@ -274,7 +274,12 @@ def test_every_adapter_refuses_the_same_job_twice(tmp_path, adapter):
 
 
 def _deeply_nested(depth: int) -> str:
-    return '{"job": "tests.test_error_contract:echo", "args": [' + "[" * depth + "]" * depth + "]}"
+    return (
+        '{"job": "tests.system.test_error_contract:echo", "args": ['
+        + "[" * depth
+        + "]" * depth
+        + "]}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Coalescing, end to end through the database on every backend: calls with one key share one
 pending job, which runs with the first call's arguments (discard), the latest's (replace) or
-all of them (collect). The detailed rules have files of their own (tests/test_coalesce_*.py).
+all of them (collect). The detailed rules have files of their own
+(tests/controls/coalesce/test_coalesce_*.py).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pytest
 from flask_solidq import CoalesceStatus
 from flask_solidq import models
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce as coalesce_jobs
 
 JOBS = models.JobRecord.__table__

@@ -1,7 +1,7 @@
 """The debounce rules on their own (flask_solidq.controls.coalesce.coalesce_timing): when a
 coalesced call wants its job to come due, how ``max_wait`` caps it, and when a job moves (seed 003,
 "Debouncing"). No database: the admission that applies them is tested in
-tests/controls/test_coalesce_debounce.py."""
+tests/controls/coalesce/test_coalesce_debounce.py."""
 
 from __future__ import annotations
 

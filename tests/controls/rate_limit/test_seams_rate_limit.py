@@ -5,7 +5,7 @@ groups with mixed limits, the other adapters and the testing helpers, and the to
 budgets (``solidq.rate_limiter``, ``flask solidq clear-idle-budgets``, ``flask solidq status``).
 
 Jobs are claimed, performed and finished in-process (as in
-:mod:`tests.controls.test_rate_limit_claims`) except in the one test about what a worker
+:mod:`tests.controls.rate_limit.test_rate_limit_claims`) except in the one test about what a worker
 process does after a claim deferred everything.
 No test waits for a limit: time "passes" for a budget by moving its stored times back
 (:func:`rewind`), and for a waiting job by making its scheduled execution due
@@ -35,13 +35,13 @@ from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.processes import worker as worker_process
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_rate_limit_claims import budget
-from tests.controls.test_rate_limit_claims import budget_keys
-from tests.controls.test_rate_limit_claims import claim_clock
-from tests.controls.test_rate_limit_claims import claimed_ids
-from tests.controls.test_rate_limit_claims import deferred_ids
-from tests.controls.test_rate_limit_claims import job_row
-from tests.controls.test_rate_limit_claims import scheduled_at
+from tests.controls.rate_limit.test_rate_limit_claims import budget
+from tests.controls.rate_limit.test_rate_limit_claims import budget_keys
+from tests.controls.rate_limit.test_rate_limit_claims import claim_clock
+from tests.controls.rate_limit.test_rate_limit_claims import claimed_ids
+from tests.controls.rate_limit.test_rate_limit_claims import deferred_ids
+from tests.controls.rate_limit.test_rate_limit_claims import job_row
+from tests.controls.rate_limit.test_rate_limit_claims import scheduled_at
 from tests.jobs import seams_rate_limit as jobs
 from tests.support import make_due
 from tests.support.concurrency import job_state

@@ -17,7 +17,7 @@ import pytest
 
 from flask_solidq import models
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 APP = """
 from flask import Flask

@@ -21,7 +21,7 @@ from flask_solidq.reads import metrics
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import claim
 from tests.jobs import job_action as jobs
 from tests.jobs import rate_limit as rate_limit_jobs
 from tests.operations.test_job_actions import blocked_job

@@ -16,16 +16,16 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.storage.install import schema_versions
-from tests.cli.test_install import LATER_THAN_VERSION_3
-from tests.cli.test_install import Databases
-from tests.cli.test_install import FlaskCLI
-from tests.cli.test_install import chain_after
-from tests.cli.test_install import copy_migrations
-from tests.cli.test_install import databases  # noqa: F401 - a fixture
-from tests.cli.test_install import initialized  # noqa: F401 - a fixture
-from tests.cli.test_install import module_variable
-from tests.cli.test_install import named
-from tests.cli.test_install import schema_differences
+from tests.storage.test_install import LATER_THAN_VERSION_3
+from tests.storage.test_install import Databases
+from tests.storage.test_install import FlaskCLI
+from tests.storage.test_install import chain_after
+from tests.storage.test_install import copy_migrations
+from tests.storage.test_install import databases  # noqa: F401 - a fixture
+from tests.storage.test_install import initialized  # noqa: F401 - a fixture
+from tests.storage.test_install import module_variable
+from tests.storage.test_install import named
+from tests.storage.test_install import schema_differences
 
 JOBS = models.JobRecord.__table__
 FAILURES = models.JobFailure.__table__

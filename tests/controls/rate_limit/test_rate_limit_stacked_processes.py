@@ -2,8 +2,8 @@
 `flask solidq work --processes 2` processes, on every backend.
 
 The workers, the evidence table and the checks are those of
-:mod:`tests.controls.test_rate_limit_processes`: each run records its admission (its claim
-row's ``created_at``, the moment the claim charged its budgets) and its start. Here:
+:mod:`tests.controls.rate_limit.test_rate_limit_processes`: each run records its admission (its
+claim row's ``created_at``, the moment the claim charged its budgets) and its start. Here:
 
 * a job under a per-second limit and a (scaled-down) per-minute limit on the same key, with
   seeded random arrivals: *each* limit's window bound and spacing hold on the admissions,
@@ -27,13 +27,13 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq.models.tables import BUDGETS
-from tests.controls import test_rate_limit_processes as processes
-from tests.controls.test_rate_limit_processes import Run
-from tests.controls.test_rate_limit_processes import check_guarantee
-from tests.controls.test_rate_limit_processes import enqueue_all
-from tests.controls.test_rate_limit_processes import most_in_a_window
-from tests.controls.test_rate_limit_processes import too_close
-from tests.controls.test_rate_limit_processes import wait_for_runs
+from tests.controls.rate_limit import test_rate_limit_processes as processes
+from tests.controls.rate_limit.test_rate_limit_processes import Run
+from tests.controls.rate_limit.test_rate_limit_processes import check_guarantee
+from tests.controls.rate_limit.test_rate_limit_processes import enqueue_all
+from tests.controls.rate_limit.test_rate_limit_processes import most_in_a_window
+from tests.controls.rate_limit.test_rate_limit_processes import too_close
+from tests.controls.rate_limit.test_rate_limit_processes import wait_for_runs
 from tests.jobs import rate_limit_stacked_process as jobs
 from tests.jobs.rate_limit_process import Limit
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "typing"
 CORRECT = SAMPLES / "jobs_used_correctly.py"
 MISUSED = SAMPLES / "jobs_misused.py"

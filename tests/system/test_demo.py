@@ -20,7 +20,7 @@ from tests.support import wait_until
 
 pytestmark = pytest.mark.processes
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 class Demo(t.NamedTuple):

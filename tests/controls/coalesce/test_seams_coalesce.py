@@ -10,7 +10,7 @@ queries.
 A deploy is simulated as the other coalescing tests do: the definition's declaration is
 swapped (``support.redeclare``: a new declarations object) between enqueue and claim.
 Jobs are claimed, performed and finished in-process (the helpers of
-:mod:`tests.controls.test_concurrency_controls`), on a real database.
+:mod:`tests.controls.concurrency.test_concurrency_controls`), on a real database.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import expire
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import expire
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce_run as run_jobs
 from tests.jobs import seams_coalesce as jobs
 from tests.support.concurrency import BLOCKED

@@ -24,9 +24,9 @@ from flask_solidq.operations import dispatch
 from flask_solidq.operations.execute import OutcomeKind
 from flask_solidq.timing import utcnow
 from tests import support
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce_debounce as jobs
 from tests.support import make_due
 from tests.support.concurrency import job_state

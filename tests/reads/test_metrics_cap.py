@@ -18,16 +18,16 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import queues
 from flask_solidq.timing import utcnow
 from tests import support
-from tests import test_metrics as metrics_tests
 from tests.operations.test_job_actions import enqueue
 from tests.operations.test_job_actions import run_ready
-from tests.test_metrics import Samples
-from tests.test_metrics import age_ready_jobs
-from tests.test_metrics import clean_job_module  # noqa: F401
-from tests.test_metrics import every_state
-from tests.test_metrics import jobs
-from tests.test_metrics import run_metrics
-from tests.test_metrics import scrape
+from tests.reads import test_metrics as metrics_tests
+from tests.reads.test_metrics import Samples
+from tests.reads.test_metrics import age_ready_jobs
+from tests.reads.test_metrics import clean_job_module  # noqa: F401
+from tests.reads.test_metrics import every_state
+from tests.reads.test_metrics import jobs
+from tests.reads.test_metrics import run_metrics
+from tests.reads.test_metrics import scrape
 
 if t.TYPE_CHECKING:
     from flask import Flask

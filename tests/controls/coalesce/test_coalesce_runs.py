@@ -5,7 +5,7 @@ through retries and failures; a job whose definition changed since it was stored
 that died before the start; discarding a pending job; other adapters; what counts as waiting.
 
 Jobs are claimed, performed and finished in-process (the helpers of
-:mod:`tests.controls.test_concurrency_controls`), on a real database.
+:mod:`tests.controls.concurrency.test_concurrency_controls`), on a real database.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import release
 from flask_solidq.operations.execute import OutcomeKind
 from tests import support
-from tests.controls.test_concurrency_controls import PROCESS_ID
-from tests.controls.test_concurrency_controls import claim
-from tests.controls.test_concurrency_controls import finish
-from tests.controls.test_concurrency_controls import perform
+from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
+from tests.controls.concurrency.test_concurrency_controls import claim
+from tests.controls.concurrency.test_concurrency_controls import finish
+from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import coalesce_run as jobs
 from tests.support.concurrency import job_state
 
