@@ -12,10 +12,10 @@ import json
 import typing as t
 from json import encoder as json_encoder
 
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 
 if t.TYPE_CHECKING:
-    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.outcomes import Outcome
     from flask_solidq.values import JobRef
 
 #: The most characters of an error's message a failure's line shows.

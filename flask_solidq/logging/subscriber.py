@@ -31,12 +31,12 @@ from flask_solidq.logging.fields import list_jobs
 from flask_solidq.logging.fields import outcome_fields
 from flask_solidq.logging.signal_lines import SIGNAL_LINES
 from flask_solidq.logging.signal_lines import SignalLine
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 
 if t.TYPE_CHECKING:
     from blinker import NamedSignal
 
-    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.outcomes import Outcome
     from flask_solidq.values import JobRef
 
 #: The logger lines go to unless :func:`connect` is given another.

@@ -40,10 +40,10 @@ from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
-from flask_solidq.operations import execute
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import retry_keys
 from flask_solidq.operations import retry_payloads
+from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
@@ -135,7 +135,7 @@ class Filters:
         """Whether a failed execution's ``error`` has the wanted exception class."""
         if self.error_class is None:
             return True
-        error_class, _message = execute.parse_error(error)
+        error_class, _message = parse_error(error)
         return self.error_class in (error_class, error_class.rpartition(".")[2])
 
 

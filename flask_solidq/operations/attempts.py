@@ -49,7 +49,7 @@ def record(connection: sa.Connection, failures: list[tuple[int, str]], now: dt.d
 
 
 def executions_of(error: str | None) -> int | None:
-    """The run count an error JSON records (see ``execute.error_json``), None without one."""
+    """The run count an error JSON records (see ``outcomes.error_json``), None without one."""
     try:
         executions = json.loads(error or "").get("executions")
     except (ValueError, AttributeError, RecursionError):

@@ -23,7 +23,7 @@ rate limit deferred at claim does:
 
 The ``rate_limit_back_off`` signal is sent per job once the transaction committed.
 
-A job held at its start by a pause (:attr:`~flask_solidq.operations.execute.Outcome
+A job held at its start by a pause (:attr:`~flask_solidq.operations.outcomes.Outcome
 .held_at_start`: admitted before the 429, not started) is stored the same way, but it never
 ran: its claim's charges are given back to its budgets (no further than the moment of the
 deferral, :meth:`~flask_solidq.controls.rate_limit.gcra.Budget.correct`), it pauses nothing but what
@@ -52,8 +52,8 @@ from flask_solidq.storage import db
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
-    from flask_solidq.operations.execute import Outcome
-    from flask_solidq.operations.execute import Retry
+    from flask_solidq.operations.outcomes import Outcome
+    from flask_solidq.operations.outcomes import Retry
 
 
 class Paused(t.NamedTuple):

@@ -1,4 +1,6 @@
-"""Execute: perform a claimed job and decide its outcome.
+"""Execute: perform a claimed job and decide its outcome, in one pass: the controls' start
+hooks, the job loaded (:mod:`.job_loading`), its steps watched, ``perform``, and how it ended
+(:mod:`.outcomes`).
 
 Runs in a worker thread, inside an app context. Every exception ``perform`` raises becomes an
 outcome (a retry, a discard or a failure kept for a human); the outcome is stored afterwards,
@@ -9,24 +11,23 @@ in batches, by :mod:`flask_solidq.operations.finalize`, which sends its signal (
 from __future__ import annotations
 
 import datetime as dt
-import enum
-import json
-import traceback
 import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
 from flask_solidq.controls.rate_limit import back_off
 from flask_solidq.controls.rate_limit import rate_charges
-from flask_solidq.controls.rate_limit import rate_usage
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import failures
-from flask_solidq.definitions import registry
 from flask_solidq.definitions import step_runs
 from flask_solidq.definitions import steps
-from flask_solidq.definitions.model_references import MissingRecord
 from flask_solidq.operations import step_saves
+from flask_solidq.operations.job_loading import load
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import Retry
+from flask_solidq.operations.outcomes import error_json
 from flask_solidq.state import get_state
 from flask_solidq.timing import utcnow
 
@@ -36,60 +37,8 @@ if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
     from flask_solidq.operations.claim import ClaimedJob
 
-#: Backtrace lines kept in a failed execution's error.
-BACKTRACE_LINES = 60
 
 _dumps = arguments.dumps
-
-
-class OutcomeKind(str, enum.Enum):
-    """How a run ended."""
-
-    FINISHED = "finished"
-    DISCARDED = "discarded"
-    RETRIED = "retried"
-    FAILED = "failed"
-    #: Stopped at a step's checkpoint by a stopping worker: back to its queue at once, with
-    #: its progress, spending no attempt (see :mod:`flask_solidq.definitions.steps`).
-    INTERRUPTED = "interrupted"
-    #: Raised :class:`~flask_solidq.errors.RateLimited` (the API said 429): its budgets pause,
-    #: and it waits as a job its rate limit deferred, spending no attempt.
-    DEFERRED = "deferred"
-
-
-class Retry(t.NamedTuple):
-    """Where and when the next attempt of a retried job runs, and its updated payload."""
-
-    arguments: str
-    scheduled_at: dt.datetime
-    queue_name: str
-    priority: int
-    #: The stored key; a job stored without one (enqueued before its definition declared
-    #: a rate limit) gets the key its definition gives it now.
-    rate_limit_key: str | None = None
-    #: The seconds the rule said to wait (``signals.retry``'s ``wait``).
-    wait: float = 0.0
-
-
-class Outcome(t.NamedTuple):
-    """The end of one run of a claimed job, waiting to be stored."""
-
-    claimed: ClaimedJob
-    kind: OutcomeKind
-    error: str | None = None
-    retry: Retry | None = None
-    job: Job | None = None
-    #: What the run raised (a retry's, discard's or failure's ``error`` signal payload).
-    exception: BaseException | None = None
-    #: A failed job's payload with its step progress, stored with the failure so that a
-    #: retry by hand resumes from it; None for a job without steps.
-    arguments: str | None = None
-    #: A ``DEFERRED`` job's back-off: how long its budgets admit nothing, counted from the
-    #: database's clock when the outcome is stored.
-    pause: dt.timedelta | None = None
-    #: A ``DEFERRED`` job that never started: at its start its budget was paused, so it goes
-    #: back to wait and the charge its claim made is given back (see :func:`_held_at_start`).
-    held_at_start: bool = False
 
 
 def perform(
@@ -167,71 +116,6 @@ def perform_in_app(
 def escaped(claimed: ClaimedJob, error: BaseException) -> Outcome:
     """The outcome of a run that ``error`` escaped from: failed, with that error."""
     return Outcome(claimed, OutcomeKind.FAILED, error=error_json(error), exception=error)
-
-
-def load(claimed: ClaimedJob) -> Job:
-    """The job a claimed row holds, with its arguments and counters restored.
-
-    :raises flask_solidq.errors.JobNotFound: its definition can't be loaded.
-    :raises flask_solidq.errors.DeserializationError: the stored payload is not a JSON object,
-        nests too deeply to load, or an argument can't be loaded.
-    :raises ValueError: the stored payload isn't valid JSON.
-    """
-    try:
-        payload = json.loads(claimed.arguments or "{}")
-    except RecursionError:
-        raise _too_deep() from None
-    if type(payload) is not dict:
-        raise errors.DeserializationError(
-            "The stored payload (solidq_jobs.arguments) must be a JSON object, not"
-            f" {_json_kind(payload)}."
-        )
-    import_path = payload.get("job")
-    if import_path is not None and type(import_path) is not str:
-        raise errors.DeserializationError(
-            "The stored payload's \"job\" (the definition's import path) must be a string,"
-            f" not {_json_kind(import_path)}."
-        )
-    definition = registry.lookup(claimed.class_name, import_path)
-    job = definition._blank(claimed.active_job_id or "")
-    try:
-        job.load_payload(payload)
-    except MissingRecord:
-        # A collecting job's own arguments are a copy of its first call's: when that call's
-        # record is gone, its calls decide (it is skipped; the others run).
-        if job.coalesced_as != "collect":
-            raise
-    except RecursionError:
-        raise _too_deep() from None
-    job.provider_job_id = claimed.id
-    if claimed.rate_limit_key or claimed.rate_limit_charges:
-        job._rate_limit_usage = rate_usage.Usage(claimed)
-    job.batch_id = claimed.batch_id
-    job.queue_name = claimed.queue_name
-    job.priority = claimed.priority
-    return job
-
-
-def _too_deep() -> errors.DeserializationError:
-    return errors.DeserializationError(
-        "The stored payload (solidq_jobs.arguments) nests too deeply to load."
-    )
-
-
-def _json_kind(value: object) -> str:
-    """What a JSON value is, for messages; never the value (it may be personal data)."""
-    return _JSON_KINDS.get(type(value), type(value).__name__)
-
-
-_JSON_KINDS = {
-    dict: "an object",
-    list: "an array",
-    str: "a string",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    type(None): "null",
-}
 
 
 def handle_error(claimed: ClaimedJob, job: Job, error: Exception) -> Outcome:
@@ -390,37 +274,3 @@ def _progress_payload(job: Job) -> str | None:
         return _dumps(job.payload())
     except errors.SolidQError:
         return None
-
-
-def error_json(error: BaseException, *, executions: int | None = None) -> str:
-    """A failed execution's ``error``: the exception's class, message and backtrace, and how
-    many times the job ran, this run included (``executions``; the stored payload only counts
-    the runs a retry recorded)."""
-    lines = traceback.format_exception(type(error), error, error.__traceback__)
-    data: dict[str, t.Any] = {
-        "exception_class": f"{type(error).__module__}.{type(error).__qualname__}",
-        "message": str(error),
-        "backtrace": "".join(lines).splitlines()[-BACKTRACE_LINES:],
-    }
-    if executions is not None:
-        data["executions"] = executions
-    return _dumps(data)
-
-
-def failure_json(exception_class: str, message: str) -> str:
-    """A failed execution's ``error`` for a failure that isn't an exception in this process
-    (a worker that died, say)."""
-    return _dumps({"exception_class": exception_class, "message": message, "backtrace": []})
-
-
-def parse_error(error: str | None) -> tuple[str, str]:
-    """The exception class and message of a failed execution's ``error`` JSON. Text that
-    isn't that JSON (written by hand, or cut short) becomes the message, so status never
-    fails on one bad row."""
-    try:
-        parsed = json.loads(error or "")
-    except ValueError:
-        return "", error or ""
-    if not isinstance(parsed, dict):
-        return "", str(parsed)
-    return str(parsed.get("exception_class") or ""), str(parsed.get("message") or "")

@@ -27,9 +27,9 @@ from flask_solidq.operations import attempts
 from flask_solidq.operations import back_offs
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
-from flask_solidq.operations.execute import Outcome
-from flask_solidq.operations.execute import OutcomeKind
-from flask_solidq.operations.execute import Retry
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import Retry
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from flask_solidq.values import JobRef

@@ -22,7 +22,7 @@ from flask_solidq.definitions import step_options
 from flask_solidq.definitions import steps
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
-from flask_solidq.operations import execute
+from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.state import get_state
 
 
@@ -39,7 +39,7 @@ class LostSteps:
     def failure(self, error: str) -> str:
         """The failed execution's error: what ``error`` (the death's) says, where the job
         stopped, and in which run."""
-        _class, message = execute.parse_error(error)
+        _class, message = parse_error(error)
         message = message.removesuffix("; it may not have started")
         death = f"{message}. " if message else "Its process is gone. "
         data: dict[str, t.Any] = {

@@ -21,8 +21,8 @@ from flask_solidq import controls
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import PROCESSES
-from flask_solidq.operations import execute
 from flask_solidq.operations import release
+from flask_solidq.operations.outcomes import failure_json
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.values import JobRef
@@ -199,7 +199,7 @@ def _announce_pruned(engine: sa.Engine, pruned: list[ProcessRow]) -> None:
 
 def pruned_error(row: ProcessRow) -> str:
     """The error of a job whose worker was pruned for silence."""
-    return execute.failure_json(
+    return failure_json(
         "flask_solidq.ProcessPrunedError",
         f"{row.kind} {row.name} (pid {row.pid} on {row.hostname}) was pruned: its last heartbeat"
         f" was at {row.last_heartbeat_at.isoformat()}",
@@ -213,7 +213,7 @@ def exit_error(row: ProcessRow, description: str) -> str:
     would cost a write per job on the hot path), and a worker may die between committing a
     claim and handing the job to a thread. So the message says what is known.
     """
-    return execute.failure_json(
+    return failure_json(
         "flask_solidq.ProcessExitError",
         f"{row.kind} {row.name} (pid {row.pid} on {row.hostname}) {description}"
         " while the job was claimed; it may not have started",
@@ -222,7 +222,7 @@ def exit_error(row: ProcessRow, description: str) -> str:
 
 def missing_error(process_id: int | None) -> str:
     """The error of a job claimed by a process whose row is gone."""
-    return execute.failure_json(
+    return failure_json(
         "flask_solidq.ProcessMissingError",
         f"the job was claimed by process {process_id}, which is no longer registered",
     )

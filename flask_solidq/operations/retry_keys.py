@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
-from flask_solidq.operations import execute
+from flask_solidq.operations import job_loading
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
 from flask_solidq.values import ClaimedJob
 
@@ -61,7 +61,7 @@ def _current_keys(stored: ClaimedJob) -> dict[str, t.Any]:
     if _declares_no_limit(stored.class_name):
         return keys  # the usual failed job: nothing to load
     try:
-        controls.stamp(execute.load(stored), keys)
+        controls.stamp(job_loading.load(stored), keys)
     except Exception:  # noqa: BLE001 - a job that can't be loaded or keyed keeps its keys
         logger.debug("SolidQ: job %s keeps its keys on retry", stored.id, exc_info=True)
         return {"concurrency_key": None, "rate_limit_key": None}

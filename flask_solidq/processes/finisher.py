@@ -22,7 +22,7 @@ from flask import current_app
 from flask import has_app_context
 
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.thread_errors import ThreadActivity
 from flask_solidq.storage import db
@@ -30,7 +30,7 @@ from flask_solidq.storage import db
 if t.TYPE_CHECKING:
     from flask import Flask
 
-    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.outcomes import Outcome
     from flask_solidq.processes.outage import Outage
 
 logger = logging.getLogger("flask_solidq")

@@ -21,7 +21,7 @@ import logging
 import typing as t
 
 from flask_solidq import formatting
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.operations.queue_selector import QueueSelector
 from flask_solidq.processes import interrupts
 from flask_solidq.processes import launcher

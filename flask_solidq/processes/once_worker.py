@@ -25,7 +25,7 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.config import WorkerSettings
     from flask_solidq.operations.claim import ClaimBatch
-    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.outcomes import Outcome
     from flask_solidq.processes.pool import Pool
     from flask_solidq.processes.tally import Tally
 

@@ -13,7 +13,7 @@ import mmap
 import struct
 import typing as t
 
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 
 _KINDS = tuple(OutcomeKind)
 _COUNTS = struct.Struct(f"<{len(_KINDS)}Q")
@@ -21,7 +21,7 @@ _DRAINED = struct.Struct("<Q")
 
 
 class Tally:
-    """Runs counted by :class:`~flask_solidq.operations.execute.OutcomeKind`, and whether the
+    """Runs counted by :class:`~flask_solidq.operations.outcomes.OutcomeKind`, and whether the
     worker found nothing left to run (as opposed to being stopped, or dying)."""
 
     def __init__(self) -> None:

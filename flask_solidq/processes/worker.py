@@ -41,7 +41,7 @@ if t.TYPE_CHECKING:
     from flask import Flask
 
     from flask_solidq.config import WorkerSettings
-    from flask_solidq.operations.execute import Outcome
+    from flask_solidq.operations.outcomes import Outcome
     from flask_solidq.processes.signal_safe_waker import Watched
     from flask_solidq.values import ClaimedJob
 

@@ -26,7 +26,7 @@ from flask_solidq.models.tables import PAUSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
-from flask_solidq.operations.execute import parse_error
+from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.timing import utcnow
 
 

@@ -17,7 +17,7 @@ from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
 from tests.jobs import controls_meet as jobs
 from tests.support.concurrency import FAILED

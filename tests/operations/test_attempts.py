@@ -19,9 +19,10 @@ from flask_solidq import models
 from flask_solidq.cli.job_rendering import render_job
 from flask_solidq.models.failures import KEPT_PER_JOB
 from flask_solidq.operations import attempts
-from flask_solidq.operations import execute
 from flask_solidq.operations import maintenance
 from flask_solidq.operations import release
+from flask_solidq.operations.outcomes import error_json
+from flask_solidq.operations.outcomes import failure_json
 from flask_solidq.reads import browse
 from flask_solidq.reads.attempts import duration_text
 from flask_solidq.timing import utcnow
@@ -131,7 +132,7 @@ def test_attempts_go_with_their_job_when_it_is_discarded_or_cleared(app, engine)
 def test_a_job_whose_worker_died_gets_an_attempt_without_a_run_number(app, engine):
     job_id = enqueue(app, jobs.task, "orphan")
     claim(engine)
-    error = execute.failure_json("flask_solidq.errors.ProcessExitError", "its worker died")
+    error = failure_json("flask_solidq.errors.ProcessExitError", "its worker died")
 
     with engine.begin() as connection:
         release.fail_claims(connection, [PROCESS_ID], error)
@@ -151,7 +152,7 @@ def test_a_job_keeps_only_its_newest_attempts(app, engine):
 
     with engine.begin() as connection:
         for run in range(1, KEPT_PER_JOB + 6):
-            error = execute.error_json(ValueError(f"run {run}"), executions=run)
+            error = error_json(ValueError(f"run {run}"), executions=run)
             attempts.record(connection, [(job_id, error)], now)
 
     runs = list(range(KEPT_PER_JOB + 5, 5, -1))

@@ -10,8 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from flask_solidq.operations import claim
-from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.storage.dialects import postgresql
 from flask_solidq.timing import utcnow
 from tests import support
@@ -141,7 +142,7 @@ def test_storing_a_batch_of_outcomes_takes_the_same_few_statements_whatever_its_
     enqueue_records(app, batch)
     process_id = register_process(engine)
     claimed = claim.claim(engine, claim.QueueSelector(("*",)), batch, process_id)
-    outcomes = [execute.Outcome(job, execute.OutcomeKind.FINISHED) for job in claimed]
+    outcomes = [Outcome(job, OutcomeKind.FINISHED) for job in claimed]
 
     with counting_statements(engine) as statements:
         stored = finalize.finalize_all(engine, process_id, outcomes, preserve_finished=preserve)

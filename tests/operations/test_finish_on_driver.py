@@ -11,8 +11,9 @@ import typing as t
 import pytest
 import sqlalchemy as sa
 
-from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.storage import driver_writes
 from flask_solidq.storage.dialects import driver as driver_dialect
 from flask_solidq.testing import frozen_clock
@@ -50,7 +51,7 @@ def claim_twice(engine: sa.Engine, count: int) -> tuple[list[t.Any], list[t.Any]
 
 
 def finish(engine: sa.Engine, claimed: list[t.Any], *, ordinary: bool = False) -> set[int]:
-    outcomes = [execute.Outcome(job, execute.OutcomeKind.FINISHED) for job in claimed]
+    outcomes = [Outcome(job, OutcomeKind.FINISHED) for job in claimed]
     if ordinary:
         sa.event.listen(engine, "before_cursor_execute", _listener)
     try:

@@ -20,7 +20,7 @@ from flask_solidq.operations import dispatch
 from flask_solidq.operations import finalize
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import release
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
 from tests.controls.concurrency.test_concurrency_controls import claim

@@ -25,7 +25,9 @@ from flask_solidq.config import load_settings
 from flask_solidq.definitions import step_options
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import failure_json
 from tests import support
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
 from tests.controls.concurrency.test_concurrency_controls import claim
@@ -58,7 +60,7 @@ def run(
     engine: sa.Engine,
     stopping: t.Callable[[], bool] | None = None,
     process_id: int | None = None,
-) -> execute.Outcome:
+) -> Outcome:
     """Claim the one ready job, perform it (``stopping`` as its worker's flag; as a worker's
     with ``process_id``), store it."""
     (claimed,) = claim(engine)
@@ -389,7 +391,7 @@ def test_an_interrupted_job_stays_pending_in_its_batch_until_it_finishes(app, en
 
 # A worker that died (issue 34): its steps jobs resume, whatever SOLIDQ_ON_WORKER_DEATH says.
 
-DEATH = execute.failure_json(
+DEATH = failure_json(
     "flask_solidq.ProcessExitError",
     "Worker w1 (pid 1 on h) was killed while the job was claimed; it may not have started",
 )

@@ -23,10 +23,10 @@ import pytest
 from flask_solidq.logging import fields as log_fields
 from flask_solidq.logging import formats
 from flask_solidq.logging import subscriber as log_subscriber
-from flask_solidq.operations.execute import Outcome
-from flask_solidq.operations.execute import OutcomeKind
-from flask_solidq.operations.execute import Retry
-from flask_solidq.operations.execute import error_json
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import Retry
+from flask_solidq.operations.outcomes import error_json
 from flask_solidq.timing import UTC
 from flask_solidq.values import ClaimedJob
 from tests import support

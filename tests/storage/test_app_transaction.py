@@ -199,7 +199,7 @@ def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):
             support.register_claimers(engine, [9001])
             claimed = claim.claim(engine, claim.QueueSelector(("*",)), 5, process_id=9001)
             outcomes = [execute.perform(job) for job in claimed]
-        assert [outcome.kind for outcome in outcomes] == [execute.OutcomeKind.FINISHED] * 2
+        assert [outcome.kind for outcome in outcomes] == [outcomes.OutcomeKind.FINISHED] * 2
     finally:
         with engine.begin() as connection:
             connection.execute(Order.__table__.delete())

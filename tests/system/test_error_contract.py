@@ -22,7 +22,7 @@ from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.testing import batches as testing_batches
 from tests import support
 from tests.support import solidq

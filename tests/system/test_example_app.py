@@ -21,6 +21,7 @@ from flask_solidq import models
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
 
 
@@ -393,10 +394,10 @@ def test_the_rebuild_button_runs_a_job_in_steps_that_resumes_where_it_stopped(tm
 
         first = execute.perform(rebuild[0], stopping=lambda: indexed() >= 1)
         finalize.finalize_all(engine, 9003, [first], preserve_finished=True)
-        assert first.kind is execute.OutcomeKind.INTERRUPTED
+        assert first.kind is OutcomeKind.INTERRUPTED
         (again,) = claim.claim(engine, selector, 10, process_id=9003)
         second = execute.perform(again)
         finalize.finalize_all(engine, 9003, [second], preserve_finished=True)
-        assert second.kind is execute.OutcomeKind.FINISHED
+        assert second.kind is OutcomeKind.FINISHED
         assert second.job.step_progress["resumptions"] == 1
         engine.dispose()

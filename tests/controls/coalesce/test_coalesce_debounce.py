@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask_solidq import CoalesceStatus
 from flask_solidq import models
 from flask_solidq.operations import dispatch
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.controls.concurrency.test_concurrency_controls import claim

@@ -26,9 +26,10 @@ from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq import testing
 from flask_solidq.definitions.arguments import import_path
-from flask_solidq.operations import execute
 from flask_solidq.operations import release
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import failure_json
 from tests import support
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
 from tests.controls.concurrency.test_concurrency_controls import claim
@@ -83,14 +84,14 @@ def later(app: Flask, definition: t.Any, *args: t.Any, **kwargs: t.Any) -> t.Any
         return definition.perform_later(*args, **kwargs)
 
 
-def run(app: Flask, engine: sa.Engine, limit: int = 1) -> list[execute.Outcome]:
+def run(app: Flask, engine: sa.Engine, limit: int = 1) -> list[Outcome]:
     """Claim up to ``limit`` ready jobs, perform them and store their outcomes."""
     outcomes = perform(app, claim(engine, limit))
     finish(engine, outcomes)
     return outcomes
 
 
-def run_one(app: Flask, engine: sa.Engine) -> execute.Outcome:
+def run_one(app: Flask, engine: sa.Engine) -> Outcome:
     (outcome,) = run(app, engine)
     return outcome
 
@@ -565,7 +566,7 @@ def test_a_job_failed_for_a_dead_worker_before_its_start_frees_its_key_and_keeps
     first = later(app, jobs.collect, 17, "a")
     later(app, jobs.collect, 17, "b")
     assert claim(engine)
-    assert release.fail_all(engine, [PROCESS_ID], execute.failure_json("Dead", "gone")) == 1
+    assert release.fail_all(engine, [PROCESS_ID], failure_json("Dead", "gone")) == 1
 
     assert key_rows(engine) == {}
     assert job_state(engine, first.provider_job_id) == "failed"

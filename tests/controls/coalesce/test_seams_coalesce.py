@@ -46,7 +46,7 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import dispatch
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests import support

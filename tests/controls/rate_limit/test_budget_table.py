@@ -25,6 +25,8 @@ from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.operations import job_loading
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
@@ -237,7 +239,7 @@ def test_a_job_told_429_without_the_table_waits_out_its_pause(app, engine, table
         table.take_away()  # gone before the finisher stores the outcome
         stored = finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
 
-    assert [o.kind for o in stored] == [execute.OutcomeKind.DEFERRED]
+    assert [o.kind for o in stored] == [OutcomeKind.DEFERRED]
     paused = scheduled_at(engine, job_id)
     assert stored[0].retry is not None and paused == stored[0].retry.scheduled_at
     pause = dt.timedelta(seconds=jobs.PAUSE)
@@ -254,7 +256,7 @@ def test_a_job_claimed_before_the_table_went_is_held_at_its_start_a_minute(app, 
         outcome = execute.perform(claimed)
         finalize.finalize_all(engine, PROCESS_ID, [outcome], preserve_finished=True)
 
-    assert outcome.kind is execute.OutcomeKind.DEFERRED and outcome.held_at_start
+    assert outcome.kind is OutcomeKind.DEFERRED and outcome.held_at_start
     assert "held" not in jobs.THROTTLED_CALLS  # it never ran
     assert scheduled_at(engine, job_id) >= before + dt.timedelta(minutes=1)
 
@@ -266,7 +268,7 @@ def test_rate_limit_used_corrects_nothing_without_the_table(app, engine, table, 
     caplog.set_level(logging.INFO, logger="flask_solidq")
 
     with app.app_context():
-        job = execute.load(claimed)
+        job = job_loading.load(claimed)
         assert job.rate_limit_used(10) == 0
         assert job.rate_limit_used(10) == 0  # known missing now: no statement on it
 

@@ -34,7 +34,8 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.testing import frozen_clock
 from flask_solidq.timing import utcnow
 from tests import support
@@ -80,7 +81,7 @@ def claim_batch(engine: sa.Engine) -> claim.ClaimBatch:
     return claim.claim_batch(engine, EVERY_QUEUE, 20, PROCESS_ID)
 
 
-def perform_all(app: Flask, engine: sa.Engine, batch: claim.ClaimBatch) -> list[execute.Outcome]:
+def perform_all(app: Flask, engine: sa.Engine, batch: claim.ClaimBatch) -> list[Outcome]:
     """Perform the claimed jobs and store their outcomes, as a worker and its finisher do."""
     with app.app_context():
         outcomes = [execute.perform(job) for job in batch.jobs]

@@ -34,7 +34,7 @@ from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations import release
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.jobs import rate_limit as rate_limit_jobs

@@ -27,7 +27,8 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.testing import frozen_clock
 from tests import support
 from tests.jobs import rate_limit_pauses as jobs
@@ -66,12 +67,12 @@ def claim_batch(engine: sa.Engine) -> claim.ClaimBatch:
     return claim.claim_batch(engine, EVERY_QUEUE, 20, PROCESS_ID, charge_ahead=True)
 
 
-def perform(app: Flask, job: t.Any) -> execute.Outcome:
+def perform(app: Flask, job: t.Any) -> Outcome:
     with app.app_context():
         return execute.perform(job)
 
 
-def store(engine: sa.Engine, *outcomes: execute.Outcome) -> list[execute.Outcome]:
+def store(engine: sa.Engine, *outcomes: Outcome) -> list[Outcome]:
     return finalize.finalize_all(engine, PROCESS_ID, list(outcomes), preserve_finished=True)
 
 

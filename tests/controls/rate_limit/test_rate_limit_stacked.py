@@ -20,6 +20,9 @@ from flask_solidq.controls.rate_limit.gcra import MAX_AHEAD
 from flask_solidq.controls.rate_limit.limiter import RateLimiter
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
+from flask_solidq.operations import job_loading
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
 from tests.controls.rate_limit.test_rate_limit_claims import BUDGETS
 from tests.controls.rate_limit.test_rate_limit_claims import CLAIMERS  # noqa: F401 - registered claimers
@@ -218,7 +221,7 @@ def test_a_call_whose_cost_exceeds_the_burst_fails_at_enqueue_with_nothing_store
     assert support.count(engine, JOBS) == 0
 
 
-def perform_one(app: Flask, engine: t.Any) -> execute.Outcome:
+def perform_one(app: Flask, engine: t.Any) -> Outcome:
     (claimed,) = claim_batch(engine).jobs
     with app.app_context():
         outcome = execute.perform(claimed)
@@ -232,7 +235,7 @@ def test_rate_limit_used_corrects_the_budget_by_what_the_call_took(
 ):
     monkeypatch.setitem(jobs.USED, "estimate", used)
     later(app, jobs.tokens, 60, "estimate")
-    assert perform_one(app, engine).kind is execute.OutcomeKind.FINISHED
+    assert perform_one(app, engine).kind is OutcomeKind.FINISHED
 
     # The budget's room is what the call really used, not its estimate of 60.
     fits = later(app, jobs.tokens, room_for)
@@ -247,7 +250,7 @@ def test_a_second_report_corrects_from_the_first_not_from_the_estimate(app, engi
     key = "stacked_test.points_and_calls/points/shop"
     (claimed,) = claim_batch(engine).jobs
     with app.app_context():
-        job = execute.load(claimed)
+        job = job_loading.load(claimed)
         assert job.rate_limit_used(45) == 1  # the weighted limit only
         assert job.rate_limit_used(45) == 1  # no change: already 45
         with pytest.raises(ValueError, match="no limit of that name"):

@@ -31,7 +31,8 @@ from flask_solidq.operations import claim
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
-from flask_solidq.operations.execute import OutcomeKind
+from flask_solidq.operations.outcomes import Outcome
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.processes import worker as worker_process
 from flask_solidq.timing import utcnow
 from tests import support
@@ -103,7 +104,7 @@ def claim_batch(engine: sa.Engine, limit: int = 20) -> claim.ClaimBatch:
     return claim.claim_batch(engine, EVERY_QUEUE, limit, PROCESS_ID)
 
 
-def run(app: Flask, engine: sa.Engine, claimed: claim.ClaimedJob) -> execute.Outcome:
+def run(app: Flask, engine: sa.Engine, claimed: claim.ClaimedJob) -> Outcome:
     """Perform one claimed job and store its outcome, as a worker would."""
     with app.app_context():
         outcome = execute.perform(claimed)
