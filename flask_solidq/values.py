@@ -39,6 +39,31 @@ class _HasJobColumns(t.Protocol):
     def concurrency_key(self) -> str | None: ...
 
 
+class ControlKeys(t.TypedDict):
+    """The keys a job's controls stamp on its row (each control's ``stamp`` hook): what a
+    retry by hand recomputes too."""
+
+    concurrency_key: str | None
+    rate_limit_key: str | None
+    rate_limit_charges: str | None
+
+
+class JobRow(ControlKeys):
+    """A ``solidq_jobs`` row as an enqueue writes it: built from the job, then stamped by its
+    controls (:class:`ControlKeys`), before anything is written."""
+
+    queue_name: str
+    class_name: str
+    #: The job's stored payload, as JSON text.
+    arguments: str
+    priority: int
+    active_job_id: str
+    scheduled_at: dt.datetime
+    batch_id: int | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
 class JobRef(t.NamedTuple):
     """What moving a job between states needs to know of it: its row id and the columns the
     execution tables copy."""

@@ -31,7 +31,9 @@ if t.TYPE_CHECKING:
     from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import ControlKeys
     from flask_solidq.values import JobRef
+    from flask_solidq.values import JobRow
 
 #: Every control, in the order their hooks run. Fixed at import: the hooks a control
 #: overrides are looked up once (:func:`_overriding`).
@@ -146,14 +148,14 @@ def prepare_run(job: Job, started: list[tuple[Control, t.Any]]) -> bool:
     return all(control.prepare_run(job, needs) for control, needs in started)
 
 
-def stamp(job: Job, row: dict[str, t.Any]) -> None:
+def stamp(job: Job, row: ControlKeys) -> None:
     """Run every control's ENQUEUE hook over one job's row (those that have one: it runs for
     every job of a bulk enqueue)."""
     for control in _overriding("stamp"):
         control.stamp(job, row)
 
 
-def act_on_dispatch(row: dict[str, t.Any]) -> bool:
+def act_on_dispatch(row: JobRow) -> bool:
     """Whether any control's DISPATCH hook may hold back the job stored as ``row``."""
     for control in _overriding("acts_on_dispatch"):  # a loop, not any(): it runs for every job
         if control.acts_on_dispatch(row):

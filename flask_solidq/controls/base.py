@@ -37,7 +37,10 @@ if t.TYPE_CHECKING:
     from flask_solidq.definitions.declared import Declared
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import ControlKeys
     from flask_solidq.values import JobRef
+    from flask_solidq.values import JobRow
+    from flask_solidq.values import JSONValue
 
 
 class Dispatched(t.NamedTuple):
@@ -138,17 +141,15 @@ class JobStore(t.Protocol):
     the controls, so the enqueue passes its store in (:data:`flask_solidq.operations.enqueue
     .STORE`) rather than the control importing it."""
 
-    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, t.Any]) -> dict[str, t.Any]:
+    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, JSONValue]) -> JobRow:
         """The row of ``job`` stored with ``payload``, the other controls' keys stamped."""
         ...
 
-    def insert(self, connection: sa.Connection, row: dict[str, t.Any]) -> int:
+    def insert(self, connection: sa.Connection, row: JobRow) -> int:
         """Insert the job ``row``; return its id."""
         ...
 
-    def place(
-        self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
-    ) -> bool:
+    def place(self, connection: sa.Connection, job_id: int, row: JobRow, now: dt.datetime) -> bool:
         """Give the job stored as ``row`` its first execution (the DISPATCH hooks run);
         False when a control destroyed it instead."""
         ...
@@ -217,14 +218,14 @@ class Control:
         """
         return True
 
-    def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
+    def stamp(self, job: Job, row: ControlKeys) -> None:
         """ENQUEUE: write this control's key for ``job`` into its ``solidq_jobs`` row.
 
         Runs before anything is written, so an exception (a key callable raising) fails the
         enqueue with nothing stored.
         """
 
-    def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
+    def acts_on_dispatch(self, row: JobRow) -> bool:
         """Whether :meth:`dispatch` may hold back the job stored as ``row``. When no control
         may, the job becomes ready without running the hooks (the enqueue fast path)."""
         return False

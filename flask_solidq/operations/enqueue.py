@@ -27,6 +27,8 @@ from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
+    from flask_solidq.values import JobRow
+    from flask_solidq.values import JSONValue
 
 INSERT_JOB = job_rows.INSERT_JOB
 build_row = job_rows.build_row
@@ -88,7 +90,7 @@ def _describe(error: sa.exc.SQLAlchemyError) -> str:
 
 
 def _store(
-    engine: sa.Engine, row: dict[str, t.Any], now: dt.datetime, controlled: bool = True
+    engine: sa.Engine, row: JobRow, now: dt.datetime, controlled: bool = True
 ) -> tuple[int, bool]:
     """Insert one job and its first execution; return its id and whether it got one
     (``controlled``: whether a control may concern it, see :func:`_fits_own_transaction`)."""
@@ -165,9 +167,9 @@ class _RowChunks:
     def __init__(self, jobs: list[Job], now: dt.datetime) -> None:
         self._jobs = jobs
         self._now = now
-        self._built: list[list[dict[str, t.Any]]] = []
+        self._built: list[list[JobRow]] = []
 
-    def __iter__(self) -> t.Iterator[list[dict[str, t.Any]]]:
+    def __iter__(self) -> t.Iterator[list[JobRow]]:
         for index, first in enumerate(range(0, len(self._jobs), PIPELINED_CHUNK)):
             if index == len(self._built):
                 jobs = self._jobs[first : first + PIPELINED_CHUNK]
@@ -190,7 +192,7 @@ def _insert_pipelined(engine: sa.Engine, chunks: _RowChunks, now: dt.datetime) -
 
 
 def _store_all(
-    engine: sa.Engine, rows: list[dict[str, t.Any]], now: dt.datetime
+    engine: sa.Engine, rows: list[JobRow], now: dt.datetime
 ) -> tuple[list[int], set[int]]:
     """Insert the jobs and their first executions in one transaction; return their ids and
     the ids still stored (a concurrency limit may discard some).
@@ -223,7 +225,7 @@ def _store_all(
 
 
 def _insert_all_in_one_statement(
-    connection: sa.Connection, rows: list[dict[str, t.Any]], holds: list[bool], now: dt.datetime
+    connection: sa.Connection, rows: list[JobRow], holds: list[bool], now: dt.datetime
 ) -> tuple[list[int], set[int]]:
     """Insert the jobs and their executions with the dialect's chained statements
     (:meth:`flask_solidq.storage.dialects.base.Dialect.insert_all`). Due jobs a control may
@@ -242,9 +244,7 @@ def _insert_all_in_one_statement(
     return ids, placed
 
 
-def _fits_own_transaction(
-    engine: sa.Engine, row: dict[str, t.Any], controlled: bool = True
-) -> bool:
+def _fits_own_transaction(engine: sa.Engine, row: JobRow, controlled: bool = True) -> bool:
     """Whether the enqueue can take a way of its own, without the controls' dispatch: no
     caller's transaction is open, and no control will act when it becomes ready. The dialect
     then stores it its own way
@@ -254,7 +254,7 @@ def _fits_own_transaction(
     return not db.in_transaction(engine) and not (controlled and controls.act_on_dispatch(row))
 
 
-def _insert_jobs(connection: sa.Connection, rows: list[dict[str, t.Any]]) -> list[int]:
+def _insert_jobs(connection: sa.Connection, rows: list[JobRow]) -> list[int]:
     """Insert ``rows`` into ``solidq_jobs`` with multi-row inserts; return their ids, in order.
 
     New rows are matched to their ids through ``active_job_id``: RETURNING in input order
@@ -289,15 +289,13 @@ class _Store:
     (:class:`flask_solidq.controls.base.JobStore`): coalescing's admission opens its jobs
     through it, so a coalesced job's row and its way to ready are the plain enqueue's."""
 
-    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, t.Any]) -> dict[str, t.Any]:
+    def new_row(self, job: Job, now: dt.datetime, payload: dict[str, JSONValue]) -> JobRow:
         return build_row(job, now, payload)
 
-    def insert(self, connection: sa.Connection, row: dict[str, t.Any]) -> int:
+    def insert(self, connection: sa.Connection, row: JobRow) -> int:
         return db.insert_returning_id(connection, INSERT_JOB, row)
 
-    def place(
-        self, connection: sa.Connection, job_id: int, row: dict[str, t.Any], now: dt.datetime
-    ) -> bool:
+    def place(self, connection: sa.Connection, job_id: int, row: JobRow, now: dt.datetime) -> bool:
         placed = job_id in dispatch.place(connection, [_ref(job_id, row, now)], now)
         current.count_stored(1)
         return placed

@@ -36,6 +36,7 @@ if t.TYPE_CHECKING:
 
     from flask_solidq.definitions.job import Job
     from flask_solidq.operations.claim import ClaimedJob
+    from flask_solidq.values import ControlKeys
 
 
 _dumps = arguments.dumps
@@ -245,12 +246,12 @@ def _rate_limit_key(claimed: ClaimedJob, job: Job) -> str | None:
     takes the key its definition's controls give it now (none if they raise)."""
     if claimed.rate_limit_key is not None:
         return claimed.rate_limit_key
-    row: dict[str, t.Any] = {"concurrency_key": None, "rate_limit_key": None}
+    row: ControlKeys = {"concurrency_key": None, "rate_limit_key": None, "rate_limit_charges": None}
     try:
         controls.stamp(job, row)
     except Exception:  # noqa: BLE001 - the retry goes on with the bare budget
         return None
-    return t.cast("str | None", row["rate_limit_key"])
+    return row["rate_limit_key"]
 
 
 def _fail(claimed: ClaimedJob, job: Job, error: BaseException) -> Outcome:

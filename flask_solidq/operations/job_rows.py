@@ -17,13 +17,19 @@ if t.TYPE_CHECKING:
     import datetime as dt
 
     from flask_solidq.definitions.job import Job
+    from flask_solidq.values import JobRow
+    from flask_solidq.values import JSONValue
 
 INSERT_JOB = JOBS.insert()
 
 
 def build_row(
-    job: Job, now: dt.datetime, payload: dict[str, t.Any] | None = None, *, controlled: bool = True
-) -> dict[str, t.Any]:
+    job: Job,
+    now: dt.datetime,
+    payload: dict[str, JSONValue] | None = None,
+    *,
+    controlled: bool = True,
+) -> JobRow:
     """The ``solidq_jobs`` row for ``job``, enqueued at ``now`` (its payload ``payload``, by
     default the job's own); its controls' keys stamped unless no control concerns it
     (``controlled`` false: see :func:`flask_solidq.controls.concern_enqueue`).
@@ -53,9 +59,7 @@ def _thread_encoder() -> t.Callable[[t.Any], str]:
     return encode
 
 
-def build_rows(
-    jobs: t.Sequence[Job], now: dt.datetime, *, controlled: bool = True
-) -> list[dict[str, t.Any]]:
+def build_rows(jobs: t.Sequence[Job], now: dt.datetime, *, controlled: bool = True) -> list[JobRow]:
     """The ``solidq_jobs`` rows for ``jobs``, enqueued at ``now`` together (a bulk enqueue):
     :func:`build_row`'s for each, the open batch read once and the payloads encoded by one
     encoder (:func:`flask_solidq.definitions.arguments.payload_encoder`); ``controlled`` as
@@ -74,14 +78,14 @@ def _row(
     job: Job,
     now: dt.datetime,
     encode: t.Callable[[t.Any], str],
-    payload: dict[str, t.Any] | None,
+    payload: dict[str, JSONValue] | None,
     batch_id: int | None,
     controlled: bool,
-) -> dict[str, t.Any]:
+) -> JobRow:
     """The row of ``job`` (its payload ``payload``, by default its own, encoded by
     ``encode``), its controls' keys stamped when ``controlled``."""
     job.mark_enqueued(now)
-    row = {
+    row: JobRow = {
         "queue_name": job.queue_name,
         "class_name": type(job).job_name,
         "arguments": job.encoded_payload(encode) if payload is None else encode(payload),
@@ -100,7 +104,7 @@ def _row(
     return row
 
 
-def ref(job_id: int, row: dict[str, t.Any], now: dt.datetime) -> JobRef:
+def ref(job_id: int, row: JobRow, now: dt.datetime) -> JobRef:
     """The reference of the job stored as ``row`` with id ``job_id``; its ``scheduled_at``
     only when it is due after ``now``."""
     scheduled_at = row["scheduled_at"]

@@ -22,6 +22,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import job_loading
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
 from flask_solidq.values import ClaimedJob
+from flask_solidq.values import ControlKeys
 
 if t.TYPE_CHECKING:
     import datetime as dt
@@ -56,15 +57,19 @@ def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetim
         )
 
 
-def _current_keys(stored: ClaimedJob) -> dict[str, t.Any]:
-    keys: dict[str, t.Any] = {"concurrency_key": None, "rate_limit_key": None}
+def _current_keys(stored: ClaimedJob) -> ControlKeys:
+    keys: ControlKeys = {
+        "concurrency_key": None,
+        "rate_limit_key": None,
+        "rate_limit_charges": None,
+    }
     if _declares_no_limit(stored.class_name):
         return keys  # the usual failed job: nothing to load
     try:
         controls.stamp(job_loading.load(stored), keys)
     except Exception:  # noqa: BLE001 - a job that can't be loaded or keyed keeps its keys
         logger.debug("SolidQ: job %s keeps its keys on retry", stored.id, exc_info=True)
-        return {"concurrency_key": None, "rate_limit_key": None}
+        return {"concurrency_key": None, "rate_limit_key": None, "rate_limit_charges": None}
     return keys
 
 

@@ -16,6 +16,7 @@ from flask_solidq import models
 from flask_solidq import signals
 from flask_solidq.operations import claim
 from flask_solidq.operations import execute
+from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.storage import db
 from tests import support
 from tests.jobs import worker as worker_jobs
@@ -199,7 +200,7 @@ def test_a_request_that_fails_after_enqueueing_leaves_no_job(database_url):
             support.register_claimers(engine, [9001])
             claimed = claim.claim(engine, claim.QueueSelector(("*",)), 5, process_id=9001)
             outcomes = [execute.perform(job) for job in claimed]
-        assert [outcome.kind for outcome in outcomes] == [outcomes.OutcomeKind.FINISHED] * 2
+        assert [outcome.kind for outcome in outcomes] == [OutcomeKind.FINISHED] * 2
     finally:
         with engine.begin() as connection:
             connection.execute(Order.__table__.delete())

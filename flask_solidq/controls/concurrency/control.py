@@ -33,6 +33,8 @@ from flask_solidq.values import opened_by_collecting
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
+    from flask_solidq.values import ControlKeys
+    from flask_solidq.values import JobRow
 
 from flask_solidq.definitions.concurrency_limits import DEFAULT_DURATION
 from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
@@ -48,13 +50,13 @@ class ConcurrencyControl(Control):
     def concerns_enqueue(self, declared: Declared) -> bool:
         return declared.active_concurrency_limit is not None
 
-    def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
+    def stamp(self, job: Job, row: ControlKeys) -> None:
         limit = type(job)._declared.active_concurrency_limit
         row["concurrency_key"] = (
             limit.stored_key(type(job).job_name, job.arguments, job.kwargs) if limit else None
         )
 
-    def acts_on_dispatch(self, row: dict[str, t.Any]) -> bool:
+    def acts_on_dispatch(self, row: JobRow) -> bool:
         return row["concurrency_key"] is not None
 
     def dispatch(self, connection: sa.Connection, jobs: list[JobRef]) -> Dispatched:

@@ -30,6 +30,7 @@ from flask_solidq.timing import utcnow
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import ControlKeys
 
 #: The shortest interval between admissions a limit may declare, in seconds.
 
@@ -43,7 +44,7 @@ class RateLimitControl(Control):
     def concerns_enqueue(self, declared: Declared) -> bool:
         return bool(declared.active_rate_limits)
 
-    def stamp(self, job: Job, row: dict[str, t.Any]) -> None:
+    def stamp(self, job: Job, row: ControlKeys) -> None:
         rate_charges.stamp(job, row)
 
     def checked_at_claim(self) -> frozenset[str]:

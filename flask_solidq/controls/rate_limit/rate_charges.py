@@ -24,6 +24,7 @@ if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
     from flask_solidq.definitions.rate_limits import RateLimit
     from flask_solidq.values import ClaimedJob
+    from flask_solidq.values import ControlKeys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Charge:
         return gcra.rate_of(self.limit)
 
 
-def stamp(job: Job, row: dict[str, t.Any]) -> None:
+def stamp(job: Job, row: ControlKeys) -> None:
     """Write the call's budget key (``rate_limit_key``, its main limit's) and, when it has
     more than one limit or one counted in units, every charge (``rate_limit_charges``).
 

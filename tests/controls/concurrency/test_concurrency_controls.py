@@ -24,6 +24,7 @@ from flask_solidq.operations import execute
 from flask_solidq.operations import finalize
 from flask_solidq.operations import release
 from flask_solidq.operations.outcomes import OutcomeKind
+from flask_solidq.operations.outcomes import failure_json
 from flask_solidq.storage import db as solidq_db
 from flask_solidq.timing import utcnow
 from tests import support
@@ -524,7 +525,7 @@ def test_a_job_whose_claim_was_failed_for_a_dead_worker_gives_its_slot_back_once
     outcomes = perform(app, claimed)
 
     with releases() as sent:
-        assert release.fail_all(engine, [PROCESS_ID], outcomes.failure_json("Dead", "gone")) == 1
+        assert release.fail_all(engine, [PROCESS_ID], failure_json("Dead", "gone")) == 1
         # The worker comes back to finish what it ran: its claim is no longer its own.
         assert finish(engine, outcomes) == []
 
