@@ -25,7 +25,7 @@ def resource_dir(name: str) -> pathlib.Path:
     # folder is of use to Alembic, Jinja and send_from_directory.
     if isinstance(packaged, pathlib.Path) and packaged.is_dir():
         return packaged
-    source = pathlib.Path(__file__).resolve().parent.parent / name
+    source = pathlib.Path(__file__).resolve().parents[2] / name
     if source.is_dir():
         return source
     raise FileNotFoundError(
