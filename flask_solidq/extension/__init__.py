@@ -233,7 +233,7 @@ class SolidQ(JobActions, Registrations):
         on_failure: Callback = None,
         on_finish: Callback = None,
         parent: batching.Parent = None,
-        **metadata: t.Any,
+        **metadata: object,
     ) -> t.ContextManager[OpenBatch]:
         """A batch: the jobs enqueued inside the block (single or bulk) belong to it, and once
         none is pending its callbacks run once each (``on_success`` when no job failed for

@@ -22,6 +22,7 @@ from flask_solidq.processes.poller import Poller
 from flask_solidq.storage import db
 from flask_solidq.storage import pooler
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -45,7 +46,7 @@ class Dispatcher(Poller):
         self._subscription: job_notices.Subscription | None = None
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {
             "polling_interval": self.dispatcher.polling_interval,
             "batch_size": self.dispatcher.batch_size,

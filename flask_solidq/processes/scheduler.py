@@ -16,6 +16,7 @@ import typing as t
 from flask_solidq.processes.poller import Poller
 from flask_solidq.recurring import tasks as recurring_tasks
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -40,7 +41,7 @@ class Scheduler(Poller):
         self.next_run_at: dict[str, dt.datetime] = {}
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {"recurring_tasks": ",".join(task.key for task in self.tasks)}
 
     def boot(self) -> None:

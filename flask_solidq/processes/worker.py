@@ -35,6 +35,7 @@ from flask_solidq.processes.pool import Queued
 from flask_solidq.processes.pool import StartLedger
 from flask_solidq.storage import db
 from flask_solidq.storage import engines
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -72,7 +73,7 @@ class Worker(Poller):
         self.start_ledger: StartLedger | None = None
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {
             "queues": ",".join(self.worker.queues),
             "threads": self.worker.threads,
