@@ -182,7 +182,7 @@ _PROBE = sa.union_all(
 )
 
 
-def _connect_args(bind: str | None) -> dict[str, t.Any]:
+def _connect_args(bind: str | None) -> dict[str, object]:
     """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
     like), so the queue connects the way the app does. They win over the timeouts the queue
     adds (see :func:`flask_solidq.storage.engines.connection_args`)."""

@@ -106,7 +106,9 @@ def declares_own(job_class: type[DeclaredAttributes], control: Control) -> bool:
 
 
 def declare_on(
-    job_class: type[DeclaredAttributes], control: Control | None = None, **changes: t.Any
+    job_class: type[DeclaredAttributes],
+    control: Control | None = None,
+    **changes: t.Any,  # fields of Declared, each of its own type
 ) -> None:
     """Give ``job_class`` (only) a copy of its :class:`Declared` with ``changes`` (fields of
     :class:`Declared`, each of its own type: Any, which ``dataclasses.replace`` checks).

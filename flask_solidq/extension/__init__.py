@@ -134,6 +134,7 @@ class SolidQ(JobActions, Registrations):
     ) -> JobDecorator: ...
     def job(
         self,
+        # Any: the implementation of the overloads above, which type each case.
         function: t.Callable[..., t.Any] | None = None,
         *,
         queue: str = "default",

@@ -41,6 +41,7 @@ from flask_solidq.values import ProcessKind
 if t.TYPE_CHECKING:
     from flask import Flask
 
+    from flask_solidq.config import Settings
     from flask_solidq.state import SolidQState
 
 logger = logging.getLogger("flask_solidq")
@@ -84,7 +85,7 @@ class Runnable:
         return self.state.engine
 
     @property
-    def settings(self) -> t.Any:
+    def settings(self) -> Settings:
         return self.state.settings
 
     @property

@@ -37,8 +37,10 @@ class Dispatcher(Poller):
 
     kind = ProcessKind.DISPATCHER
 
-    def __init__(self, app: Flask, dispatcher: DispatcherSettings, **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, dispatcher: DispatcherSettings, *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.dispatcher = dispatcher
         self._wake_at: dt.datetime | None = None
         self._next_maintenance = 0.0

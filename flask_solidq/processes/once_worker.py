@@ -42,9 +42,9 @@ class OnceWorker(Worker):
         tally: Tally,
         batch_size: int,
         maintain_concurrency: bool,
-        **options: t.Any,
+        supervisor_id: int | None = None,
     ) -> None:
-        super().__init__(app, worker, **options)
+        super().__init__(app, worker, supervisor_id=supervisor_id)
         self.tally = tally
         self.batch_size = batch_size
         #: Expire concurrency semaphores and free the jobs they blocked at the first poll, as

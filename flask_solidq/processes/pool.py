@@ -100,7 +100,7 @@ class Queued(t.NamedTuple):
     """A job posted to the pool and not started."""
 
     function: t.Callable[..., None]
-    args: tuple[t.Any, ...]
+    args: tuple[object, ...]
     job_id: int | None
     slot: int | None
 
@@ -184,7 +184,7 @@ class Pool:
     def post(
         self,
         function: t.Callable[..., None],
-        *args: t.Any,
+        *args: object,
         job_id: int | None = None,
         front: bool = False,
     ) -> None:

@@ -35,8 +35,10 @@ class Scheduler(Poller):
 
     kind = ProcessKind.SCHEDULER
 
-    def __init__(self, app: Flask, tasks: t.Sequence[RecurringTask], **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, tasks: t.Sequence[RecurringTask], *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.tasks = list(tasks)
         self.next_run_at: dict[str, dt.datetime] = {}
 

@@ -59,8 +59,10 @@ class Worker(Poller):
 
     kind = ProcessKind.WORKER
 
-    def __init__(self, app: Flask, worker: WorkerSettings, **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, worker: WorkerSettings, *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.worker = worker
         self.selector = claim_operation.QueueSelector(worker.queues)
         self.pool: Pool | None = None

@@ -137,7 +137,10 @@ def _written_engines(session: orm.Session) -> set[sa.Engine]:
     return engines
 
 
-def _engine_of(session: orm.Session, mapper: t.Any = None, **bind_arguments: t.Any) -> sa.Engine:
+# Any: an ORM execution's bind arguments, which get_bind takes as they come.
+def _engine_of(
+    session: orm.Session, mapper: orm.Mapper[object] | None = None, **bind_arguments: t.Any
+) -> sa.Engine:
     bind = session.get_bind(mapper=mapper, **bind_arguments)
     return bind if isinstance(bind, sa.Engine) else bind.engine
 
@@ -146,7 +149,7 @@ def _mark(session: orm.Session, engine: sa.Engine) -> None:
     session.info.setdefault(WRITTEN, set()).add(engine)
 
 
-def _after_flush(session: orm.Session, _flush_context: t.Any) -> None:
+def _after_flush(session: orm.Session, _flush_context: orm.UOWTransaction) -> None:
     for instance in (*session.new, *session.dirty, *session.deleted):
         _mark(session, _engine_of(session, sa.inspect(instance).mapper))
 

@@ -26,6 +26,7 @@ import string
 import typing as t
 
 from alembic.config import Config
+from alembic.script import Script
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from alembic.util import rev_id
@@ -208,7 +209,7 @@ def _alembic_config(folder: pathlib.Path) -> Config:
     return config
 
 
-def _installed_versions(revisions: t.Iterable[t.Any], target: str) -> int:
+def _installed_versions(revisions: t.Iterable[Script], target: str) -> int:
     """The newest schema version the history already has for ``target`` (0 for none), read
     from the ``solidq_*`` variables of its revisions.
 
