@@ -92,7 +92,7 @@ _NOT_JOINING = contextlib.nullcontext(False)
 def _joined(state: AppDatabase, connection: sa.Connection) -> t.Iterator[bool]:
     """Inside the block, the queue's writes on ``state``'s engine join ``connection``, the
     app session's, and their after-commit callbacks wait for the session's commit."""
-    session = t.cast(orm.Session, state.sqlalchemy.session())
+    session: orm.Session = state.sqlalchemy.session()
     callbacks = session.info.setdefault(AFTER_COMMIT, [])
     with db.joined(state.engine, connection, callbacks):
         yield True
@@ -126,7 +126,8 @@ def _current_session(state: AppDatabase) -> orm.Session | None:
     scoped = state.sqlalchemy.session
     if not scoped.registry.has():
         return None
-    return t.cast(orm.Session, scoped())
+    session: orm.Session = scoped()
+    return session
 
 
 def _written_engines(session: orm.Session) -> set[sa.Engine]:
