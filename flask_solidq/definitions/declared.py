@@ -110,8 +110,7 @@ def declare_on(
     control: Control | None = None,
     **changes: t.Any,  # fields of Declared, each of its own type
 ) -> None:
-    """Give ``job_class`` (only) a copy of its :class:`Declared` with ``changes`` (fields of
-    :class:`Declared`, each of its own type: Any, which ``dataclasses.replace`` checks).
+    """Give ``job_class`` (only) a copy of its :class:`Declared` with ``changes``.
 
     :param control: the control being declared, recorded as the class's own.
     """
@@ -150,8 +149,9 @@ def _option(
     *,
     while_off: bool = False,
 ) -> View[T | None]:
-    """The view of one option of a control: None without the declaration, or, unless
-    ``while_off``, while it is switched off."""
+    """The view of one option of a control (``option`` reads it from the declaration that
+    ``control`` finds): None without the declaration, or, unless ``while_off``, while it is
+    switched off."""
 
     def read(declared: Declared) -> T | None:
         declaration = control(declared)

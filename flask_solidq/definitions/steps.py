@@ -170,7 +170,7 @@ class Step:
         self._progress = progress
 
     @property
-    def cursor(self) -> t.Any:  # the job's own value, of a type its steps know (not mypy)
+    def cursor(self) -> t.Any:  # Any: the job's own value, whose type its step knows
         """Where the step got to: what the last ``advance`` set, or the saved one."""
         return self._cursor
 
