@@ -18,6 +18,8 @@ import typing as t
 from flask import current_app
 from flask import has_app_context
 
+from flask_solidq.values import JSONValue
+
 #: What a filtered value is shown as.
 FILTERED = "[FILTERED]"
 
@@ -49,14 +51,19 @@ class ArgumentFilter:
         """Whether a value under ``key`` (an argument's name or a dict key) is hidden."""
         return self.pattern is not None and isinstance(key, str) and bool(self.pattern.search(key))
 
-    def filtered(self, value: t.Any) -> t.Any:
+    @t.overload
+    def filtered(self, value: dict[str, JSONValue]) -> dict[str, JSONValue]: ...
+    @t.overload
+    def filtered(self, value: JSONValue) -> JSONValue: ...
+    def filtered(self, value: JSONValue) -> JSONValue:
         """A copy of ``value`` (arguments in their stored JSON form) with every value under
-        a secret key replaced by :data:`FILTERED`; ``value`` itself when nothing is filtered."""
+        a secret key replaced by :data:`FILTERED`; ``value`` itself when nothing is filtered.
+        A dict comes back a dict."""
         if self.pattern is None:
             return value
         return self._walk(value)
 
-    def filtered_payload(self, payload: t.Any) -> t.Any:
+    def filtered_payload(self, payload: JSONValue) -> JSONValue:
         """A stored job payload with its ``args`` and ``kwargs`` filtered (its own keys, the
         job's path and counters, are never an argument's)."""
         if self.pattern is None or not isinstance(payload, dict):
@@ -67,19 +74,20 @@ class ArgumentFilter:
                 shown[part] = self._walk(shown[part])
         return shown
 
-    def _walk(self, value: t.Any) -> t.Any:
+    def _walk(self, value: JSONValue) -> JSONValue:
         if isinstance(value, list):
             return [self._walk(item) for item in value]
         if not isinstance(value, dict):
             return value
-        if value.get(_TAG) == _DICT_FORM and isinstance(value.get("v"), list):
-            return {**value, "v": [self._pair(pair) for pair in value["v"]]}
+        pairs = value.get("v")
+        if value.get(_TAG) == _DICT_FORM and isinstance(pairs, list):
+            return {**value, "v": [self._pair(pair) for pair in pairs]}
         return {
             key: FILTERED if self.is_secret(key) else self._walk(item)
             for key, item in value.items()
         }
 
-    def _pair(self, pair: t.Any) -> t.Any:
+    def _pair(self, pair: JSONValue) -> JSONValue:
         """One ``[key, value]`` of the stored ``dict`` form."""
         if isinstance(pair, list) and len(pair) == 2:
             key, item = pair

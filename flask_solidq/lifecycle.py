@@ -29,7 +29,8 @@ class ProcessInfo:
     #: thing telling the process threads of one OS process apart).
     name: str
     pid: int
-    #: What it registers about itself: a worker's ``queues``, ``threads``...
+    #: What it registers about itself: a worker's ``queues``, ``threads``... (Any: the hooks
+    #: read each key as the type they know it has).
     metadata: t.Mapping[str, t.Any]
 
 

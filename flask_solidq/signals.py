@@ -134,6 +134,12 @@ def declare_plain(receiver: t.Callable[..., object]) -> None:
     _plain_receivers[id(receiver)] = receiver
 
 
+#: A signal's payload as its receivers get it: the keywords it was sent with. Any: each
+#: signal has keys and types of its own (listed with it above), which a receiver reads
+#: without narrowing each one.
+Payload = t.Mapping[str, t.Any]
+
+
 # Any for the payloads: blinker's send takes them beside a keyword of its own
 # (``_async_wrapper``), so payloads typed object would not pass to it.
 def send(signal: NamedSignal, sender: object, **payload: t.Any) -> None:

@@ -109,7 +109,7 @@ class SolidQState:
         """The engines flask-solidq built (not the app's own, which in-memory SQLite shares)."""
         app_engine = self.sqlalchemy.engines.get(self.settings.bind)
         engines = {self._engine, self._claim_engine} - {None, app_engine}
-        return [t.cast(sa.Engine, engine) for engine in engines]
+        return [engine for engine in engines if engine is not None]
 
     def dispose(self) -> None:
         """Close the pooled connections of flask-solidq's engines (tests, shutdown)."""
@@ -182,7 +182,7 @@ _PROBE = sa.union_all(
 )
 
 
-def _connect_args(bind: str | None) -> dict[str, t.Any]:
+def _connect_args(bind: str | None) -> dict[str, object]:
     """The ``connect_args`` the app gave Flask-SQLAlchemy for ``bind`` (TLS settings and the
     like), so the queue connects the way the app does. They win over the timeouts the queue
     adds (see :func:`flask_solidq.storage.engines.connection_args`)."""
@@ -207,8 +207,9 @@ def get_state() -> SolidQState:
             " app's database: push one with `with app.app_context():`."
         ) from None
     try:
-        return t.cast(SolidQState, app.extensions["solidq"])
+        state: SolidQState = app.extensions["solidq"]
     except KeyError:
         raise RuntimeError(
             "The current Flask app has no flask-solidq. Did you call `solidq.init_app(app)`?"
         ) from None
+    return state

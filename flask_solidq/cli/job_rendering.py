@@ -191,7 +191,7 @@ def count_jobs(count: int) -> str:
     return f"{count} job{'s' if count != 1 else ''}"
 
 
-def command_line(command: str = "jobs", **options: t.Any) -> str:
+def command_line(command: str = "jobs", **options: object) -> str:
     """The ``flask solidq`` command line that runs ``command`` with ``options`` (those not
     None): what a full page prints to show the next one."""
     parts = [f"flask solidq {command}"]

@@ -25,7 +25,23 @@ from flask_solidq.reads import job_detail
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 
+if t.TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 EngineFactory = t.Callable[[], sa.Engine]
+CommandT = t.TypeVar("CommandT", bound=t.Callable[..., object])
+
+
+class FilterOptions(t.TypedDict):
+    """The filter options of ``retry`` and ``discard``, as click passes them."""
+
+    queue: str | None
+    job: str | None
+    error_class: str | None
+    failed_before: dt.datetime | None
+    failed_after: dt.datetime | None
+    batch: int | None
+
 
 #: What --yes says: the commands that ask need it where nobody can answer.
 YES_HELP = "Don't ask for confirmation (needed where stdin is no terminal: scripts, cron)."
@@ -63,7 +79,7 @@ _FILTER_OPTIONS = [
 ]
 
 
-def _filter_options(command: t.Callable[..., t.Any]) -> t.Callable[..., t.Any]:
+def _filter_options(command: CommandT) -> CommandT:
     for option in reversed(_FILTER_OPTIONS):
         command = option(command)
     return command
@@ -130,7 +146,7 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     @_filter_options
     @click.option("--yes", is_flag=True, help=YES_HELP)
     def retry_command(
-        references: tuple[int | str, ...], all_: bool, yes: bool, **options: t.Any
+        references: tuple[int | str, ...], all_: bool, yes: bool, **options: Unpack[FilterOptions]
     ) -> None:
         """Retry failed jobs: the ones named (provider_job_id or job_id), or --all, or those
         of --batch (a batch that had finished opens again)."""
@@ -162,7 +178,7 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         all_: bool,
         state: str | None,
         yes: bool,
-        **options: t.Any,
+        **options: Unpack[FilterOptions],
     ) -> None:
         """Discard jobs with their executions and calls: the ones named (failed, scheduled,
         ready or blocked; never running), or --all in --state, or the pending ones of
@@ -194,7 +210,7 @@ def register(group: click.Group, engine: EngineFactory) -> None:
         click.echo(f"Made {count_jobs(done)} due now.{_none_left(done, references, 'scheduled')}")
 
 
-def _filters(options: dict[str, t.Any], references: tuple[int | str, ...]) -> actions.Filters:
+def _filters(options: FilterOptions, references: tuple[int | str, ...]) -> actions.Filters:
     if references:
         raise click.UsageError("Name the jobs or pass --all, not both.")
     return actions.Filters(
@@ -219,9 +235,7 @@ def _utc(moment: dt.datetime | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.timezone.utc) if moment and moment.tzinfo is None else moment
 
 
-def _ids(
-    engine: sa.Engine, references: tuple[int | str, ...], options: dict[str, t.Any]
-) -> list[int]:
+def _ids(engine: sa.Engine, references: tuple[int | str, ...], options: FilterOptions) -> list[int]:
     if not references:
         raise click.UsageError("Name the jobs (provider_job_id or job_id), or pass --all.")
     if any(value is not None for value in options.values()):

@@ -80,7 +80,7 @@ def check_importable(cls: type, what: str) -> None:
         )
 
 
-def shown_repr(value: object) -> str:
+def shown_repr(value: JSONValue) -> str:
     """A short repr of a stored value for an error message, with what
     ``SOLIDQ_FILTER_ARGUMENTS`` hides filtered: the message is stored with a failed job and
     shown by the dashboard and the CLI."""

@@ -39,6 +39,40 @@ class BatchStatus(str, enum.Enum):
     FAILED = "failed"
 
 
+class BatchRow(t.Protocol):
+    """The columns of a ``solidq_batches`` row that :meth:`Batch.of` reads (a Core row, or an
+    object with the same attributes)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def total_jobs(self) -> int: ...
+    @property
+    def completed_jobs(self) -> int: ...
+    @property
+    def failed_jobs(self) -> int: ...
+    @property
+    def pending_jobs(self) -> int: ...
+    @property
+    def metadata(self) -> str | None: ...
+    @property
+    def on_success(self) -> str | None: ...
+    @property
+    def on_failure(self) -> str | None: ...
+    @property
+    def on_finish(self) -> str | None: ...
+    @property
+    def created_at(self) -> dt.datetime: ...
+    @property
+    def enqueued_at(self) -> dt.datetime | None: ...
+    @property
+    def finished_at(self) -> dt.datetime | None: ...
+    @property
+    def failed_at(self) -> dt.datetime | None: ...
+    @property
+    def parent_id(self) -> int | None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Batch:
     """A batch of jobs, as its row was when read. ``completed_jobs + failed_jobs +
@@ -51,7 +85,8 @@ class Batch:
     completed_jobs: int
     failed_jobs: int
     pending_jobs: int
-    #: The extra keywords given to ``solidq.batch()``.
+    #: The extra keywords given to ``solidq.batch()``, loaded from JSON (Any: the caller
+    #: knows what it gave, and reads it back without narrowing each value).
     metadata: dict[str, t.Any]
     #: The callbacks, by kind (``on_success``, ``on_failure``, ``on_finish``): the job name.
     callbacks: dict[str, str]
@@ -74,7 +109,7 @@ class Batch:
     def finished(self) -> bool:
         return self.finished_at is not None
 
-    def enqueue(self) -> t.ContextManager[t.Any]:
+    def enqueue(self) -> t.ContextManager[OpenBatch]:
         """A block whose enqueues add to this batch, as one transaction::
 
             with current_job.batch.enqueue():
@@ -90,7 +125,7 @@ class Batch:
         return ADDING_TO.call(self.id)
 
     @classmethod
-    def of(cls, row: t.Any) -> Batch:
+    def of(cls, row: BatchRow) -> Batch:
         """The batch a ``solidq_batches`` row holds."""
         callbacks = {
             kind: json.loads(stored)["class_name"]

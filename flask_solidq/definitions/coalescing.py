@@ -10,6 +10,7 @@ import typing as t
 
 from flask_solidq import current
 from flask_solidq import keys
+from flask_solidq.values import JobArgument
 
 DEFAULT_MAX_CALLS = 100
 
@@ -44,7 +45,9 @@ class Coalesce(keys.Keyed):
     #: Coalesce keys are always the job's own: there is no group.
     group: keys.KeyDeclaration = dataclasses.field(default=None, init=False)
 
-    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+    def stored_key(
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
+    ) -> str:
         """The ``solidq_coalesce_keys.key`` of a call: never blank, since without a group it
         starts with the job's name. Inside a batch it starts with the batch
         (``Batch/7/ReindexProduct/42``): the same key in another batch, or in none,

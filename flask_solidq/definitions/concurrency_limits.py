@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import typing as t
 
 from flask_solidq import keys
+from flask_solidq.values import JobArgument
 
 DEFAULT_DURATION = 180.0
 
@@ -33,7 +33,7 @@ class ConcurrencyLimit(keys.Keyed):
     on_conflict: OnConflict
 
     def stored_key(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
     ) -> str | None:
         """The ``solidq_jobs.concurrency_key`` of a call: None when the key comes out blank
         (the job is then not limited, and never blocks).

@@ -24,12 +24,15 @@ import dataclasses
 import functools
 import typing as t
 
+from flask_solidq.values import JobArgument
+
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.coalescing import Coalesce
     from flask_solidq.definitions.concurrency_limits import ConcurrencyLimit
     from flask_solidq.definitions.failure_rules import DiscardRule
     from flask_solidq.definitions.failure_rules import RetryRule
     from flask_solidq.definitions.rate_limits import RateLimit
+    from flask_solidq.keys import KeyDeclaration
     from flask_solidq.keys import Keyed
 
 T = t.TypeVar("T")
@@ -103,7 +106,9 @@ def declares_own(job_class: type[DeclaredAttributes], control: Control) -> bool:
 
 
 def declare_on(
-    job_class: type[DeclaredAttributes], control: Control | None = None, **changes: t.Any
+    job_class: type[DeclaredAttributes],
+    control: Control | None = None,
+    **changes: t.Any,  # fields of Declared, each of its own type
 ) -> None:
     """Give ``job_class`` (only) a copy of its :class:`Declared` with ``changes``.
 
@@ -135,17 +140,38 @@ class View(t.Generic[T]):
         )
 
 
-def _option(control: Control, option: str, *, while_off: bool = False) -> View[t.Any]:
-    """The view of one option of a control: None without the declaration, or, unless
-    ``while_off``, while it is switched off."""
+DeclarationT = t.TypeVar("DeclarationT", bound="Keyed")
 
-    def read(declared: Declared) -> t.Any:
-        declaration = getattr(declared, control)
+
+def _option(
+    control: t.Callable[[Declared], DeclarationT | None],
+    option: t.Callable[[DeclarationT], T | None],
+    *,
+    while_off: bool = False,
+) -> View[T | None]:
+    """The view of one option of a control (``option`` reads it from the declaration that
+    ``control`` finds): None without the declaration, or, unless ``while_off``, while it is
+    switched off."""
+
+    def read(declared: Declared) -> T | None:
+        declaration = control(declared)
         if declaration is None or not (while_off or declaration.enabled):
             return None
-        return getattr(declaration, option)
+        return option(declaration)
 
     return View(read)
+
+
+def _rate_limit_of(declared: Declared) -> RateLimit | None:
+    return declared.rate_limit
+
+
+def _concurrency_limit_of(declared: Declared) -> ConcurrencyLimit | None:
+    return declared.concurrency_limit
+
+
+def _coalesce_of(declared: Declared) -> Coalesce | None:
+    return declared.coalesce
 
 
 class DeclaredAttributes:
@@ -163,28 +189,36 @@ class DeclaredAttributes:
     )
 
     # The read-back attributes of API.md, section 2.
-    rate_limit_to: View[int | None] = _option("rate_limit", "to")
-    rate_limit_per: View[float | None] = _option("rate_limit", "per")
-    rate_limit_burst: View[int | None] = _option("rate_limit", "burst")
-    rate_limit_key: View[t.Any] = _option("rate_limit", "key", while_off=True)
-    rate_limit_group: View[t.Any] = _option("rate_limit", "group", while_off=True)
+    rate_limit_to: View[int | None] = _option(_rate_limit_of, lambda limit: limit.to)
+    rate_limit_per: View[float | None] = _option(_rate_limit_of, lambda limit: limit.per)
+    rate_limit_burst: View[int | None] = _option(_rate_limit_of, lambda limit: limit.burst)
+    rate_limit_key: View[KeyDeclaration] = _option(
+        _rate_limit_of, lambda limit: limit.key, while_off=True
+    )
+    rate_limit_group: View[KeyDeclaration] = _option(
+        _rate_limit_of, lambda limit: limit.group, while_off=True
+    )
     rate_limited: View[bool] = View(lambda declared: declared.active_rate_limit is not None)
     #: Every rate limit switched on, the main one first (stacked ``limits_rate``).
     rate_limits: View[tuple[RateLimit, ...]] = View(lambda declared: declared.active_rate_limits)
-    coalesce_key: View[t.Any] = _option("coalesce", "key", while_off=True)
-    coalesce_on_conflict: View[str | None] = _option("coalesce", "on_conflict")
-    coalesce_max_calls: View[int | None] = _option("coalesce", "max_calls")
-    coalesce_on_full: View[str | None] = _option("coalesce", "on_full")
-    coalesce_debounce: View[float | None] = _option("coalesce", "debounce")
-    coalesce_max_wait: View[float | None] = _option("coalesce", "max_wait")
-    concurrency_limit: View[int | None] = _option("concurrency_limit", "to")
-    concurrency_key: View[t.Any] = _option("concurrency_limit", "key", while_off=True)
-    concurrency_duration: View[float | None] = _option(
-        "concurrency_limit", "duration", while_off=True
+    coalesce_key: View[KeyDeclaration] = _option(_coalesce_of, lambda c: c.key, while_off=True)
+    coalesce_on_conflict: View[str | None] = _option(_coalesce_of, lambda c: c.on_conflict)
+    coalesce_max_calls: View[int | None] = _option(_coalesce_of, lambda c: c.max_calls)
+    coalesce_on_full: View[str | None] = _option(_coalesce_of, lambda c: c.on_full)
+    coalesce_debounce: View[float | None] = _option(_coalesce_of, lambda c: c.debounce)
+    coalesce_max_wait: View[float | None] = _option(_coalesce_of, lambda c: c.max_wait)
+    concurrency_limit: View[int | None] = _option(_concurrency_limit_of, lambda limit: limit.to)
+    concurrency_key: View[KeyDeclaration] = _option(
+        _concurrency_limit_of, lambda limit: limit.key, while_off=True
     )
-    concurrency_group: View[t.Any] = _option("concurrency_limit", "group", while_off=True)
+    concurrency_duration: View[float | None] = _option(
+        _concurrency_limit_of, lambda limit: limit.duration, while_off=True
+    )
+    concurrency_group: View[KeyDeclaration] = _option(
+        _concurrency_limit_of, lambda limit: limit.group, while_off=True
+    )
     concurrency_on_conflict: View[str | None] = _option(
-        "concurrency_limit", "on_conflict", while_off=True
+        _concurrency_limit_of, lambda limit: limit.on_conflict, while_off=True
     )
 
     #: Set by ``Job`` (see there): it starts every control's key.
@@ -199,21 +233,21 @@ class DeclaredAttributes:
     # The keys a call would get, from the declaration in force (``keys.Keyed.key_for``).
 
     @classmethod
-    def rate_limit_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+    def rate_limit_key_for(cls, *args: JobArgument, **kwargs: JobArgument) -> str | None:
         """The budget key a call with these arguments uses: None without a rate limit, or when
         the key comes out blank (the call is then not limited)."""
         limit = cls._declared.active_rate_limit
         return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
 
     @classmethod
-    def concurrency_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+    def concurrency_key_for(cls, *args: JobArgument, **kwargs: JobArgument) -> str | None:
         """The concurrency key a call with these arguments uses: None without a limit, or when
         the key comes out blank (the call is then not limited)."""
         limit = cls._declared.active_concurrency_limit
         return (limit.key_for(cls.job_name, args, kwargs) or None) if limit else None
 
     @classmethod
-    def coalesce_key_for(cls, *args: t.Any, **kwargs: t.Any) -> str | None:
+    def coalesce_key_for(cls, *args: JobArgument, **kwargs: JobArgument) -> str | None:
         """The coalesce key a call with these arguments uses (None without coalescing)."""
         declaration = cls._declared.active_coalesce
         return declaration.key_for(cls.job_name, args, kwargs) if declaration else None

@@ -10,6 +10,7 @@ import typing as t
 from flask_solidq import keys
 from flask_solidq.formatting import count_of
 from flask_solidq.formatting import format_duration
+from flask_solidq.values import JobArgument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +46,9 @@ class RateLimit(keys.Keyed):
         """Seconds between admissions once the burst is spent: ``per / (to - burst + 1)``."""
         return self.per / (self.to - self.burst + 1)
 
-    def stored_key(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> str:
+    def stored_key(
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
+    ) -> str:
         """The ``solidq_jobs.rate_limit_key`` of a call: a blank key is stored as ``""`` (the
         job is not limited), apart from None, which a job stored before its definition
         declared the limit holds (it uses the bare budget: see ``rate_charges.of``).
@@ -57,7 +60,7 @@ class RateLimit(keys.Keyed):
         return t.cast(str, key)  # the control is on: key_for gives a str
 
     def key_for(
-        self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
     ) -> str | None:
         """As :meth:`keys.Keyed.key_for`, with a named limit's name after the group or job
         name (so a group's named budgets are shared by name too)."""
@@ -70,7 +73,9 @@ class RateLimit(keys.Keyed):
             scope = self.name if scope is None else f"{scope}/{self.name}"
         return keys.build(scope, self.key, args, kwargs)
 
-    def units_for(self, job_name: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> int:
+    def units_for(
+        self, job_name: str, args: tuple[JobArgument, ...], kwargs: dict[str, JobArgument]
+    ) -> int:
         """The units a call with these arguments charges (:attr:`cost`).
 
         :raises ValueError: the cost is below 1, or above the burst (no budget could ever

@@ -44,6 +44,8 @@ from flask_solidq.definitions.step_options import check_resume_errors
 from flask_solidq.errors import DeserializationError
 from flask_solidq.errors import SerializationError
 from flask_solidq.errors import StepsChanged
+from flask_solidq.values import JobArgument
+from flask_solidq.values import JSONValue
 
 R = t.TypeVar("R")
 
@@ -55,6 +57,15 @@ class JobInterrupted(BaseException):  # noqa: N818 - a signal to unwind, like Ke
     ``StandardError`` for the same reason)."""
 
 
+class ProgressView(t.TypedDict):
+    """A job's step progress as ``current_job.step_progress`` shows it."""
+
+    done: list[str]
+    #: ``[name, cursor]`` of the step in progress, or None between steps.
+    current: list[JobArgument] | None
+    resumptions: int
+
+
 class Progress:
     """A job's steps: the ones done, the current one and its cursor, how many times the job
     resumed; and, for this run, the names met so far and what says the worker is stopping."""
@@ -62,7 +73,7 @@ class Progress:
     def __init__(self) -> None:
         self.done: list[str] = []
         #: (step name, cursor) of the step in progress, or None between steps.
-        self.current: tuple[str, t.Any] | None = None
+        self.current: tuple[str, JobArgument] | None = None
         self.resumptions = 0
         self.stopping: t.Callable[[], bool] = never_stopping
         #: Writes the job's payload (a worker's run, with ``SOLIDQ_STEP_SAVE_INTERVAL``).
@@ -117,18 +128,18 @@ class Progress:
         name, _cursor = self.current
         return f"at step {name!r}"
 
-    def payload_keys(self) -> dict[str, t.Any]:
+    def payload_keys(self) -> dict[str, JSONValue]:
         """Its keys in the job's payload (none when there is nothing to keep)."""
         if not self.any:
             return {}
-        steps: dict[str, t.Any] = {"done": list(self.done)}
+        steps: dict[str, JSONValue] = {"done": list[JSONValue](self.done)}
         if self.current is not None:
             name, cursor = self.current
             steps["current"] = [name, dump_cursor(name, cursor)]
         return {"steps": steps, "resumptions": self.resumptions}
 
     @classmethod
-    def from_payload(cls, data: t.Mapping[str, t.Any]) -> Progress:
+    def from_payload(cls, data: t.Mapping[str, JSONValue]) -> Progress:
         """The progress a stored payload holds.
 
         :raises flask_solidq.DeserializationError: it is malformed, or a cursor can't be
@@ -136,7 +147,7 @@ class Progress:
         """
         return load(data)
 
-    def as_dict(self) -> dict[str, t.Any]:
+    def as_dict(self) -> ProgressView:
         """What ``current_job.step_progress`` shows: a copy, cursors as they are in memory."""
         return {
             "done": list(self.done),
@@ -153,17 +164,17 @@ class Step:
     """One running step: ``cursor`` (None at first, the saved one on resume), ``advance`` and
     ``checkpoint``."""
 
-    def __init__(self, name: str, cursor: t.Any, progress: Progress) -> None:
+    def __init__(self, name: str, cursor: JobArgument, progress: Progress) -> None:
         self.name = name
         self._cursor = cursor
         self._progress = progress
 
     @property
-    def cursor(self) -> t.Any:
+    def cursor(self) -> t.Any:  # Any: the job's own value, whose type its step knows
         """Where the step got to: what the last ``advance`` set, or the saved one."""
         return self._cursor
 
-    def advance(self, cursor: t.Any) -> None:
+    def advance(self, cursor: JobArgument) -> None:
         """Set the cursor (kept with the job's progress; written if ``SOLIDQ_STEP_SAVE_INTERVAL``
         passed since the last write), then checkpoint.
 
@@ -201,7 +212,7 @@ class Resumable(DeclaredAttributes):
         cls,
         *,
         max_resumptions: int | None | Default = Default.CONFIG,
-        **kwargs: t.Any,
+        **kwargs: object,
     ) -> None:
         super().__init_subclass__(**kwargs)
         if max_resumptions is not Default.CONFIG:
@@ -211,32 +222,32 @@ class Resumable(DeclaredAttributes):
             where = f"{cls.__qualname__}.resume_errors"
             cls.resume_errors = check_resume_errors(cls.__dict__["resume_errors"], where=where)
 
-    def step(self, name: str, function: t.Callable[..., R], *args: t.Any) -> R | None:
+    def step(self, name: str, function: t.Callable[..., R], *args: JobArgument) -> R | None:
         """Run ``function(step, *args)`` as the step ``name``, unless it finished in an earlier
         run of this job (then return None without calling it).
 
         :raises ValueError: ``name`` is empty, or was met already in this run.
         """
-        return t.cast("R | None", run_step(self, name, function, args))
+        return run_step(self, name, function, args)
 
     @property
     def _steps(self) -> Progress:
         """Its progress: made at first use (most jobs have no steps, and a worker runs
         thousands a second), with what :func:`watch` gave; replaced by :meth:`_load_steps`."""
         progress = self.__dict__.get("_progress")
-        if progress is None:
+        if not isinstance(progress, Progress):
             progress = self.__dict__["_progress"] = Progress()
             apply_watch(self, progress)
-        return t.cast(Progress, progress)
+        return progress
 
-    def _steps_payload_keys(self) -> dict[str, t.Any]:
+    def _steps_payload_keys(self) -> dict[str, JSONValue]:
         """The keys of its progress in its payload: none, without making the progress, for a
         job that has none yet (every job being enqueued for the first time; a bulk enqueue of
         thousands otherwise made a progress object for each, only to find it empty)."""
         progress = self.__dict__.get("_progress")
-        return {} if progress is None else t.cast(Progress, progress).payload_keys()
+        return progress.payload_keys() if isinstance(progress, Progress) else {}
 
-    def _load_steps(self, data: t.Mapping[str, t.Any]) -> None:
+    def _load_steps(self, data: t.Mapping[str, JSONValue]) -> None:
         """Take the progress a stored payload holds (``Job.load_payload``); a payload with
         none leaves it to be made at first use.
 
@@ -249,15 +260,15 @@ class Resumable(DeclaredAttributes):
             self.__dict__.pop("_progress", None)
 
     @property
-    def step_progress(self) -> dict[str, t.Any]:
+    def step_progress(self) -> ProgressView:
         """The job's step progress: ``{"done": [names], "current": [name, cursor] or None,
         "resumptions": n}`` (a copy)."""
         return self._steps.as_dict()
 
 
 def run_step(
-    job: Resumable, name: str, function: t.Callable[..., t.Any], args: tuple[t.Any, ...]
-) -> t.Any:
+    job: Resumable, name: str, function: t.Callable[..., R], args: tuple[JobArgument, ...]
+) -> R | None:
     """Run ``function(step, *args)`` as the step ``name`` of ``job`` unless it finished in an
     earlier run; return what it returns (None when skipped). Every step but the first that
     runs in this run checkpoints first (Rails does the same)."""
@@ -318,7 +329,7 @@ def apply_watch(job: Resumable, progress: Progress) -> None:
         progress.saved_at = time.monotonic()
 
 
-def dump_cursor(name: str, cursor: t.Any) -> t.Any:
+def dump_cursor(name: str, cursor: JobArgument) -> JSONValue:
     """``cursor`` as JSON-ready data, through the argument codecs.
 
     :raises flask_solidq.SerializationError: it can't be stored; the message names the step.
@@ -331,31 +342,35 @@ def dump_cursor(name: str, cursor: t.Any) -> t.Any:
         raise SerializationError(message, position=where) from error.__cause__
 
 
-def load(data: t.Mapping[str, t.Any]) -> Progress:
+def load(data: t.Mapping[str, JSONValue]) -> Progress:
     """The progress a stored payload holds (:meth:`Progress.from_payload`).
 
     :raises flask_solidq.DeserializationError: its ``steps`` or ``resumptions`` are malformed,
         or a cursor can't be loaded.
     """
-    progress = Progress()
     steps = data.get("steps", {})
     resumptions = data.get("resumptions", 0)
-    done = steps.get("done", []) if type(steps) is dict else None
-    current = steps.get("current") if type(steps) is dict else None
-    if not (
-        type(resumptions) is int
-        and type(done) is list
-        and all(type(name) is str for name in done)
-        and (current is None or (type(current) is list and len(current) == 2))
-        and (current is None or type(current[0]) is str)
+    if type(steps) is not dict or type(resumptions) is not int:
+        raise DeserializationError(MALFORMED)
+    done = steps.get("done", [])
+    current = steps.get("current")
+    if type(done) is not list or any(type(name) is not str for name in done):
+        raise DeserializationError(MALFORMED)
+    names = [str(name) for name in done]
+    if current is not None and (
+        type(current) is not list or len(current) != 2 or type(current[0]) is not str
     ):
-        raise DeserializationError(
-            'The stored payload\'s step progress is malformed: "steps" should be {"done":'
-            ' [names], "current": [name, cursor]} and "resumptions" an int.'
-        )
-    progress.done = list(done)
+        raise DeserializationError(MALFORMED)
+    progress = Progress()
+    progress.done = names
     progress.resumptions = resumptions
     if current is not None:
-        progress.current = (current[0], arguments.load_args([current[1]])[0])
-    progress.loaded = (tuple(done), None if current is None else current[0])
+        progress.current = (str(current[0]), arguments.load_args([current[1]])[0])
+    progress.loaded = (tuple(names), None if current is None else str(current[0]))
     return progress
+
+
+MALFORMED = (
+    'The stored payload\'s step progress is malformed: "steps" should be {"done":'
+    ' [names], "current": [name, cursor]} and "resumptions" an int.'
+)

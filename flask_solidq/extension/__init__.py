@@ -134,6 +134,7 @@ class SolidQ(JobActions, Registrations):
     ) -> JobDecorator: ...
     def job(
         self,
+        # Any: the implementation of the overloads above, which type each case.
         function: t.Callable[..., t.Any] | None = None,
         *,
         queue: str = "default",
@@ -233,7 +234,7 @@ class SolidQ(JobActions, Registrations):
         on_failure: Callback = None,
         on_finish: Callback = None,
         parent: batching.Parent = None,
-        **metadata: t.Any,
+        **metadata: object,
     ) -> t.ContextManager[OpenBatch]:
         """A batch: the jobs enqueued inside the block (single or bulk) belong to it, and once
         none is pending its callbacks run once each (``on_success`` when no job failed for

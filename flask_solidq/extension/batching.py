@@ -36,7 +36,7 @@ def batch(
     on_failure: batch_callbacks.Callback = None,
     on_finish: batch_callbacks.Callback = None,
     parent: Parent = None,
-    **metadata: t.Any,
+    **metadata: object,
 ) -> t.Iterator[current.OpenBatch]:
     """Open a batch; see :meth:`flask_solidq.SolidQ.batch`."""
     state = _state_for("solidq.batch()")

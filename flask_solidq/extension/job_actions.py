@@ -41,6 +41,8 @@ class JobActions:
         engine = self._engine()
         return actions.run_now(engine, actions.resolve(engine, _references(jobs)))
 
+    # Any: the keywords of actions.Filters (job= may also be a definition), each of its own
+    # type, which Filters checks.
     def retry_all(self, **filters: t.Any) -> int:
         """Retry every failed job matching the filters: ``queue=``, ``job=`` (a job name or
         definition), ``error_class=`` (``"ValueError"`` or ``"builtins.ValueError"``),
@@ -49,6 +51,7 @@ class JobActions:
         500, one transaction each. Returns how many were retried. Requires an app context."""
         return actions.retry_all(self._engine(), _filters(filters))
 
+    # Any: as for retry_all.
     def discard_all(self, state: str | None = None, **filters: t.Any) -> int:
         """Discard every job in ``state`` (``"failed"``, ``"scheduled"``, ``"ready"`` or
         ``"blocked"``; by default ``"failed"``, and with ``batch=`` every scheduled, blocked
@@ -76,6 +79,7 @@ def _references(jobs: JobReferences) -> list[int | str]:
     return list(jobs)
 
 
+# Any: as for JobActions.retry_all.
 def _filters(filters: dict[str, t.Any]) -> actions.Filters:
     """The filters of a ``*_all`` action; ``job=`` may be a definition."""
     known = {field.name for field in dataclasses.fields(actions.Filters)}

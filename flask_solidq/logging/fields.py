@@ -16,6 +16,7 @@ from flask_solidq.operations.outcomes import OutcomeKind
 
 if t.TYPE_CHECKING:
     from flask_solidq.operations.outcomes import Outcome
+    from flask_solidq.signals import Payload
     from flask_solidq.values import JobRef
 
 #: The most characters of an error's message a failure's line shows.
@@ -31,13 +32,16 @@ _quote = json_encoder.encode_basestring
 #: subclass, an enum say, takes the general path).
 _REPR_TYPES = frozenset({int, float, bool, type(None)})
 
+#: The fields of a line, by name: what its text shows and its record's ``extra=`` holds.
+LogFields = dict[str, object]
 
-def outcome_fields(outcome: Outcome, duration: float) -> dict[str, t.Any]:
+
+def outcome_fields(outcome: Outcome, duration: float) -> LogFields:
     """What the line of a run's end shows: the job, the run's duration in seconds, its
     error's class (and a failure's message), and when a retry runs (``retry_at``, and
     ``wait`` seconds from the run's end). A job that could not be loaded has no attempt."""
     claimed, job = outcome.claimed, outcome.job
-    fields: dict[str, t.Any] = {
+    fields: LogFields = {
         "job_name": claimed.class_name if job is None else _job_name(job),
         "job_id": claimed.id,
         "active_job_id": claimed.active_job_id,
@@ -72,12 +76,12 @@ def _error_fields(error_json: str) -> dict[str, str]:
     }
 
 
-def job_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+def job_fields(payload: Payload) -> LogFields:
     """What a job event's line shows of its payload: the job's name, ids, queue and attempt,
     the error's class and a retry's wait. A failed job that could not be loaded has only its
     record's id."""
     job = payload.get("job")
-    fields: dict[str, t.Any] = {}
+    fields: LogFields = {}
     if job is None:
         fields["job_id"] = payload.get("provider_job_id")
     else:
@@ -93,8 +97,9 @@ def job_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     return fields
 
 
-def _job_name(job: t.Any) -> str:
-    return t.cast(str, getattr(type(job), "job_name", type(job).__qualname__))
+def _job_name(job: object) -> str:
+    name: str = getattr(type(job), "job_name", type(job).__qualname__)
+    return name
 
 
 def error_class_name(error: BaseException | str) -> str:

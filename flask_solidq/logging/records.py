@@ -44,7 +44,7 @@ _ATTRIBUTES = _RESERVED | {
 
 #: The logging module's namespace: its ``_startTime`` (when it was imported, which
 #: ``relativeCreated`` counts from) is not in the type stubs.
-_LOGGING: dict[str, t.Any] = vars(logging)
+_LOGGING: dict[str, t.Any] = vars(logging)  # Any: a module's namespace
 
 #: The template of :func:`_new_record`'s records, for each path a record was made for (the
 #: subscriber's one file).

@@ -13,6 +13,7 @@ import typing as t
 
 from flask_solidq import signals
 from flask_solidq.logging.events import LogEvent
+from flask_solidq.logging.fields import LogFields
 from flask_solidq.logging.fields import error_class_name
 from flask_solidq.logging.fields import job_fields
 from flask_solidq.logging.fields import utc_iso
@@ -21,7 +22,7 @@ if t.TYPE_CHECKING:
     from blinker import NamedSignal
 
 #: What a line shows of a signal's payload.
-Fields = t.Callable[[t.Mapping[str, t.Any]], dict[str, t.Any]]
+Fields = t.Callable[[signals.Payload], LogFields]
 
 
 class SignalLine(t.NamedTuple):
@@ -37,13 +38,13 @@ class SignalLine(t.NamedTuple):
 def picking(*keys: str) -> Fields:
     """The fields of a payload of plain values: ``keys`` of it."""
 
-    def fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    def fields(payload: signals.Payload) -> LogFields:
         return {key: payload.get(key) for key in keys}
 
     return fields
 
 
-def batch_finish_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+def batch_finish_fields(payload: signals.Payload) -> LogFields:
     """``batch_finish``: the batch, how it ended, its counts and how long it took from its
     enqueue."""
     batch = payload["batch"]
@@ -60,14 +61,14 @@ def batch_finish_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     }
 
 
-def back_off_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+def back_off_fields(payload: signals.Payload) -> LogFields:
     """``rate_limit_back_off``: the job, the budgets and the pause's end."""
-    fields = {key: payload.get(key) for key in ("class_name", "job_id", "keys")}
+    fields: LogFields = {key: payload.get(key) for key in ("class_name", "job_id", "keys")}
     fields["until"] = utc_iso(payload["until"])
     return fields
 
 
-def thread_error_fields(payload: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+def thread_error_fields(payload: signals.Payload) -> LogFields:
     """``thread_error``: the process, where, and the error's class (the code that sent it
     logs the traceback)."""
     return {

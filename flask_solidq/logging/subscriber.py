@@ -25,6 +25,7 @@ from flask_solidq import signals
 from flask_solidq.logging import formats
 from flask_solidq.logging import records
 from flask_solidq.logging.events import LogEvent
+from flask_solidq.logging.fields import LogFields
 from flask_solidq.logging.fields import count_of
 from flask_solidq.logging.fields import format_fields
 from flask_solidq.logging.fields import list_jobs
@@ -88,9 +89,7 @@ def _logger_for(level: int) -> logging.Logger | None:
     return logger
 
 
-def log(
-    logger: logging.Logger, level: int, event: LogEvent, title: str, fields: dict[str, t.Any]
-) -> None:
+def log(logger: logging.Logger, level: int, event: LogEvent, title: str, fields: LogFields) -> None:
     """Log ``SolidQ <title> key: value, ...`` with ``fields`` and ``event`` as ``extra=``.
 
     What ``logger.log`` does, less its search of the stack for the caller (always this
@@ -112,7 +111,7 @@ def log(
             return
     elif not isinstance(logger, logging.Logger):
         # Something shaped like a logger (a LoggerAdapter, say): its own ``log``.
-        extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
+        extra: LogFields = {"event": event._value_}  # what ``.value`` reads, without its descriptor
         extra.update(fields)
         logger.log(level, "SolidQ %s %s", title, format_fields(fields), extra=extra)
         return
@@ -126,11 +125,11 @@ def _record(
     event: LogEvent,
     title: str,
     text: str,
-    fields: dict[str, t.Any],
+    fields: LogFields,
     line: int,
 ) -> logging.LogRecord:
     """The record ``logger.log`` would make of a line logged at ``line`` of :func:`log`."""
-    extra = {"event": event._value_}  # what ``.value`` reads, without its descriptor
+    extra: LogFields = {"event": event._value_}  # what ``.value`` reads, without its descriptor
     extra.update(fields)
     if logging._srcfile:  # None: the app turned the lookup of the caller off
         path, function = __file__, "log"
@@ -146,7 +145,7 @@ def _write_line(
     level: int,
     event: LogEvent,
     title: str,
-    fields: dict[str, t.Any],
+    fields: LogFields,
 ) -> None:
     """What ``handler`` would write of the line, written without a record or
     ``logger.handle`` (see :func:`formats.sole_line_handler` for when): the same text, from
@@ -201,7 +200,7 @@ def _receiver(line: SignalLine) -> Receiver:
     """The receiver that logs ``line`` for each send of its signal."""
     event, level, title, fields = line.event, line.level, line.title, line.fields
 
-    def receive(sender: object, **payload: t.Any) -> None:
+    def receive(sender: object, **payload: object) -> None:
         logger = _logger_for(level)
         if logger is not None:
             log(logger, level, event, title, fields(payload))

@@ -35,11 +35,13 @@ from flask_solidq.processes.signal_safe_waker import Waker
 from flask_solidq.processes.signal_safe_waker import Watched
 from flask_solidq.processes.thread_errors import ThreadActivity
 from flask_solidq.processes.thread_errors import report_thread_error
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
     from flask import Flask
 
+    from flask_solidq.config import Settings
     from flask_solidq.state import SolidQState
 
 logger = logging.getLogger("flask_solidq")
@@ -83,11 +85,11 @@ class Runnable:
         return self.state.engine
 
     @property
-    def settings(self) -> t.Any:
+    def settings(self) -> Settings:
         return self.state.settings
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         """What the process registers about itself (queues, threads, intervals...)."""
         return {}
 
@@ -255,5 +257,5 @@ class Runnable:
                 return
 
 
-def _describe(metadata: dict[str, t.Any]) -> str:
+def _describe(metadata: dict[str, JSONValue]) -> str:
     return " ".join(f"{key}={value}" for key, value in metadata.items())

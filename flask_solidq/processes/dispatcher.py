@@ -22,6 +22,7 @@ from flask_solidq.processes.poller import Poller
 from flask_solidq.storage import db
 from flask_solidq.storage import pooler
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -36,8 +37,10 @@ class Dispatcher(Poller):
 
     kind = ProcessKind.DISPATCHER
 
-    def __init__(self, app: Flask, dispatcher: DispatcherSettings, **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, dispatcher: DispatcherSettings, *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.dispatcher = dispatcher
         self._wake_at: dt.datetime | None = None
         self._next_maintenance = 0.0
@@ -45,7 +48,7 @@ class Dispatcher(Poller):
         self._subscription: job_notices.Subscription | None = None
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {
             "polling_interval": self.dispatcher.polling_interval,
             "batch_size": self.dispatcher.batch_size,

@@ -12,12 +12,17 @@ from __future__ import annotations
 import collections
 import signal
 import threading
+import types
 import typing as t
 
 from flask_solidq.processes.signal_safe_waker import Waker
 
 GRACEFUL = (signal.SIGTERM, signal.SIGINT)
 IMMEDIATE = (signal.SIGQUIT,)
+
+#: A signal's handler as :func:`signal.signal` takes and returns it: a function, or one of
+#: ``SIG_DFL`` and ``SIG_IGN``, or None (installed from outside Python).
+Handler = t.Callable[[int, types.FrameType | None], object] | int | None
 
 
 class Interrupts:
@@ -27,7 +32,7 @@ class Interrupts:
         self.signums = tuple(signums)
         self._pending: collections.deque[int] = collections.deque()
         self._waker = Waker()
-        self._previous: dict[int, t.Any] = {}
+        self._previous: dict[int, Handler] = {}
 
     def install(self) -> bool:
         """Start recording ``signums``; return whether it could. Only the main thread may
@@ -58,7 +63,7 @@ class Interrupts:
         """End a :meth:`wait` early, with nothing arrived."""
         self._waker.ring()
 
-    def _record(self, signum: int, _frame: t.Any) -> None:
+    def _record(self, signum: int, _frame: types.FrameType | None) -> None:
         self._pending.append(signum)
         self._waker.ring()
 

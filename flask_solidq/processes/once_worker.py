@@ -19,6 +19,7 @@ from flask_solidq.operations import dispatch
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.worker import Worker
 from flask_solidq.storage import db
+from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -41,9 +42,9 @@ class OnceWorker(Worker):
         tally: Tally,
         batch_size: int,
         maintain_concurrency: bool,
-        **options: t.Any,
+        supervisor_id: int | None = None,
     ) -> None:
-        super().__init__(app, worker, **options)
+        super().__init__(app, worker, supervisor_id=supervisor_id)
         self.tally = tally
         self.batch_size = batch_size
         #: Expire concurrency semaphores and free the jobs they blocked at the first poll, as
@@ -54,7 +55,7 @@ class OnceWorker(Worker):
         self._found = False
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {**super().metadata, "once": True}
 
     def poll(self) -> float:

@@ -55,6 +55,7 @@ class PostgresListener:
     def __init__(self, engine: sa.Engine, channels: t.Sequence[str]) -> None:
         self.engine = pooler.listen_engine(engine) or engine
         self.channels = list(channels)
+        # Any: psycopg's connection (the driver is optional, so its types are not imported).
         self._connection: t.Any = None
         self._warned = False
         self._listened = False

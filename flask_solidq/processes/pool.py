@@ -100,7 +100,7 @@ class Queued(t.NamedTuple):
     """A job posted to the pool and not started."""
 
     function: t.Callable[..., None]
-    args: tuple[t.Any, ...]
+    args: tuple[object, ...]
     job_id: int | None
     slot: int | None
 
@@ -184,7 +184,7 @@ class Pool:
     def post(
         self,
         function: t.Callable[..., None],
-        *args: t.Any,
+        *args: object,
         job_id: int | None = None,
         front: bool = False,
     ) -> None:
@@ -223,8 +223,8 @@ class Pool:
                 task = self._queue.popleft()
                 self._running += 1
                 # Unlisted before the job starts: a listed job never ran (see StartLedger).
-                if task.slot is not None:
-                    t.cast(StartLedger, self.ledger).clear(task.slot)
+                if task.slot is not None and self.ledger is not None:
+                    self.ledger.clear(task.slot)
             try:
                 task.function(*task.args)
             except BaseException:  # noqa: BLE001 - a bug of ours: jobs' own errors never get here

@@ -16,6 +16,7 @@ import typing as t
 from flask_solidq.processes.poller import Poller
 from flask_solidq.recurring import tasks as recurring_tasks
 from flask_solidq.timing import utcnow
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -34,13 +35,15 @@ class Scheduler(Poller):
 
     kind = ProcessKind.SCHEDULER
 
-    def __init__(self, app: Flask, tasks: t.Sequence[RecurringTask], **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, tasks: t.Sequence[RecurringTask], *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.tasks = list(tasks)
         self.next_run_at: dict[str, dt.datetime] = {}
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {"recurring_tasks": ",".join(task.key for task in self.tasks)}
 
     def boot(self) -> None:

@@ -43,6 +43,7 @@ from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
 from flask_solidq.processes.thread_errors import ThreadActivity
+from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -90,8 +91,8 @@ class Supervisor(Runnable):
         self.lost: list[str] = []
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
-        runners = {"runners": ",".join(spec.label for spec in self.specs)}
+    def metadata(self) -> dict[str, JSONValue]:
+        runners: dict[str, JSONValue] = {"runners": ",".join(spec.label for spec in self.specs)}
         return {**runners, "once": True} if self.once else runners
 
     def run(self) -> None:

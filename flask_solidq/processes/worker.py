@@ -35,6 +35,7 @@ from flask_solidq.processes.pool import Queued
 from flask_solidq.processes.pool import StartLedger
 from flask_solidq.storage import db
 from flask_solidq.storage import engines
+from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
 if t.TYPE_CHECKING:
@@ -58,8 +59,10 @@ class Worker(Poller):
 
     kind = ProcessKind.WORKER
 
-    def __init__(self, app: Flask, worker: WorkerSettings, **options: t.Any) -> None:
-        super().__init__(app, **options)
+    def __init__(
+        self, app: Flask, worker: WorkerSettings, *, supervisor_id: int | None = None
+    ) -> None:
+        super().__init__(app, supervisor_id=supervisor_id)
         self.worker = worker
         self.selector = claim_operation.QueueSelector(worker.queues)
         self.pool: Pool | None = None
@@ -72,7 +75,7 @@ class Worker(Poller):
         self.start_ledger: StartLedger | None = None
 
     @property
-    def metadata(self) -> dict[str, t.Any]:
+    def metadata(self) -> dict[str, JSONValue]:
         return {
             "queues": ",".join(self.worker.queues),
             "threads": self.worker.threads,

@@ -26,6 +26,7 @@ from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.reads import attempts as attempt_reads
+from flask_solidq.values import JSONValue
 
 #: The most jobs one page lists.
 MAX_PAGE = 500
@@ -102,7 +103,7 @@ def list_jobs(
     query = select_jobs(state, queue=queue, job=job)
     if batch is not None:
         query = query.where(JOBS.c.batch_id == batch)
-    order: list[sa.ColumnElement[t.Any]] = [JOBS.c.id.desc()]
+    order: list[sa.ColumnElement[object]] = [JOBS.c.id.desc()]
     if state is State.FINISHED:
         order = [JOBS.c.finished_at.desc(), JOBS.c.id.desc()]
     if before is not None:
@@ -130,14 +131,17 @@ def count_jobs(
     return int(connection.scalar(counted) or 0)
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def select_jobs(
     state: State,
-    *extra: sa.ColumnElement[t.Any],
+    *extra: sa.ColumnElement[object],
     queue: str | None = None,
     job: str | None = None,
 ) -> sa.Select[t.Any]:
     """The jobs in ``state`` (of ``queue``, of the job named ``job``) with the columns
     :func:`summary` reads, and ``extra``: what a list pages through and a search scans."""
+    # Any: a select of a list of columns is typed by their count and types, which vary.
     columns: list[sa.ColumnElement[t.Any]] = [*SUMMARY_COLUMNS, *extra]
     if state is State.FINISHED:
         query = sa.select(*columns).where(JOBS.c.finished_at.is_not(None))
@@ -216,9 +220,10 @@ def summary(row: sa.RowMapping, state: State) -> JobSummary:
     )
 
 
-def parse_stored(text: str | None) -> t.Any:
+def parse_stored(text: str | None) -> JSONValue:
     """JSON text parsed, or the text itself when it isn't JSON (a row written by hand)."""
     try:
-        return json.loads(text or "null")
+        parsed: JSONValue = json.loads(text or "null")
     except (ValueError, RecursionError):
         return text
+    return parsed

@@ -167,11 +167,37 @@ def running_holders(connection: sa.Connection, keys: t.Sequence[str]) -> dict[st
     return holders
 
 
-# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
-# spell a typed row or select differently.
+class SemaphoreRow(t.Protocol):
+    """A semaphore as :func:`semaphore_page` reads it."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    @property
+    def expires_at(self) -> dt.datetime: ...
+
+
+class ProcessRow(t.Protocol):
+    """A registered process as :func:`process_page` reads it (the columns shown of it)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def hostname(self) -> str | None: ...
+    @property
+    def last_heartbeat_at(self) -> dt.datetime: ...
+
+
 def semaphore_page(
     connection: sa.Connection, *, after: str | None = None, limit: int = 50
-) -> list[sa.Row[t.Any]]:
+) -> list[SemaphoreRow]:
     """Up to ``limit`` semaphores (key, value, expires_at) by key, those after ``after``."""
     statement = sa.select(SEMAPHORES.c.key, SEMAPHORES.c.value, SEMAPHORES.c.expires_at).order_by(
         SEMAPHORES.c.key
@@ -181,10 +207,9 @@ def semaphore_page(
     return list(connection.execute(statement.limit(_cap(limit))))
 
 
-# Any: as for semaphore_page.
 def process_page(
     connection: sa.Connection, *, after: int | None = None, limit: int = 50
-) -> list[sa.Row[t.Any]]:
+) -> list[ProcessRow]:
     """Up to ``limit`` registered processes by row id (the order they registered in),
     those after the row id ``after``."""
     statement = sa.select(PROCESSES).order_by(PROCESSES.c.id)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import typing as t
 
 import sqlalchemy as sa
 
@@ -27,6 +26,7 @@ from flask_solidq.reads import browse
 from flask_solidq.reads import step_progress
 from flask_solidq.reads.browse import JobSummary
 from flask_solidq.reads.browse import State
+from flask_solidq.values import JSONValue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ class JobDetail:
     #: The stored payload, parsed (arguments in their stored JSON form, with the values of
     #: ``SOLIDQ_FILTER_ARGUMENTS``' keys shown as ``[FILTERED]``), or the raw text when it
     #: isn't JSON.
-    payload: t.Any
+    payload: JSONValue
     #: How many times the job ran (the payload's attempt counter).
     executions: int
     concurrency_key: str | None

@@ -209,9 +209,7 @@ def _persist(engine: sa.Engine, rows: list[_TaskRow]) -> None:
         )
 
 
-# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
-# spell a typed row or select differently.
-def _differs(stored: sa.Row[t.Any], row: _TaskRow) -> bool:
+def _differs(stored: object, row: _TaskRow) -> bool:
     return any(getattr(stored, column) != row[column] for column in _CONFIGURED_COLUMNS)
 
 

@@ -92,7 +92,7 @@ _NOT_JOINING = contextlib.nullcontext(False)
 def _joined(state: AppDatabase, connection: sa.Connection) -> t.Iterator[bool]:
     """Inside the block, the queue's writes on ``state``'s engine join ``connection``, the
     app session's, and their after-commit callbacks wait for the session's commit."""
-    session = t.cast(orm.Session, state.sqlalchemy.session())
+    session: orm.Session = state.sqlalchemy.session()
     callbacks = session.info.setdefault(AFTER_COMMIT, [])
     with db.joined(state.engine, connection, callbacks):
         yield True
@@ -126,7 +126,8 @@ def _current_session(state: AppDatabase) -> orm.Session | None:
     scoped = state.sqlalchemy.session
     if not scoped.registry.has():
         return None
-    return t.cast(orm.Session, scoped())
+    session: orm.Session = scoped()
+    return session
 
 
 def _written_engines(session: orm.Session) -> set[sa.Engine]:
@@ -137,7 +138,10 @@ def _written_engines(session: orm.Session) -> set[sa.Engine]:
     return engines
 
 
-def _engine_of(session: orm.Session, mapper: t.Any = None, **bind_arguments: t.Any) -> sa.Engine:
+# Any: an ORM execution's bind arguments, which get_bind takes as they come.
+def _engine_of(
+    session: orm.Session, mapper: orm.Mapper[object] | None = None, **bind_arguments: t.Any
+) -> sa.Engine:
     bind = session.get_bind(mapper=mapper, **bind_arguments)
     return bind if isinstance(bind, sa.Engine) else bind.engine
 
@@ -146,7 +150,7 @@ def _mark(session: orm.Session, engine: sa.Engine) -> None:
     session.info.setdefault(WRITTEN, set()).add(engine)
 
 
-def _after_flush(session: orm.Session, _flush_context: t.Any) -> None:
+def _after_flush(session: orm.Session, _flush_context: orm.UOWTransaction) -> None:
     for instance in (*session.new, *session.dirty, *session.deleted):
         _mark(session, _engine_of(session, sa.inspect(instance).mapper))
 

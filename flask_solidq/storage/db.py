@@ -220,12 +220,15 @@ def notify(connection: sa.Connection, channel: str, payload: str = "") -> None:
         dialect(connection).notify(connection, channel, payload)
 
 
+# Any: the columns of a Table (not a mapped class) are untyped, and SQLAlchemy 2.0 and 2.1
+# spell a typed row or select differently.
 def for_update(statement: sa.Select[t.Any], *, skip_locked: bool) -> sa.Select[t.Any]:
     """Lock the selected rows: ``FOR UPDATE [SKIP LOCKED]``. SQLite has no row locks, and
     needs none: its ``BEGIN IMMEDIATE`` already holds the only write lock."""
     return statement.with_for_update(skip_locked=skip_locked)
 
 
+# Any: as for for_update.
 def forcing_index(query: sa.Select[t.Any], table: sa.Table, index: str) -> sa.Select[t.Any]:
     """``query`` reading ``table`` through ``index`` where the database takes an index hint
     (MySQL/MariaDB: see :func:`flask_solidq.storage.dialects.mysql.forcing_index`); the hint

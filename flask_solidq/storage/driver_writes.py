@@ -39,7 +39,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from flask_solidq.storage import fast_path
 from flask_solidq.storage import sqlite_connections
 
-#: What turns a value into the driver's parameter (a column type's bind processor).
+#: What turns a value into the driver's parameter (a column type's bind processor). Any: it
+#: takes its column's Python type, which a table of processors of every column can't say.
 Processor = t.Callable[[t.Any], object]
 #: The values of a statement's parameters, by name.
 Values = t.Mapping[str, object]
@@ -109,6 +110,7 @@ class DriverStatement:
         return dict(zip(self.names, converted, strict=True))
 
 
+# Any: a column's type, whose values are of its own Python type.
 def bind_processor(type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect) -> Processor | None:
     """What turns a value of ``type_`` into the driver's parameter, as SQLAlchemy's
     Connection would: the dialect's own type under a TypeDecorator (SQLite's DATETIME, whose
@@ -119,6 +121,7 @@ def bind_processor(type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect) -> Pr
 _PROCESSORS: dict[tuple[str, type, str], Processor | None] = {}
 
 
+# Any: as for bind_processor.
 def _shared_processor(type_: sa.types.TypeEngine[t.Any], dialect: sa.Dialect) -> Processor | None:
     """:func:`bind_processor` of ``type_``, one for every column of an equal type (the same
     class, the same arguments: the same conversion), so that :meth:`DriverStatement.parameters`

@@ -93,6 +93,7 @@ def create_queue_engine(
     """
     connections = connections or ConnectionSettings()
     args = connection_args(url, connect_args, connections)
+    # Any: create_engine's keywords, each of its own type.
     options: dict[str, t.Any] = {"hide_parameters": True}
     if url.drivername.startswith("sqlite"):
         args.setdefault("timeout", SQLITE_BUSY_TIMEOUT)

@@ -20,7 +20,8 @@ from flask_solidq.storage import pooler
 if t.TYPE_CHECKING:
     import psycopg
 
-#: A row as the driver returned it: no result type converted its values.
+#: A row as the driver returned it: no result type converted its values (Any: each column's
+#: value is of the driver's type for it).
 DriverRow = tuple[t.Any, ...]
 #: A statement's parameters, by name.
 Params = t.Mapping[str, object]

@@ -26,6 +26,7 @@ import string
 import typing as t
 
 from alembic.config import Config
+from alembic.script import Script
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from alembic.util import rev_id
@@ -152,7 +153,10 @@ def write_revisions(*, bind: str | None = None, directory: str | None = None) ->
 
 def _configured_bind() -> str | None:
     state = current_app.extensions.get("solidq")
-    return t.cast("str | None", state.settings.bind) if state is not None else None
+    if state is None:
+        return None
+    bind: str | None = state.settings.bind
+    return bind
 
 
 def _check_bind(bind: str | None) -> None:
@@ -202,13 +206,14 @@ def _alembic_config(folder: pathlib.Path) -> Config:
     app (version locations and the like) apply here too."""
     migrate = current_app.extensions.get("migrate")
     if migrate is not None and hasattr(migrate, "migrate"):
-        return t.cast(Config, migrate.migrate.get_config(str(folder)))
+        config: Config = migrate.migrate.get_config(str(folder))
+        return config
     config = Config(str(folder / "alembic.ini"))
     config.set_main_option("script_location", str(folder))
     return config
 
 
-def _installed_versions(revisions: t.Iterable[t.Any], target: str) -> int:
+def _installed_versions(revisions: t.Iterable[Script], target: str) -> int:
     """The newest schema version the history already has for ``target`` (0 for none), read
     from the ``solidq_*`` variables of its revisions.
 

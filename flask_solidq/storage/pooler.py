@@ -101,6 +101,7 @@ def configure(
         )
 
 
+# Any: the driver's objects (psycopg's, an optional dependency, or another driver's).
 def _begin_with_prelude(prelude: bytes, dbapi_connection: t.Any) -> None:
     """Begin a transaction that runs ``prelude`` first (a pooled engine's ``do_begin``).
 
@@ -113,7 +114,7 @@ def _begin_with_prelude(prelude: bytes, dbapi_connection: t.Any) -> None:
     driver = dbapi_connection.driver_connection
     if getattr(driver, "autocommit", False):
         return
-    pgconn: t.Any = getattr(driver, "pgconn", None)
+    pgconn: t.Any = getattr(driver, "pgconn", None)  # psycopg's, as above
     plain = pgconn is not None and not (
         driver.isolation_level is not None
         or driver.read_only is not None
@@ -133,6 +134,7 @@ def _begin_with_prelude(prelude: bytes, dbapi_connection: t.Any) -> None:
         raise _psycopg_error(pgconn, result)
 
 
+# Any: as for _begin_with_prelude (psycopg's libpq wrappers).
 def _psycopg_error(pgconn: t.Any, result: t.Any) -> Exception:
     """The psycopg error of a failed libpq ``result``: its SQLSTATE's class, or
     ``OperationalError`` when the connection itself failed (no SQLSTATE)."""

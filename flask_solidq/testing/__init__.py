@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import typing as t
 
 from flask_solidq.config import Adapter
@@ -41,11 +42,19 @@ from flask_solidq.testing import batches as testing_batches
 from flask_solidq.testing.clock import FrozenClock as FrozenClock
 from flask_solidq.testing.clock import frozen_clock as frozen_clock
 from flask_solidq.testing.in_process import work_off as work_off
+from flask_solidq.values import JobArgument
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
 
-_UNSET: t.Any = object()
+
+class _Unset(enum.Enum):
+    """The default of a criterion that ``None`` also is a value of: not asked about."""
+
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
 
 
 class _HasId(t.Protocol):
@@ -68,12 +77,12 @@ def clear_enqueued_jobs() -> None:
 def assert_enqueued_with(
     *,
     job: type[Job] | None = None,
-    args: t.Sequence[t.Any] | None = None,
-    kwargs: t.Mapping[str, t.Any] | None = None,
+    args: t.Sequence[JobArgument] | None = None,
+    kwargs: t.Mapping[str, JobArgument] | None = None,
     queue: str | None = None,
     priority: int | None = None,
-    at: dt.datetime | None = _UNSET,
-    batch: int | _HasId | None = _UNSET,
+    at: dt.datetime | None | _Unset = _UNSET,
+    batch: int | _HasId | None | _Unset = _UNSET,
 ) -> t.Iterator[None]:
     """Assert that the block enqueues a job matching every criterion given.
 
@@ -96,7 +105,7 @@ def assert_enqueued_with(
         "queue": queue,
         "priority": priority,
     }
-    wanted: dict[str, t.Any] = {
+    wanted: dict[str, object] = {
         name: value for name, value in criteria.items() if value is not None
     }
     if at is not _UNSET:
@@ -138,7 +147,7 @@ def _next_job(state: SolidQState, only: t.Collection[type[Job]] | None) -> Job |
     return None
 
 
-def _matches(job: Job, wanted: dict[str, t.Any]) -> bool:
+def _matches(job: Job, wanted: dict[str, object]) -> bool:
     actual = {
         "job": type(job),
         "args": tuple(job.arguments),

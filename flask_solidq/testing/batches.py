@@ -107,7 +107,7 @@ def record(state: SolidQState, job: Job) -> None:
 def batch(
     state: SolidQState,
     callbacks: dict[str, str | None],
-    metadata: t.Mapping[str, t.Any],
+    metadata: t.Mapping[str, object],
     parent_id: int | None = None,
 ) -> t.Iterator[current.OpenBatch]:
     """``solidq.batch()``'s block: its jobs are recorded in a new batch (a child of

@@ -27,7 +27,8 @@ from flask_solidq.storage.fast_path import DriverRow as DriverRow
 READY_CHANNEL = "solidq_ready"
 SCHEDULED_CHANNEL = "solidq_scheduled"
 
-#: A job's row as the enqueue stores it: its columns by name.
+#: A job's row as the enqueue stores it: its columns by name. Any: each column has a type of
+#: its own, which the statements' parameters take as they come.
 Row = t.Mapping[str, t.Any]
 
 

@@ -20,6 +20,7 @@ from flask_solidq.storage.dialects.driver import DriverDialect
 NAMES = ("mysql", "mariadb")
 
 
+# Any: a select of any columns (see flask_solidq.storage.db.for_update).
 def forcing_index(query: sa.Select[t.Any], table: sa.Table, index: str) -> sa.Select[t.Any]:
     """``query`` reading ``table`` through ``index`` (``FORCE INDEX``), on these servers only:
     the hint is scoped to their dialects, so PostgreSQL and SQLite never see it, and a

@@ -185,6 +185,7 @@ def as_text(chunk: t.Sequence[Row], now: dt.datetime) -> Statement | None:
 def as_arrays(chunk: t.Sequence[Row], holds: t.Sequence[bool], now: dt.datetime) -> Statement:
     """:data:`BULK_ENQUEUE` for a chunk: every column an array, sent in binary format."""
     naive_now = naive_utc(now)
+    # Any: the values of a column of job rows (Row), each column of its own type.
     columns: dict[str, list[t.Any]] = {
         name: [row[name] for row in chunk] for name in BULK_ENQUEUE_COLUMNS
     }
