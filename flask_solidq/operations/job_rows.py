@@ -51,7 +51,7 @@ def build_row(
 _thread = threading.local()
 
 
-def _thread_encoder() -> t.Callable[[t.Any], str]:
+def _thread_encoder() -> t.Callable[[JSONValue], str]:
     """A payload encoder (:func:`flask_solidq.definitions.arguments.payload_encoder`) kept by
     this thread for its single enqueues: making the JSON module's C encoder took half of
     encoding a small payload, and a third of building a row."""
@@ -77,7 +77,7 @@ def build_rows(jobs: t.Sequence[Job], now: dt.datetime, *, controlled: bool = Tr
 def _row(
     job: Job,
     now: dt.datetime,
-    encode: t.Callable[[t.Any], str],
+    encode: t.Callable[[JSONValue], str],
     payload: dict[str, JSONValue] | None,
     batch_id: int | None,
     controlled: bool,

@@ -20,6 +20,7 @@ from flask_solidq.values import CoalesceStatus
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.coalescing import Coalesce
     from flask_solidq.definitions.job import Job
+    from flask_solidq.values import JSONValue
 
 
 def applies(job: Job) -> bool:
@@ -47,11 +48,11 @@ class Pending:
     wanted_at: dt.datetime | None
     #: The payload the call's job is stored with, marked with how it was opened; None for a
     #: call that won't need one unless it has to open a job after all (then it is built then).
-    payload: dict[str, t.Any] | None = None
+    payload: dict[str, JSONValue] | None = None
     #: ``collect``: the stored call (``solidq_coalesced_calls.arguments``).
     call_arguments: str | None = None
 
-    def marked_payload(self) -> dict[str, t.Any]:
+    def marked_payload(self) -> dict[str, JSONValue]:
         if self.payload is None:
             self.payload = marked(self.job, self.declaration.on_conflict)
         return self.payload
@@ -66,7 +67,7 @@ class Decision(t.NamedTuple):
     job_id: int | None
 
 
-def marked(job: Job, mode: OnConflict) -> dict[str, t.Any]:
+def marked(job: Job, mode: OnConflict) -> dict[str, JSONValue]:
     """``job``'s payload, with how its job is opened recorded first."""
     payload = job.payload()
     payload.pop(MARKER, None)

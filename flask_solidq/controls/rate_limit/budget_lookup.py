@@ -13,20 +13,19 @@ budget of a job limited by ``key="global"`` is another row, which nothing charge
 
 from __future__ import annotations
 
-import typing as t
-
 from flask_solidq.controls.rate_limit import control as rate_limit
 from flask_solidq.controls.rate_limit import named_budgets
 from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.definitions import registry
 from flask_solidq.definitions.job import Job
 from flask_solidq.definitions.rate_limits import RateLimit
+from flask_solidq.values import JobArgument
 
 
 def charges_for(
     target: object,
-    args: tuple[t.Any, ...],
-    kwargs: dict[str, t.Any],
+    args: tuple[JobArgument, ...],
+    kwargs: dict[str, JobArgument],
     units: int | None,
     *,
     asked: str,
@@ -75,8 +74,8 @@ def _of_key(key: str, units: int | None, asked: str) -> Charge:
 
 def _of_call(
     job: type[Job],
-    args: tuple[t.Any, ...],
-    kwargs: dict[str, t.Any],
+    args: tuple[JobArgument, ...],
+    kwargs: dict[str, JobArgument],
     units: int | None,
     asked: str,
 ) -> list[Charge]:
