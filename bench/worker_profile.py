@@ -78,7 +78,7 @@ STAGES = {
     "hand-off to the pool (Pool.post)": ["pool.py:post"],
     "perform (execute.perform_in_app)": ["execute.py:perform_in_app"],
     "  app context push + pop (Flask, Flask-SQLAlchemy)": ["ctx.py:__enter__", "ctx.py:__exit__"],
-    "  load the job (job_loading.load)": ["execute.py:load"],
+    "  load the job (job_loading.load)": ["job_loading.py:load"],
     "  signals sent (blinker send, receivers included)": ["base.py:send", "signals.py:send"],
     "    the job_started line (its receiver)": ["subscriber.py:receive"],
     "the job_finished line (log_performed)": ["subscriber.py:log_performed"],
