@@ -328,13 +328,14 @@ def test_back_off_pauses_a_budget_from_anywhere_and_the_limiter_reports_it(app, 
         limiter = RateLimiter()
         assert not limiter.is_limited(THROTTLED)
         with back_off_signals() as sent:
-            until = limiter.back_off(THROTTLED, seconds=1)
+            # Long enough that a slow machine cannot outlive it before the last check.
+            until = limiter.back_off(THROTTLED, seconds=60)
         row = budget(engine, THROTTLED)
-        assert row.backed_off_until == until == row.updated_at + dt.timedelta(seconds=1)
+        assert row.backed_off_until == until == row.updated_at + dt.timedelta(seconds=60)
         assert row.tat < row.updated_at and row.last_slot_at is None  # full, no slot ahead...
         assert limiter.clear_idle_in_batches() == 0  # ...but paused: not idle, kept
         assert limiter.is_limited(THROTTLED)
-        assert 0 < limiter.time_until_available(THROTTLED) <= 1.0
+        assert 0 < limiter.time_until_available(THROTTLED) <= 60.0
         assert limiter.state(THROTTLED).next_admission_at == until
         assert limiter.state(THROTTLED).backed_off_until == until
         # A shorter pause keeps the longer one.
@@ -358,7 +359,7 @@ def test_jobs_deferred_before_a_back_off_get_new_slots_after_it(app, engine):
     (old,) = batch.deferrals  # its slot: an interval on
 
     with app.app_context():
-        until = RateLimiter().back_off(THROTTLED, seconds=1)
+        until = RateLimiter().back_off(THROTTLED, seconds=60)
     assert old.until < until
     bring_back(engine, waiting_id)  # its old slot comes, inside the pause
     batch = claim_batch(engine)
