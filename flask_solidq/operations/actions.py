@@ -31,7 +31,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import controls
 from flask_solidq import identifiers
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
@@ -47,6 +46,7 @@ from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import executions
 from flask_solidq.values import JobRef
 
 #: The most jobs one transaction of an action changes.
@@ -249,7 +249,8 @@ def _discard_in_transaction(
             return []
         refs = _refs(connection, ids) if state is Waiting.READY else []
         job_ends.discard(connection, ids, utcnow(), failed=state is Waiting.FAILED)
-    controls.finish(engine, refs)  # a ready job held its concurrency slot: give it back
+        if state is Waiting.READY:  # a ready job held its concurrency slot: give it back
+            job_ends.let_go(connection, refs)
     return ids
 
 
@@ -271,10 +272,7 @@ def _run_now_in_transaction(engine: sa.Engine, job_ids: t.Sequence[int]) -> int:
         ids = _lock(connection, SCHEDULED, job_ids)
         if not ids:
             return 0
-        connection.execute(SCHEDULED.delete().where(SCHEDULED.c.job_id.in_(ids)))
-        connection.execute(
-            JOBS.update().where(JOBS.c.id.in_(ids)).values(scheduled_at=now, updated_at=now)
-        )
+        executions.due_now(connection, ids, now)
         dispatch.make_ready(connection, _refs(connection, ids), now)
         db.notify(connection, db.READY_CHANNEL)
     return len(ids)

@@ -46,9 +46,9 @@ from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.controls.rate_limit.rate_charges import Charge
 from flask_solidq.definitions import registry
-from flask_solidq.models.tables import JOBS
-from flask_solidq.operations import dispatch
 from flask_solidq.storage import db
+from flask_solidq.transitions import executions
+from flask_solidq.transitions import jobs as job_rows
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
@@ -105,18 +105,16 @@ def defer(
         budgets.save(connection, backed_off.locked, backed_off.now)
     if not outcomes:
         return retries
-    connection.execute(
-        _UPDATE_PAYLOAD,
-        [
-            {"job_id": job_id, "new_arguments": retry.arguments, "now": now}
-            for job_id, retry in retries.items()
-        ],
+    # The payload keeps its step progress (``executions`` as before the run); the row's
+    # ``scheduled_at`` stays: the execution due later than it is what reads as deferred.
+    job_rows.save_arguments(
+        connection, [(job_id, retry.arguments) for job_id, retry in retries.items()], now
     )
     refs = [
         JobRef.of(outcome.claimed, scheduled_at=retries[outcome.claimed.id].scheduled_at)
         for outcome in outcomes
     ]
-    dispatch.schedule(connection, refs, now)
+    executions.schedule(connection, refs, now)
     earliest = min(retry.scheduled_at for retry in retries.values())
     db.notify(connection, db.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
     for outcome in outcomes:
@@ -175,12 +173,3 @@ def _due_at(outcome: Outcome, charges: list[Charge], backed_off: back_off.Backed
     if not charges:
         return wait
     return max(wait, rate_charges.defer(backed_off.locked, charges, now)[1])
-
-
-#: A deferred job's payload (its step progress; ``executions`` as before the run). Its
-#: ``scheduled_at`` stays: the execution due later than it is what reads as deferred.
-_UPDATE_PAYLOAD = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job_id"))
-    .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
-)

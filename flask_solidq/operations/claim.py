@@ -52,24 +52,22 @@ from flask_solidq import signals
 from flask_solidq.controls.base import ClaimClock
 from flask_solidq.controls.base import Deferral
 from flask_solidq.definitions import registry
-from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
-from flask_solidq.models.tables import READY
 from flask_solidq.operations import claim_batch_values
 from flask_solidq.operations import claim_candidates
-from flask_solidq.operations import dispatch
 from flask_solidq.operations.claim_batch_values import ClaimBatch as ClaimBatch
 from flask_solidq.operations.queue_selector import QueueSelector as QueueSelector
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import naive_utc
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import claims
+from flask_solidq.transitions import executions
 from flask_solidq.values import ClaimedJob as ClaimedJob
 from flask_solidq.values import JobRef
 
 T = t.TypeVar("T")
 
-INSERT_CLAIMED = CLAIMED.insert()
 
 #: How many times in all a claim that deadlocked (MySQL) or found the database locked is tried,
 #: with pauses that grow to a quarter of a second
@@ -239,21 +237,8 @@ def _claim_from(
             _defer(connection, deferrals, clock)
             deferred = {deferral.job.id for deferral in deferrals}
             job_ids = [job_id for job_id in job_ids if job_id not in deferred]
-        if job_ids:
-            connection.execute(
-                INSERT_CLAIMED,
-                [
-                    {
-                        "job_id": job_id,
-                        "process_id": process_id,
-                        "created_at": clock.charged_at(job_id),
-                    }
-                    for job_id in job_ids
-                ],
-            )
-        # By primary key: deleting by job_id deadlocked on MySQL (Solid Queue PR #240).
-        if candidates:
-            db.delete_by_ids(connection, READY, [id_ for id_, _ in candidates])
+        claims.claim(connection, process_id, [(i, clock.charged_at(i)) for i in job_ids])
+        executions.take_ready(connection, [id_ for id_, _ in candidates])
         if not checked:
             jobs = _read_jobs(connection, job_ids)
     if not checked:
@@ -293,7 +278,7 @@ def _defer(connection: sa.Connection, deferrals: list[Deferral], clock: ClaimClo
     if not deferrals:
         return
     refs = [JobRef.of(deferral.job, scheduled_at=deferral.until) for deferral in deferrals]
-    dispatch.schedule(connection, refs, clock())
+    executions.schedule(connection, refs, clock())
     earliest = min(deferral.until for deferral in deferrals)
     db.notify(connection, db.SCHEDULED_CHANNEL, repr(earliest.timestamp()))
 
@@ -340,23 +325,13 @@ def _check_claimed(
     with db.write(engine) as connection:
         clock = ClaimClock(functools.partial(database_clock.now, connection))
         if over:
-            connection.execute(
-                CLAIMED.delete().where(
-                    CLAIMED.c.job_id.in_([job.id for job in over]),
-                    CLAIMED.c.process_id == process_id,
-                )
-            )
-            dispatch.insert_ready(
+            claims.give_back(connection, process_id, [job.id for job in over])
+            executions.make_ready(
                 connection, [JobRef.of(job) for job in over], clock.read_or_host_time()
             )
         deferrals = controls.claim(connection, jobs, clock)
         if deferrals:
-            deferred_ids = [deferral.job.id for deferral in deferrals]
-            connection.execute(
-                CLAIMED.delete().where(
-                    CLAIMED.c.job_id.in_(deferred_ids), CLAIMED.c.process_id == process_id
-                )
-            )
+            claims.give_back(connection, process_id, [deferral.job.id for deferral in deferrals])
             _defer(connection, deferrals, clock)
     return deferrals
 

@@ -14,15 +14,12 @@ import sqlalchemy as sa
 from flask_solidq import controls
 from flask_solidq.controls.base import Dispatched
 from flask_solidq.models.tables import JOBS
-from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.operations import job_ends
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
+from flask_solidq.transitions import executions
 from flask_solidq.values import JobRef
-
-INSERT_READY = READY.insert()
-INSERT_SCHEDULED = SCHEDULED.insert()
 
 
 def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> Dispatched:
@@ -33,44 +30,8 @@ def make_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) 
     if dispatched.discarded or dispatched.failed:
         failures = sorted(dispatched.failed.items())
         job_ends.hold_back(connection, sorted(dispatched.discarded), failures, now)
-    insert_ready(connection, dispatched.ready, now)
+    executions.make_ready(connection, dispatched.ready, now)
     return dispatched
-
-
-def insert_ready(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> None:
-    """Give ``jobs`` ready executions as they are, without asking the controls (for jobs that
-    keep what they hold). In the caller's transaction."""
-    if jobs:
-        connection.execute(
-            INSERT_READY,
-            [
-                {
-                    "job_id": job.id,
-                    "queue_name": job.queue_name,
-                    "priority": job.priority,
-                    "created_at": now,
-                }
-                for job in jobs
-            ],
-        )
-
-
-def schedule(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> None:
-    """Give ``jobs``, due later, scheduled executions. Runs in the caller's transaction."""
-    if jobs:
-        connection.execute(
-            INSERT_SCHEDULED,
-            [
-                {
-                    "job_id": job.id,
-                    "queue_name": job.queue_name,
-                    "priority": job.priority,
-                    "scheduled_at": job.scheduled_at,
-                    "created_at": now,
-                }
-                for job in jobs
-            ],
-        )
 
 
 def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> set[int]:
@@ -79,7 +40,7 @@ def place(connection: sa.Connection, jobs: list[JobRef], now: dt.datetime) -> se
     discarded others)."""
     due = [job for job in jobs if job.scheduled_at is None or job.scheduled_at <= now]
     later = [job for job in jobs if job.scheduled_at is not None and job.scheduled_at > now]
-    schedule(connection, later, now)
+    executions.schedule(connection, later, now)
     discarded = make_ready(connection, due, now).discarded
     return {job.id for job in jobs} - discarded
 
@@ -127,7 +88,7 @@ def dispatch_due(engine: sa.Engine, batch_size: int, *, skip_locked: bool = True
             for row in due
         ]
         make_ready(connection, refs, now)
-        connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id.in_([row.id for row in due])))
+        executions.take_due(connection, [row.id for row in due])
         db.notify(connection, db.READY_CHANNEL)
     return len(due)
 

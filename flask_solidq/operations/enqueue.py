@@ -18,11 +18,13 @@ from flask_solidq import errors
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import dispatch
-from flask_solidq.operations import enqueue_statements
 from flask_solidq.operations import job_rows
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import enqueue_statements
+from flask_solidq.transitions.jobs import INSERT_JOB
+from flask_solidq.transitions.jobs import INSERT_JOB_RETURNING
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
@@ -30,7 +32,6 @@ if t.TYPE_CHECKING:
     from flask_solidq.values import JobRow
     from flask_solidq.values import JSONValue
 
-INSERT_JOB = job_rows.INSERT_JOB
 build_row = job_rows.build_row
 _ref = job_rows.ref
 
@@ -263,9 +264,11 @@ def _insert_jobs(connection: sa.Connection, rows: list[JobRow]) -> list[int]:
     by_job_id: dict[str, int] = {}
     for batch in db.batched(rows):
         if db.supports_returning(connection):
-            statement = JOBS.insert().returning(JOBS.c.active_job_id, JOBS.c.id)
             by_job_id.update(
-                {job_id: id_ for job_id, id_ in connection.execute(statement, list(batch))}
+                {
+                    job_id: id_
+                    for job_id, id_ in connection.execute(INSERT_JOB_RETURNING, list(batch))
+                }
             )
         else:
             connection.execute(INSERT_JOB, list(batch))

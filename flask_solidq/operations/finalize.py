@@ -19,37 +19,23 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import controls
 from flask_solidq import signals
-from flask_solidq.models.tables import CLAIMED
-from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
 from flask_solidq.operations import back_offs
-from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
 from flask_solidq.operations.outcomes import Outcome
 from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.operations.outcomes import Retry
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import claims
+from flask_solidq.transitions import executions
+from flask_solidq.transitions import jobs as job_rows
 from flask_solidq.values import JobRef
 
 #: How many times in all a batch of outcomes that deadlocked (MariaDB: two finishers' deletes
 #: of their claims) is stored; the finisher itself tries again after that, with an ERROR line.
 DEADLOCK_ATTEMPTS = 5
-
-UPDATE_RETRIED = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job_id"))
-    .values(
-        arguments=sa.bindparam("new_arguments"),
-        scheduled_at=sa.bindparam("new_scheduled_at"),
-        queue_name=sa.bindparam("new_queue_name"),
-        priority=sa.bindparam("new_priority"),
-        rate_limit_key=sa.bindparam("new_rate_limit_key"),
-        updated_at=sa.bindparam("now"),
-    )
-)
 
 
 def finalize_all(
@@ -57,8 +43,9 @@ def finalize_all(
 ) -> list[Outcome]:
     """Store ``outcomes`` of jobs ``process_id`` claimed, in one transaction; return the ones
     stored (the others had lost their claim; a ``DEFERRED`` one's ``retry`` now says when it
-    was scheduled). Then run the controls' FINISH hooks and send the stored outcomes' signals
-    (after the commit of the caller's :func:`db.transaction`, when one is open)."""
+    was scheduled). Their FINISH hooks run once that commits (:func:`job_ends.let_go`), then
+    the stored outcomes' signals (after the caller's :func:`db.transaction`, when one is
+    open)."""
     now = utcnow()
     kept_at_once = _finish_at_once(engine, process_id, outcomes, now, preserve_finished)
     if kept_at_once is not None:
@@ -75,13 +62,7 @@ def finalize_all(
         for outcome in outcomes
         if outcome.claimed.id in kept
     ]
-    try:
-        controls.finish(
-            engine, [job_ref(outcome) for outcome in stored if not keeps_its_slot(outcome, now)]
-        )
-    finally:
-        # Stored either way: a FINISH hook that failed doesn't undo the outcomes.
-        db.after_commit(engine, functools.partial(announce_all, stored))
+    db.after_commit(engine, functools.partial(announce_all, stored))
     return stored
 
 
@@ -119,17 +100,14 @@ def _finish_at_once(
     return the ids of the jobs it finished, or None where it has none (nothing written)."""
     if db.in_transaction(engine) or not _only_finished(outcomes):
         return None
-    job_ids = [outcome.claimed.id for outcome in outcomes]
-    finish = functools.partial(
-        db.dialect(engine).finish_held,
+    return job_ends.finish_held(
         engine,
         process_id,
-        job_ids,
+        [job_ref(outcome) for outcome in outcomes],
         now,
         preserve_finished=preserve_finished,
-        stamp_type=JOBS.c.finished_at.type,
+        deadlock_attempts=DEADLOCK_ATTEMPTS,
     )
-    return db.retrying_deadlocks(finish, attempts=DEADLOCK_ATTEMPTS)
 
 
 def _only_finished(outcomes: list[Outcome]) -> bool:
@@ -153,36 +131,15 @@ def _store_held(
         # The budgets of jobs told 429 are locked before the claims, the order a claim locks
         # them in, so a claim and a finisher never wait on each other crosswise (InnoDB).
         paused = back_offs.pause(connection, deferring) if deferring else None
-        kept = delete_held_claims(connection, process_id, [o.claimed.id for o in outcomes])
+        kept = claims.delete_held(connection, process_id, [o.claimed.id for o in outcomes])
         held = [outcome for outcome in outcomes if outcome.claimed.id in kept]
         _store(connection, held, kept, now, preserve_finished=preserve_finished)
+        job_ends.let_go(connection, [job_ref(o) for o in held if not keeps_its_slot(o, now)])
         deferred = {}
         if paused is not None:
             deferring = [o for o in held if o.kind is OutcomeKind.DEFERRED]
             deferred = back_offs.defer(connection, paused, deferring, now)
     return set(kept), deferred
-
-
-def delete_held_claims(
-    connection: sa.Connection, process_id: int, job_ids: list[int]
-) -> dict[int, dt.datetime]:
-    """Delete the claims ``process_id`` still holds on ``job_ids``; return when each was
-    made (its run's start), by job id: the same statement reads it, at no extra cost."""
-    if not job_ids:
-        return {}
-    params = {"ids": job_ids, "process_id": process_id}
-    if db.supports_delete_returning(connection):
-        return _starts(connection.execute(_DELETE_CLAIMS_RETURNING, params))
-    held = _starts(connection.execute(_LOCK_CLAIMS, params))
-    if held:
-        connection.execute(_DELETE_CLAIMS, params)
-    return held
-
-
-def _starts(rows: t.Iterable[t.Sequence[t.Any]]) -> dict[int, dt.datetime]:
-    """Claims' ``(job_id, created_at)`` rows, by job id (a Result has ``keys()``, so
-    ``dict(result)`` would take it for a mapping)."""
-    return {row[0]: row[1] for row in rows}
 
 
 def _store(
@@ -216,21 +173,21 @@ def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: d
     """Give retried jobs their next attempt. A retry is the same job row going on (its id,
     its calls and its keys stay; a job stored without a rate-limit key takes its current
     one), with the updated payload, queue and priority."""
-    retries = [(o.claimed, t.cast(t.Any, o.retry)) for o in outcomes]
-    connection.execute(
-        UPDATE_RETRIED,
+    retries = [(o.claimed, t.cast(Retry, o.retry)) for o in outcomes]
+    job_rows.retry(
+        connection,
         [
-            {
-                "job_id": claimed.id,
-                "new_arguments": retry.arguments,
-                "new_scheduled_at": retry.scheduled_at,
-                "new_queue_name": retry.queue_name,
-                "new_priority": retry.priority,
-                "new_rate_limit_key": retry.rate_limit_key,
-                "now": now,
-            }
+            job_rows.RetryRow(
+                claimed.id,
+                retry.arguments,
+                retry.scheduled_at,
+                retry.queue_name,
+                retry.priority,
+                retry.rate_limit_key,
+            )
             for claimed, retry in retries
         ],
+        now,
     )
     refs = [
         JobRef(
@@ -245,17 +202,13 @@ def _schedule_retries(connection: sa.Connection, outcomes: list[Outcome], now: d
     ]
     # A retry due now keeps the concurrency slot its job holds: giving it back and taking it
     # again would let a discard limit destroy the job, or a newer job overtake it.
-    dispatch.insert_ready(connection, [ref for ref in refs if ref.scheduled_at is None], now)
-    dispatch.schedule(connection, [ref for ref in refs if ref.scheduled_at is not None], now)
+    executions.make_ready(connection, [ref for ref in refs if ref.scheduled_at is None], now)
+    executions.schedule(connection, [ref for ref in refs if ref.scheduled_at is not None], now)
 
 
 def _save_progress(connection: sa.Connection, outcomes: list[Outcome], now: dt.datetime) -> None:
     """Store the payloads of failed jobs with step progress, for a retry to resume from."""
-    if outcomes:
-        connection.execute(
-            _UPDATE_ARGUMENTS,
-            [{"job_id": o.claimed.id, "new_arguments": o.arguments, "now": now} for o in outcomes],
-        )
+    job_rows.save_arguments(connection, [(o.claimed.id, o.arguments) for o in outcomes], now)
 
 
 def keeps_its_slot(outcome: Outcome, now: dt.datetime) -> bool:
@@ -275,18 +228,3 @@ def job_ref(outcome: Outcome) -> JobRef:
 
 _DONE = (OutcomeKind.FINISHED, OutcomeKind.DISCARDED)
 _AGAIN = (OutcomeKind.RETRIED, OutcomeKind.INTERRUPTED)
-_UPDATE_ARGUMENTS = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job_id"))
-    .values(arguments=sa.bindparam("new_arguments"), updated_at=sa.bindparam("now"))
-)
-
-_IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
-_HELD = sa.and_(CLAIMED.c.job_id.in_(_IDS), CLAIMED.c.process_id == sa.bindparam("process_id"))
-_DELETE_CLAIMS_RETURNING = (
-    CLAIMED.delete().where(_HELD).returning(CLAIMED.c.job_id, CLAIMED.c.created_at)
-)
-_LOCK_CLAIMS = db.for_update(
-    sa.select(CLAIMED.c.job_id, CLAIMED.c.created_at).where(_HELD), skip_locked=False
-)
-_DELETE_CLAIMS = CLAIMED.delete().where(_HELD)

@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import controls
 from flask_solidq.models.tables import COALESCE_KEYS
-from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
 from flask_solidq.operations import batches
+from flask_solidq.storage import db
+from flask_solidq.transitions import ends
+from flask_solidq.values import JobRef
+
+logger = logging.getLogger("flask_solidq")
 
 #: Job ids by the batch each is in (None: in no batch), for the changes whose callers know
 #: them already (a claimed job carries its batch id); the others read them.
@@ -101,8 +107,57 @@ def reopen(connection: sa.Connection, job_ids: t.Sequence[int], now: dt.datetime
     their next execution. Counted pending again, reopening a batch that had finished."""
     if job_ids:
         batches_of = batch_ids(connection, job_ids)
-        connection.execute(FAILED.delete().where(FAILED.c.job_id.in_(job_ids)))
+        ends.unfail(connection, job_ids)
         _count(connection, [(batch_id, "reopened") for batch_id in batches_of.values()], now)
+
+
+def let_go(connection: sa.Connection, jobs: t.Sequence[JobRef]) -> None:
+    """Once the caller's transaction commits, run the controls' FINISH hooks for ``jobs``,
+    which gave up what they held (a concurrency slot: they finished, failed, were discarded
+    while ready, or were deferred). The one caller of ``controls.finish``.
+
+    After the commit, so a hook that fails can't undo an outcome; registered now, so it runs
+    before the signals the caller sends once committed."""
+    if jobs:
+        hooks = functools.partial(_finish_hooks, connection.engine, list(jobs))
+        db.after_commit_on(connection, hooks)
+
+
+def finish_held(
+    engine: sa.Engine,
+    process_id: int,
+    jobs: t.Sequence[JobRef],
+    now: dt.datetime,
+    *,
+    preserve_finished: bool,
+    deadlock_attempts: int,
+) -> set[int] | None:
+    """Finish jobs ``process_id`` holds on the dialect's own fast path, outside any
+    transaction of the caller's (trying a deadlock ``deadlock_attempts`` times); return the ids
+    finished, or None where the dialect has no such path (nothing written). For jobs of no
+    batch that ran without failing: there is no batch to count nor failure to keep, so of
+    the end's hooks only the controls' FINISH hooks run, after it."""
+    finish = functools.partial(
+        ends.finish_held,
+        engine,
+        process_id,
+        [job.id for job in jobs],
+        now,
+        preserve_finished=preserve_finished,
+    )
+    finished = db.retrying_deadlocks(finish, attempts=deadlock_attempts)
+    if finished:
+        _finish_hooks(engine, [job for job in jobs if job.id in finished])
+    return finished
+
+
+def _finish_hooks(engine: sa.Engine, jobs: list[JobRef]) -> None:
+    """The controls' FINISH hooks. A hook that fails is logged: the outcomes stand, and the
+    dispatcher's maintenance frees what it left held."""
+    try:
+        controls.finish(engine, jobs)
+    except Exception:  # noqa: BLE001 - after the commit, nothing is left to roll back
+        logger.warning("SolidQ's FINISH hooks failed for %d jobs", len(jobs), exc_info=True)
 
 
 def batch_ids(connection: sa.Connection, job_ids: t.Sequence[int]) -> dict[int, int | None]:
@@ -122,14 +177,7 @@ def _finish(
     now: dt.datetime,
     preserve_finished: bool,
 ) -> list[_Counted]:
-    done = list(finished)
-    if not done:
-        return []
-    if preserve_finished:
-        statement, params = _mark_finished(started, done)
-        connection.execute(statement, {**params, "now": now})
-    else:
-        connection.execute(_DELETE_JOBS, {"ids": done})
+    ends.finish(connection, list(finished), started, now, preserve_finished=preserve_finished)
     return [(batch_id, "completed") for batch_id in finished.values()]
 
 
@@ -147,10 +195,7 @@ def _fail(
     key is freed here (the job keeps its calls, for a retry)."""
     if not failures:
         return []
-    connection.execute(
-        _INSERT_FAILED,
-        [{"job_id": job_id, "error": error, "created_at": now} for job_id, error in failures],
-    )
+    ends.fail(connection, failures, now)
     attempts.record(connection, list(failures), now)
     ids = [job_id for job_id, _error in failures]
     connection.execute(COALESCE_KEYS.delete().where(COALESCE_KEYS.c.job_id.in_(ids)))
@@ -163,7 +208,7 @@ def _discard(
     if not job_ids:
         return []
     batches_of = {} if failed else batch_ids(connection, job_ids)
-    connection.execute(JOBS.delete().where(JOBS.c.id.in_(job_ids)))
+    ends.discard(connection, job_ids)
     return [(batch_id, "completed") for batch_id in batches_of.values()]
 
 
@@ -172,53 +217,3 @@ def _count(connection: sa.Connection, counted: t.Iterable[_Counted], now: dt.dat
     :func:`~flask_solidq.operations.batches.account`, once per transaction's change."""
     tallies = batches.tally_by_batch(counted)
     batches.account(connection.engine, connection, tallies, now)
-
-
-def _mark_finished(
-    started: t.Mapping[int, dt.datetime], done: list[int]
-) -> tuple[sa.Update, dict[str, t.Any]]:
-    """The one UPDATE that finishes ``done``, each with its run's start, and its parameters.
-
-    The start is one parameter when the jobs share it, or a CASE with an arm (an ``IN``
-    list) per distinct start. The group still costs one statement, and its text is compiled
-    once per number of arms (bound parameters, not literals, so SQLAlchemy's cache serves
-    it)."""
-    by_start: dict[dt.datetime, list[int]] = {}
-    for job_id in done:
-        by_start.setdefault(started[job_id], []).append(job_id)
-    if len(by_start) == 1:
-        ((start, _ids),) = by_start.items()
-        return _MARK_FINISHED_AT, {"ids": done, "started": start}
-    params: dict[str, t.Any] = {"ids": done}
-    for arm, (start, ids) in enumerate(by_start.items()):
-        params[f"ids_{arm}"] = ids
-        params[f"started_{arm}"] = start
-    return _mark_finished_arms(len(by_start)), params
-
-
-@functools.lru_cache(maxsize=16)
-def _mark_finished_arms(arms: int) -> sa.Update:
-    """:data:`_MARK_FINISHED` with a CASE of ``arms`` arms: ``ids_<n>`` started at
-    ``started_<n>``."""
-    whens = [
-        (
-            JOBS.c.id.in_(sa.bindparam(f"ids_{arm}", expanding=True)),
-            sa.bindparam(f"started_{arm}", type_=_STARTED_AT_TYPE),
-        )
-        for arm in range(arms)
-    ]
-    return _MARK_FINISHED.values(started_at=sa.case(*whens))
-
-
-_INSERT_FAILED = FAILED.insert()
-_IDS: sa.BindParameter[t.Any] = sa.bindparam("ids", expanding=True)
-_MARK_FINISHED = (
-    JOBS.update()
-    .where(JOBS.c.id.in_(_IDS))
-    .values(finished_at=sa.bindparam("now"), updated_at=sa.bindparam("now"))
-)
-_STARTED_AT_TYPE = JOBS.c.started_at.type
-_MARK_FINISHED_AT = _MARK_FINISHED.values(
-    started_at=sa.bindparam("started", type_=_STARTED_AT_TYPE)
-)
-_DELETE_JOBS = JOBS.delete().where(JOBS.c.id.in_(_IDS))

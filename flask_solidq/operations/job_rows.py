@@ -10,7 +10,6 @@ import typing as t
 from flask_solidq import controls
 from flask_solidq import current
 from flask_solidq.definitions import arguments
-from flask_solidq.models.tables import JOBS
 from flask_solidq.values import JobRef
 
 if t.TYPE_CHECKING:
@@ -19,8 +18,6 @@ if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
     from flask_solidq.values import JobRow
     from flask_solidq.values import JSONValue
-
-INSERT_JOB = JOBS.insert()
 
 
 def build_row(

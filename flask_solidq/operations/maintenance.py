@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from flask_solidq.models.tables import BATCHES
 from flask_solidq.models.tables import JOBS
 from flask_solidq.storage import db
+from flask_solidq.transitions import jobs as job_rows
 
 if t.TYPE_CHECKING:
     import datetime as dt
@@ -73,11 +74,11 @@ def _delete_batch(engine: sa.Engine, finished: sa.Select[tuple[int]]) -> tuple[i
     a subquery of ``IN`` and PostgreSQL has no ``DELETE ... LIMIT``.
     """
     with db.write(engine) as connection:
-        ids = list(connection.scalars(finished))
+        ids = [row.id for row in connection.execute(finished)]
         if not ids:
             return 0, 0
-        deleted = connection.execute(JOBS.delete().where(JOBS.c.id.in_(ids)))
-    return int(deleted.rowcount), len(ids)
+        deleted = job_rows.prune(connection, ids)
+    return deleted, len(ids)
 
 
 def clear_finished_batches(
@@ -106,7 +107,7 @@ def clear_finished_batches(
     cleared = 0
     while True:
         with db.write(engine) as connection:
-            ids = list(connection.scalars(finished))
+            ids = [row.id for row in connection.execute(finished)]
             if ids:
                 connection.execute(BATCHES.delete().where(BATCHES.c.id.in_(ids)))
         cleared += len(ids)

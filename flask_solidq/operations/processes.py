@@ -17,7 +17,6 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import controls
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import PROCESSES
@@ -163,7 +162,7 @@ def _remove(
     connection: sa.Connection, row: ProcessRow, policy: OnWorkerDeath, error: str
 ) -> Removal:
     """Handle a gone process's claims and delete its row; say which jobs failed (their FINISH
-    hooks are the caller's to run, after committing) and which went back to ready."""
+    hooks run once that commits) and which went back to ready."""
     released, failed = release.resume_steps(connection, [row.id], error)
     if policy is OnWorkerDeath.RELEASE:
         released += release.requeue_claims(connection, [row.id])
@@ -174,8 +173,8 @@ def _remove(
 
 
 def _after_removals(engine: sa.Engine, removals: list[Removal]) -> None:
-    """Once removals committed: the failed jobs' FINISH hooks, the releases' signals."""
-    controls.finish(engine, [job for removal in removals for job in removal.failed])
+    """Once removals committed (and the failed jobs' FINISH hooks ran): the releases'
+    signals."""
     for removal in removals:
         release.announce_released(
             engine, removal.process_id, removal.released, release.ReleaseReason.PROCESS_GONE

@@ -28,17 +28,17 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq import controls
 from flask_solidq import signals
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
-from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import lost_steps
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import claims
+from flask_solidq.transitions import executions
 from flask_solidq.values import JobRef
 
 
@@ -99,7 +99,6 @@ def fail_all(engine: sa.Engine, process_ids: t.Collection[int | None], error: st
     release what the jobs held (their concurrency slots). Return how many."""
     with db.write(engine) as connection:
         jobs = fail_claims(connection, process_ids, error)
-    controls.finish(engine, jobs)
     return len(jobs)
 
 
@@ -114,7 +113,6 @@ def handle_lost_claims(
     (``policy``) the other claims of processes that are gone."""
     with db.write(engine) as connection:
         resumed, failed = resume_steps(connection, process_ids, error)
-    controls.finish(engine, failed)
     whose = next(iter(process_ids)) if len(process_ids) == 1 else None
     announce_released(engine, whose, resumed, ReleaseReason.PROCESS_GONE)
     handled = len(resumed) + len(failed)
@@ -129,7 +127,7 @@ def requeue_claims(
     """In the caller's transaction: move the claims of ``process_ids`` back to ready,
     bypassing concurrency controls (each job still holds the slot it took)."""
     jobs = _take_claims(connection, process_ids)
-    dispatch.insert_ready(connection, jobs, utcnow())
+    executions.make_ready(connection, jobs, utcnow())
     return jobs
 
 
@@ -151,7 +149,7 @@ def release_strays(engine: sa.Engine, process_id: int, held_ids: t.Collection[in
         jobs = _take(
             connection, sa.and_(CLAIMED.c.process_id == process_id, CLAIMED.c.job_id.in_(strays))
         )
-        dispatch.insert_ready(connection, jobs, utcnow())
+        executions.make_ready(connection, jobs, utcnow())
     announce_released(engine, process_id, jobs, ReleaseReason.STRAY)
     return len(jobs)
 
@@ -177,7 +175,7 @@ def release_never_started(
             connection,
             sa.and_(CLAIMED.c.process_id == process_id, CLAIMED.c.job_id.in_(list(job_ids))),
         )
-        dispatch.insert_ready(connection, jobs, utcnow())
+        executions.make_ready(connection, jobs, utcnow())
     announce_released(engine, process_id, jobs, reason)
     return jobs
 
@@ -189,11 +187,12 @@ def fail_claims(
     job_ids: t.Collection[int] | None = None,
 ) -> list[JobRef]:
     """In the caller's transaction: keep the claims of ``process_ids`` (on ``job_ids``, when
-    given) as failed executions, counted so in their batches. The caller runs the FINISH
-    hooks (``controls.finish``) after committing."""
+    given) as failed executions, counted so in their batches; their FINISH hooks run once
+    that commits."""
     jobs = _take_claims(connection, process_ids, job_ids)
     if jobs:
         job_ends.fail(connection, [(job.id, error) for job in jobs], utcnow())
+        job_ends.let_go(connection, jobs)
     return jobs
 
 
@@ -202,7 +201,7 @@ class Resumed(t.NamedTuple):
 
     #: Back to ready, to resume from their saved steps.
     resumed: list[JobRef]
-    #: Failed, their ``max_resumptions`` spent; their FINISH hooks are the caller's to run.
+    #: Failed, their ``max_resumptions`` spent (their FINISH hooks run once that commits).
     failed: list[JobRef]
 
 
@@ -217,7 +216,7 @@ def resume_steps(
     lost = lost_steps.of_claims(connection, process_ids)
     resumable = [job.job_id for job in lost if job.spent is None]
     resumed = _take_claims(connection, process_ids, resumable) if resumable else []
-    dispatch.insert_ready(connection, resumed, utcnow())
+    executions.make_ready(connection, resumed, utcnow())
     failed = [
         ref
         for job in lost
@@ -271,17 +270,14 @@ def _take_claims(
 
 def _take(connection: sa.Connection, condition: sa.ColumnElement[bool]) -> list[JobRef]:
     """Lock and delete the claims matching ``condition``; return their jobs."""
-    claims = connection.execute(
-        db.for_update(sa.select(CLAIMED.c.id, CLAIMED.c.job_id).where(condition), skip_locked=False)
-    ).all()
-    if not claims:
+    taken = claims.take(connection, condition)
+    if not taken:
         return []
-    connection.execute(CLAIMED.delete().where(CLAIMED.c.id.in_([claim.id for claim in claims])))
     rows = connection.execute(
         sa.select(
             JOBS.c.id, JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
         )
-        .where(JOBS.c.id.in_([claim.job_id for claim in claims]))
+        .where(JOBS.c.id.in_(taken))
         .order_by(JOBS.c.id)
     ).all()
     return [

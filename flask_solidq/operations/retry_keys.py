@@ -21,6 +21,7 @@ from flask_solidq.definitions import registry
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import job_loading
 from flask_solidq.operations.claim import CLAIMED_JOB_COLUMNS
+from flask_solidq.transitions import jobs as job_rows
 from flask_solidq.values import ClaimedJob
 from flask_solidq.values import ControlKeys
 
@@ -52,9 +53,7 @@ def take_current_keys(connection: sa.Connection, ids: list[int], now: dt.datetim
         if values:
             updates.append((row.id, values))
     for job_id, values in updates:
-        connection.execute(
-            JOBS.update().where(JOBS.c.id == job_id).values(**values, updated_at=now)
-        )
+        job_rows.set_keys(connection, job_id, values, now)
 
 
 def _current_keys(stored: ClaimedJob) -> ControlKeys:

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from flask_solidq.definitions.arguments import dumps
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
+from flask_solidq.transitions import jobs as job_rows
 
 
 def runs_of_failures(connection: sa.Connection, ids: list[int]) -> dict[int, int]:
@@ -39,11 +40,8 @@ def reset_rule_counters(
     does: a job whose attempts ran out would otherwise fail again at its first error. The
     total ``executions`` stays, as the job's history, counting the failed run too."""
     rows = connection.execute(sa.select(JOBS.c.id, JOBS.c.arguments).where(JOBS.c.id.in_(ids)))
-    updates = [
-        {"job": row.id, "arguments": _for_retry(row.arguments, runs.get(row.id)), "now": now}
-        for row in rows
-    ]
-    connection.execute(_RESET, updates)
+    payloads = [(row.id, _for_retry(row.arguments, runs.get(row.id))) for row in rows]
+    job_rows.reset_for_retry(connection, payloads, now)
 
 
 def _for_retry(arguments: str | None, runs: int | None) -> str | None:
@@ -57,14 +55,3 @@ def _for_retry(arguments: str | None, runs: int | None) -> str | None:
     if runs is not None and runs > payload.get("executions", 0):
         payload["executions"] = runs
     return dumps(payload)
-
-
-_RESET = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job"))
-    .values(
-        arguments=sa.bindparam("arguments"),
-        scheduled_at=sa.bindparam("now"),
-        updated_at=sa.bindparam("now"),
-    )
-)

@@ -21,11 +21,10 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq.definitions import arguments
-from flask_solidq.models.tables import CLAIMED
-from flask_solidq.models.tables import JOBS
 from flask_solidq.state import get_state
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import jobs as job_rows
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
@@ -56,24 +55,12 @@ def save(engine: sa.Engine, job_id: int, process_id: int, job: Job) -> bool:
     """Write ``job``'s payload to its row if ``process_id`` still holds its claim; return
     whether it did. A database error is logged, not raised: the job goes on, and its progress
     is written with its outcome."""
-    params = {"job_id": job_id, "process_id": process_id, "now": utcnow()}
     try:
-        params["saved_arguments"] = arguments.dumps(job.payload())
+        payload = arguments.dumps(job.payload())
         with db.write(engine) as connection:
-            return bool(connection.execute(_SAVE, params).rowcount)
+            return job_rows.save_held_arguments(connection, job_id, process_id, payload, utcnow())
     except Exception:  # noqa: BLE001 - a save is best effort; the outcome writes it again
         logger.warning(
             "SolidQ couldn't save the step progress of job %s; it goes on", job_id, exc_info=True
         )
         return False
-
-
-_HELD = sa.exists().where(
-    CLAIMED.c.job_id == sa.bindparam("job_id"),
-    CLAIMED.c.process_id == sa.bindparam("process_id"),
-)
-_SAVE = (
-    JOBS.update()
-    .where(JOBS.c.id == sa.bindparam("job_id"), _HELD)
-    .values(arguments=sa.bindparam("saved_arguments"), updated_at=sa.bindparam("now"))
-)

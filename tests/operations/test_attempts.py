@@ -25,6 +25,7 @@ from flask_solidq.operations.outcomes import error_json
 from flask_solidq.operations.outcomes import failure_json
 from flask_solidq.reads import browse
 from flask_solidq.reads.attempts import duration_text
+from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from tests import support
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
@@ -134,7 +135,7 @@ def test_a_job_whose_worker_died_gets_an_attempt_without_a_run_number(app, engin
     claim(engine)
     error = failure_json("flask_solidq.errors.ProcessExitError", "its worker died")
 
-    with engine.begin() as connection:
+    with db.write(engine) as connection:
         release.fail_claims(connection, [PROCESS_ID], error)
 
     assert job_state(engine, job_id) == "failed"

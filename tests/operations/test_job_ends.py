@@ -2,14 +2,13 @@
 batch, in the same transaction (:mod:`flask_solidq.operations.job_ends`).
 
 Two halves: the package's source writes those changes only through ``job_ends`` (so a new
-path can't forget the batch), and each transition, driven with a batch job on every backend,
+path can't forget the batch; ``tests/transitions/test_only_writers.py`` reads the source for
+it), and each transition, driven with a batch job on every backend,
 leaves the batch's counters equal to what its jobs' rows say."""
 
 from __future__ import annotations
 
 import inspect
-import pathlib
-import re
 import typing as t
 
 import pytest
@@ -36,7 +35,6 @@ from tests.support.concurrency import job_state
 JOBS = models.JobRecord.__table__
 FAILED = models.FailedExecution.__table__
 BATCHES = models.BatchRecord.__table__
-PACKAGE = pathlib.Path(job_ends.__file__).parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -66,40 +64,7 @@ def assert_counts_match_jobs(engine: sa.Engine, batch_id: int) -> None:
     assert (batch.failed_at is not None) == (pending == 0 and batch.failed_jobs > 0)
 
 
-# The source: job_ends is the only writer.
-
-#: The statements that end, fail, discard or revive a job, and the modules that may write
-#: them anyway, each with why.
-ENDINGS = {
-    r"FAILED\.(insert|delete)\(": {"operations/job_ends.py": "the writer"},
-    r"JOBS\.delete\(": {
-        "operations/job_ends.py": "the writer",
-        "operations/maintenance.py": "clears jobs finished (counted) long ago",
-        "controls/coalesce/coalesce_admission.py": "a row that lost its key's race, never counted",
-    },
-    r"finished_at\s*=": {
-        "operations/job_ends.py": "the writer",
-        "operations/batches.py": "a batch's own finished_at",
-        "testing/batches.py": "the test adapter's batches, in memory",
-        "definitions/batches.py": "reads a batch's row",
-        "reads/browse.py": "reads a job's row",
-        # The fast paths finish claimed jobs of no batch only (finalize._only_finished).
-        "storage/dialects/postgresql.py": "finishes jobs of no batch",
-        "storage/dialects/driver.py": "finishes jobs of no batch",
-    },
-    r"DELETE FROM solidq_jobs": {"storage/dialects/postgresql.py": "finishes jobs of no batch"},
-    r"BATCHES\.update\(": {"operations/batches.py": "account, and the block's enqueued_at"},
-}
-
-
-@pytest.mark.parametrize("pattern", sorted(ENDINGS))
-def test_only_job_ends_writes_the_changes_a_batch_counts(pattern):
-    writers = {
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if re.search(pattern, path.read_text())
-    }
-    assert writers <= set(ENDINGS[pattern]), writers - set(ENDINGS[pattern])
+# The source: job_ends is the only caller of the end writers (tests/transitions).
 
 
 def test_every_writer_of_job_ends_counts_in_the_batch_and_has_a_test_here():
@@ -108,9 +73,18 @@ def test_every_writer_of_job_ends_counts_in_the_batch_and_has_a_test_here():
         for name, function in inspect.getmembers(job_ends, inspect.isfunction)
         if function.__module__ == job_ends.__name__ and not name.startswith("_")
     }
-    assert writers == {"store_outcomes", "fail", "discard", "hold_back", "reopen", "batch_ids"}
+    assert writers == {
+        "store_outcomes",
+        "fail",
+        "discard",
+        "hold_back",
+        "reopen",
+        "batch_ids",
+        "let_go",
+        "finish_held",
+    }
     assert "_count(" in inspect.getsource(job_ends.store_outcomes)
-    for name in writers - {"store_outcomes", "batch_ids"}:
+    for name in writers - {"store_outcomes", "batch_ids", "let_go", "finish_held"}:
         assert "_count(" in inspect.getsource(getattr(job_ends, name)), name
 
 

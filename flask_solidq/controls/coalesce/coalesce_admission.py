@@ -48,6 +48,8 @@ from flask_solidq.models.tables import COALESCED_CALLS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.storage import db
+from flask_solidq.transitions import executions
+from flask_solidq.transitions import jobs as job_rows
 from flask_solidq.values import MARKER_PREFIX
 from flask_solidq.values import CoalesceStatus
 from flask_solidq.values import JobRef
@@ -190,7 +192,7 @@ def _open(
     job_id = store.insert(connection, row)
     calls_count = len(taken) if mode is OnConflict.COLLECT else 0
     if not _point_key(connection, creator.key, job_id, calls_count, now, key_row, sealed=full):
-        connection.execute(JOBS.delete().where(JOBS.c.id == job_id))
+        job_rows.delete_unplaced(connection, job_id)
         return None
     if not store.place(connection, job_id, row, now):
         # A concurrency limit with on_conflict="discard" destroyed it (its key row with it).
@@ -275,11 +277,7 @@ def _join(
         decisions = [Decision(pending, CoalesceStatus.COLLECTED, job_id) for pending in taken]
     elif mode is OnConflict.REPLACE:
         taken, last = calls, calls[-1]
-        connection.execute(
-            JOBS.update()
-            .where(JOBS.c.id == job_id)
-            .values(arguments=dumps(last.marked_payload()), updated_at=now)
-        )
+        job_rows.replace_arguments(connection, job_id, dumps(last.marked_payload()), now)
         decisions = [
             Decision(
                 pending,
@@ -332,12 +330,7 @@ def _move_later(
     scheduled = _locked_schedule(connection, job_id)
     if scheduled is None or not timing.moves(scheduled.scheduled_at, target):
         return
-    connection.execute(
-        SCHEDULED.update().where(SCHEDULED.c.id == scheduled.id).values(scheduled_at=target)
-    )
-    connection.execute(
-        JOBS.update().where(JOBS.c.id == job_id).values(scheduled_at=target, updated_at=now)
-    )
+    executions.reschedule(connection, scheduled.id, job_id, target, now)
 
 
 def _dispatch_now(
@@ -353,10 +346,7 @@ def _dispatch_now(
             JOBS.c.queue_name, JOBS.c.priority, JOBS.c.class_name, JOBS.c.concurrency_key
         ).where(JOBS.c.id == job_id)
     ).one()
-    connection.execute(SCHEDULED.delete().where(SCHEDULED.c.id == scheduled.id))
-    connection.execute(
-        JOBS.update().where(JOBS.c.id == job_id).values(scheduled_at=now, updated_at=now)
-    )
+    executions.due_now(connection, [job_id], now)
     ref = JobRef(job_id, job.queue_name, job.priority, job.class_name, job.concurrency_key, None)
     store.make_ready(connection, ref, now)
     return True

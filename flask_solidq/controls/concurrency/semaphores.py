@@ -19,11 +19,11 @@ import sqlalchemy as sa
 
 from flask_solidq import signals
 from flask_solidq.models.tables import BLOCKED
-from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
+from flask_solidq.transitions import executions
 
 _LOCK = db.for_update(
     sa.select(SEMAPHORES.c.value).where(SEMAPHORES.c.key == sa.bindparam("semaphore_key")),
@@ -102,17 +102,7 @@ def block(
     expires_at: dt.datetime,
 ) -> None:
     """Make a job wait for a slot of ``key``, as a blocked execution."""
-    connection.execute(
-        BLOCKED.insert(),
-        {
-            "job_id": job_id,
-            "queue_name": queue_name,
-            "priority": priority,
-            "concurrency_key": key,
-            "expires_at": expires_at,
-            "created_at": utcnow(),
-        },
-    )
+    executions.block(connection, job_id, queue_name, priority, key, expires_at, utcnow())
 
 
 def release_one(engine: sa.Engine, key: str, limit: int, duration: float) -> int | None:
@@ -148,16 +138,7 @@ def _release_next(
         return None
     released = wait(connection, key, limit, duration, now)
     if released:
-        connection.execute(
-            READY.insert(),
-            {
-                "job_id": blocked.job_id,
-                "queue_name": blocked.queue_name,
-                "priority": blocked.priority,
-                "created_at": now,
-            },
-        )
-        connection.execute(BLOCKED.delete().where(BLOCKED.c.id == blocked.id))
+        executions.unblock(connection, blocked, now)
     return blocked.job_id, released
 
 
