@@ -72,21 +72,20 @@ def _dump_forever(prefix: str) -> None:
 
 #: The stages of a job's life and the functions whose cumulative time holds each (a thread's
 #: own loop never returns, so its cumulative time is never counted: the threads' totals are
-#: printed apart, from the files).
+#: printed apart, from the files). The job lines go straight to ``flask solidq work``'s
+#: handler, with no record made (see :func:`flask_solidq.logging.subscriber.log`).
 STAGES = {
     "claim (Worker._claim, the main thread)": ["worker.py:_claim"],
-    "hand-off to the pool (Pool.post)": ["pool.py:post"],
+    "hand-off to the pool (Worker._post)": ["worker.py:_post"],
     "perform (execute.perform_in_app)": ["execute.py:perform_in_app"],
     "  app context push + pop (Flask, Flask-SQLAlchemy)": ["ctx.py:__enter__", "ctx.py:__exit__"],
     "  load the job (job_loading.load)": ["job_loading.py:load"],
     "  signals sent (blinker send, receivers included)": ["base.py:send", "signals.py:send"],
     "    the job_started line (its receiver)": ["subscriber.py:receive"],
     "the job_finished line (log_performed)": ["subscriber.py:log_performed"],
-    "  the two lines' records (records.make_record)": [
-        "records.py:make_record",
-        "__init__.py:makeRecord",
-    ],
-    "  the two lines' formatting + hand-off (handler)": ["formats.py:handle"],
+    "  the two lines written (subscriber._write_line)": ["subscriber.py:_write_line"],
+    "    their fields' text (fields.format_fields)": ["fields.py:format_fields"],
+    "    formatting + hand-off (formats.write_line)": ["formats.py:write_line"],
     "hand the outcome to the finisher (Finisher.add)": ["finisher.py:add"],
     "store outcomes (Finisher._store: finalize)": ["finisher.py:_store"],
 }

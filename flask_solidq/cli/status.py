@@ -17,6 +17,7 @@ from flask_solidq.formatting import format_when
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
+from flask_solidq.reads.process_row import ProcessRow
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -101,22 +102,7 @@ def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
     )
 
 
-class ProcessLine(t.Protocol):
-    """What :func:`render_processes` reads of a ``solidq_processes`` row."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
-    @property
-    def hostname(self) -> str | None: ...
-    @property
-    def last_heartbeat_at(self) -> dt.datetime: ...
-
-
-def render_processes(rows: t.Sequence[ProcessLine], now: dt.datetime) -> str:
+def render_processes(rows: t.Sequence[ProcessRow], now: dt.datetime) -> str:
     """Each registered process and how long ago it last heartbeat."""
     if not rows:
         return "Processes: none running."

@@ -31,6 +31,7 @@ from flask_solidq.models.tables import RECURRING_EXECUTIONS
 from flask_solidq.models.tables import RECURRING_TASKS
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
+from flask_solidq.reads.process_row import ProcessRow
 
 #: The most rows one page lists.
 MAX_PAGE = 500
@@ -176,23 +177,6 @@ class SemaphoreRow(t.Protocol):
     def value(self) -> int: ...
     @property
     def expires_at(self) -> dt.datetime: ...
-
-
-class ProcessRow(t.Protocol):
-    """A registered process as :func:`process_page` reads it (the columns shown of it)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
-    @property
-    def hostname(self) -> str | None: ...
-    @property
-    def last_heartbeat_at(self) -> dt.datetime: ...
 
 
 def semaphore_page(

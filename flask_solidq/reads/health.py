@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import typing as t
 
 import sqlalchemy as sa
 
 from flask_solidq.operations.processes import process_rows
+from flask_solidq.reads.process_row import ProcessRow
 from flask_solidq.storage import database_clock
 from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
@@ -136,26 +136,7 @@ def check_host(
     return Report(verdict, message, hostname, threshold, now, supervisors)
 
 
-class _RegisteredProcess(t.Protocol):
-    """What :func:`_process_health` reads of a ``solidq_processes`` row."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
-    @property
-    def hostname(self) -> str | None: ...
-    @property
-    def supervisor_id(self) -> int | None: ...
-    @property
-    def last_heartbeat_at(self) -> dt.datetime: ...
-
-
-def _process_health(row: _RegisteredProcess, now: dt.datetime, threshold: float) -> ProcessHealth:
+def _process_health(row: ProcessRow, now: dt.datetime, threshold: float) -> ProcessHealth:
     silent = max(0.0, (now - row.last_heartbeat_at).total_seconds())
     return ProcessHealth(
         row.id,

@@ -180,8 +180,25 @@ class Dialect(t.Protocol):
         at ``now`` (marked finished, each started when its claim was made, or deleted unless
         ``preserve_finished``), in one transaction of its own; return the ids of the jobs it
         finished. None (nothing written) where this engine has no such way.
-        ``stamp_type`` is the type of ``finished_at``, which binds the time."""
+        ``stamp_type`` is the type of ``finished_at``, which binds the time.
+
+        :raises sqlalchemy.exc.DBAPIError: the database failed (a deadlock among them, which
+            the caller tries again); nothing was stored.
+        """
         ...
+
+
+def insert_counted(
+    connection: sa.Connection,
+    statement: sa.Insert,
+    table: sa.Table,
+    rows: t.Sequence[t.Mapping[str, object]],
+) -> int:
+    """Run ``statement``, an insert of ``table`` that skips duplicates, for ``rows``; return
+    how many were inserted, counted by ``RETURNING`` their primary key (the driver's
+    rowcount doesn't count them, for many rows)."""
+    key = next(iter(table.primary_key.columns))
+    return len(connection.execute(statement.returning(key), rows).all())
 
 
 def delete_in(connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]) -> None:

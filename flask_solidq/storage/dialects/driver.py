@@ -139,13 +139,8 @@ class DriverDialect:
         preserve_finished: bool,
         stamp_type: sa.types.TypeEngine[dt.datetime],
     ) -> set[int] | None:
-        """On the driver's connection, for finished jobs that are kept (None otherwise):
-        ``DELETE ... RETURNING`` the claims (or, without it, read them locked, then delete
-        them), then one ``UPDATE`` of their jobs.
-
-        :raises sqlalchemy.exc.DBAPIError: the database failed (a deadlock among them, which
-            the caller tries again); nothing was stored.
-        """
+        """On the driver's connection, kept jobs only: the claims deleted (read locked first
+        where there's no ``DELETE ... RETURNING``), then one ``UPDATE`` of their jobs."""
         if not preserve_finished or not driver_writes.applies(engine):
             return None
         mark, count = self.placeholder, len(job_ids)

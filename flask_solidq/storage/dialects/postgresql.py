@@ -25,6 +25,7 @@ from flask_solidq.storage.dialects.base import DriverRow
 from flask_solidq.storage.dialects.base import EnqueueStatements
 from flask_solidq.storage.dialects.base import Row
 from flask_solidq.storage.dialects.base import delete_in
+from flask_solidq.storage.dialects.base import insert_counted
 from flask_solidq.timing import naive_utc
 from flask_solidq.values import ClaimedJob
 
@@ -230,11 +231,9 @@ class PostgreSQL:
     def insert_ignoring_duplicates(
         self, connection: sa.Connection, table: sa.Table, rows: t.Sequence[t.Mapping[str, object]]
     ) -> int:
-        """``ON CONFLICT DO NOTHING``; RETURNING counts what was inserted (the driver's
-        rowcount doesn't, for many rows)."""
-        key = next(iter(table.primary_key.columns))
-        statement = postgresql.insert(table).on_conflict_do_nothing().returning(key)
-        return len(connection.execute(statement, rows).all())
+        """``ON CONFLICT DO NOTHING``, counted by its ``RETURNING``."""
+        statement = postgresql.insert(table).on_conflict_do_nothing()
+        return insert_counted(connection, statement, table, rows)
 
     def delete_by_ids(
         self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]
