@@ -29,7 +29,6 @@ from flask_solidq import signals
 from flask_solidq import slots
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
-from flask_solidq.definitions import configured_job
 from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
@@ -38,8 +37,7 @@ from flask_solidq.definitions import signatures
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
-from flask_solidq.definitions.configured_job import ConfiguredJob as ConfiguredJob
-from flask_solidq.definitions.job_methods import JobT
+from flask_solidq.definitions.configured_job import EnqueueOptions
 from flask_solidq.definitions.rate_usage import RateLimitUsage
 from flask_solidq.definitions.steps import Resumable
 from flask_solidq.state import get_state
@@ -47,15 +45,18 @@ from flask_solidq.values import JobArgument
 from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
+    from flask_solidq.definitions.configured_job import ConfiguredJob
     from flask_solidq.state import SolidQState
     from flask_solidq.values import CoalesceStatus
+
+JobT = t.TypeVar("JobT", bound="Job")
 
 #: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
 _ParametersCache = tuple[t.Callable[..., object], "signatures.Parameters | None"]
 
 
-# The class's side of ``perform_later`` and ``perform_now`` (job_methods.ClassOrInstanceMethod
-# binds them to the class); the job's side is in the class.
+# The class's side of ``perform_later``, ``perform_now`` and ``set``
+# (job_methods.ClassOrInstanceMethod binds them to the class); the job's side is in the class.
 
 
 def _perform_later_on_class(cls: type[JobT], *args: JobArgument, **kwargs: JobArgument) -> JobT:
@@ -77,6 +78,43 @@ def _perform_now_on_class(cls: type[Job], *args: JobArgument, **kwargs: JobArgum
     touched and no control applies; exceptions propagate. A collecting job's
     ``perform_calls`` receives one call whose ``id`` is None."""
     return cls.new(*args, **kwargs).perform_now()
+
+
+# Any as the return type: what a class job's ``perform`` returns is not part of its type, so
+# ``perform_now`` gives it back as Any (see job_methods.PerformNow).
+def _set_on_class(
+    cls: type[JobT],
+    *,
+    wait: dt.timedelta | float | None = None,
+    wait_until: dt.datetime | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+) -> ConfiguredJob[..., JobT, t.Any]:
+    """Enqueue options: ``wait=`` (seconds or a timedelta) or ``wait_until=`` (a datetime;
+    naive means UTC), ``queue=``, ``priority=``. On the class it returns an object with
+    ``perform_later``, ``perform_now`` and ``new``; on a job it sets them and returns the
+    job."""
+    options = EnqueueOptions(wait=wait, wait_until=wait_until, queue=queue, priority=priority)
+    cls.new().set(**options)  # validate now, not at the first enqueue
+    return _Configured(cls, options)
+
+
+class _Configured(t.Generic[JobT]):
+    """What ``set`` returns on a definition's class (typed as a ``ConfiguredJob``): makes the
+    definition's jobs with the options."""
+
+    def __init__(self, job_class: type[JobT], options: EnqueueOptions) -> None:
+        self.job_class = job_class
+        self.options = options
+
+    def new(self, *args: JobArgument, **kwargs: JobArgument) -> JobT:
+        return self.job_class.new(*args, **kwargs).set(**self.options)
+
+    def perform_later(self, *args: JobArgument, **kwargs: JobArgument) -> JobT:
+        return self.new(*args, **kwargs).perform_later()
+
+    def perform_now(self, *args: JobArgument, **kwargs: JobArgument) -> object:
+        return self.new(*args, **kwargs).perform_now()
 
 
 #: How a job reaches its app's adapter (``perform_later``): the adapters run the operations,
@@ -226,7 +264,7 @@ class Job(Resumable, RateLimitUsage):
             self.priority = priority
         return self
 
-    set = job_methods.Set(configured_job.set_on_class, _set_on_instance)
+    set = job_methods.Set(_set_on_class, _set_on_instance)
 
     # Enqueuing and performing.
 
