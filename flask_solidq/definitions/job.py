@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import inspect
-import types
 import typing as t
 
 from flask_solidq import current
@@ -33,7 +31,7 @@ from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import job_payloads
-from flask_solidq.definitions import signatures
+from flask_solidq.definitions.argument_checks import ArgumentChecks
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
@@ -50,10 +48,6 @@ if t.TYPE_CHECKING:
     from flask_solidq.values import CoalesceStatus
 
 JobT = t.TypeVar("JobT", bound="Job")
-
-#: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
-_ParametersCache = tuple[t.Callable[..., object], "signatures.Parameters | None"]
-
 
 # The class's side of ``perform_later``, ``perform_now`` and ``set``
 # (job_methods.ClassOrInstanceMethod binds them to the class); the job's side is in the class.
@@ -131,7 +125,7 @@ REGISTER: slots.Slot[t.Callable[[type[Job]], None]] = slots.Slot(
 )
 
 
-class Job(Resumable, RateLimitUsage):
+class Job(Resumable, RateLimitUsage, ArgumentChecks):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
@@ -145,9 +139,6 @@ class Job(Resumable, RateLimitUsage):
     job_name: t.ClassVar[str] = "Job"
     queue_name: str = "default"
     priority: int = 0
-
-    #: (the performer they were read from, its parameters): see ``_performer_parameters``.
-    _parameters_cache: t.ClassVar[_ParametersCache | None] = None
 
     def __init_subclass__(
         cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
@@ -293,70 +284,12 @@ class Job(Resumable, RateLimitUsage):
 
     perform_now = job_methods.PerformNow(_perform_now_on_class, _perform_now_on_instance)
 
-    # Checking arguments at enqueue.
-
-    @classmethod
-    def _check_arguments(
-        cls,
-        args: tuple[JobArgument, ...],
-        kwargs: t.Mapping[str, JobArgument],
-        position: int | None = None,
-    ) -> None:
-        """Raise ``TypeError`` unless a worker could call the job with these arguments:
-        bind them to the signature of what it calls (``perform``, less ``self``; the function
-        of ``@solidq.job``), so a wrong call fails at the enqueue, not in a worker later.
-
-        A collecting job (``coalesce(on_conflict="collect")``) is not checked: its function
-        takes ``calls``, and each call's own arguments are free-form, read by that function.
-
-        :param position: the job's place in a bulk enqueue, for the message.
-        :raises TypeError: the arguments don't fit; the message names the job and the reason.
-        """
-        if cls.is_collecting():
-            return
-        parameters = cls._performer_parameters()
-        if parameters is None:
-            return
-        try:
-            parameters.bind(args, kwargs)
-        except TypeError as exc:
-            at = "" if position is None else f" (at position {position})"
-            raise TypeError(
-                f"Job {cls.job_name!r}{at} can't take these arguments: {exc}. A worker would call"
-                f" {signatures.describe_call(cls._performer(), parameters.signature)}; nothing was"
-                " enqueued."
-            ) from None
+    # What an enqueue's arguments must fit (ArgumentChecks reads its signature).
 
     @classmethod
     def _performer(cls) -> t.Callable[..., object]:
         """What a worker calls with the job's arguments; its signature is what they must fit."""
         return cls.perform
-
-    @classmethod
-    def _read_signature(cls, performer: t.Callable[..., object]) -> inspect.Signature | None:
-        """``perform``'s signature as a worker calls it (bound to the job: without ``self``);
-        None when it can't be read (a builtin), and then the arguments aren't checked."""
-        signature = signatures.signature_or_none(performer)
-        raw = inspect.getattr_static(cls, "perform", None)
-        if signature is None or not isinstance(raw, types.FunctionType):
-            return signature  # a staticmethod or classmethod: no self to drop
-        parameters = list(signature.parameters.values())
-        if parameters and parameters[0].kind in signatures.POSITIONAL:
-            parameters = parameters[1:]
-        return signature.replace(parameters=parameters)
-
-    @classmethod
-    def _performer_parameters(cls) -> signatures.Parameters | None:
-        """The parameters of ``_performer()``, read once per definition, since every enqueue
-        binds to them; read again if the performer was replaced (a test's monkeypatch)."""
-        performer = cls._performer()
-        cached = cls._parameters_cache
-        if cached is not None and cached[0] == performer:
-            return cached[1]
-        signature = cls._read_signature(performer)
-        parameters = None if signature is None else signatures.Parameters.of(signature)
-        cls._parameters_cache = (performer, parameters)
-        return parameters
 
     # Payloads.
 
