@@ -22,6 +22,13 @@ from flask_solidq.definitions import step_options
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.job import Job
 
+if t.TYPE_CHECKING:
+    from flask_solidq.definitions.configured_job import ConfiguredJob
+    from flask_solidq.definitions.job_methods import PerformLater
+    from flask_solidq.definitions.job_methods import PerformNow
+    from flask_solidq.definitions.job_methods import Set
+    from flask_solidq.definitions.job_methods import SetOptions
+
 P = t.ParamSpec("P")
 R = t.TypeVar("R")
 
@@ -58,6 +65,12 @@ class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=Tru
         @classmethod
         def new(cls, *args: P.args, **kwargs: P.kwargs) -> FunctionJob[P, R]: ...
 
+        # Job's own methods, which on a function job take the function's parameters and
+        # return what it returns (the descriptors below).
+        perform_later: _PerformLater
+        perform_now: _PerformNow
+        set: _Set
+
     def perform(self, *args: object, **kwargs: object) -> object:
         return type(self).function(*args, **kwargs)
 
@@ -76,6 +89,43 @@ class FunctionJob(Job, t.Generic[P, R], metaclass=_FunctionJobType, abstract=Tru
             return inspect.signature(performer)
         except (TypeError, ValueError):  # a builtin: its arguments aren't checked
             return None
+
+
+if t.TYPE_CHECKING:
+    # ``perform_later``, ``perform_now`` and ``set`` as type checkers see them on a function
+    # job (``FunctionJob[P, R]``): on its class they take the function's parameters ``P`` and
+    # carry its return type ``R``; on a job, none. At run time they are Job's. They narrow
+    # Job's overloads to the one owner they sit on, a function job, hence the ignore: mypy
+    # wants an override to take every owner the overridden one takes.
+
+    class _PerformLater(PerformLater):
+        @t.overload  # type: ignore[override]
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> t.Callable[P, FunctionJob[P, R]]: ...
+        @t.overload
+        def __get__(
+            self, instance: FunctionJob[P, R], owner: type
+        ) -> t.Callable[[], FunctionJob[P, R]]: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...
+
+    class _PerformNow(PerformNow):
+        @t.overload  # type: ignore[override]
+        def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
+        @t.overload
+        def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...
+
+    class _Set(Set):
+        @t.overload  # type: ignore[override]
+        def __get__(
+            self, instance: None, owner: type[FunctionJob[P, R]]
+        ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
+        @t.overload
+        def __get__(
+            self, instance: FunctionJob[P, R], owner: type
+        ) -> SetOptions[FunctionJob[P, R]]: ...
+        def __get__(self, instance: Job | None, owner: type) -> object: ...
 
 
 @dataclasses.dataclass(frozen=True)

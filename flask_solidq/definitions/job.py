@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import inspect
-import types
 import typing as t
 
 from flask_solidq import current
@@ -29,17 +27,15 @@ from flask_solidq import signals
 from flask_solidq import slots
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import batches
-from flask_solidq.definitions import configured_job
 from flask_solidq.definitions import job_checks
 from flask_solidq.definitions import job_ids
 from flask_solidq.definitions import job_methods
 from flask_solidq.definitions import job_payloads
-from flask_solidq.definitions import signatures
+from flask_solidq.definitions.argument_checks import ArgumentChecks
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.calls import Call
 from flask_solidq.definitions.calls import job_data_of
-from flask_solidq.definitions.configured_job import ConfiguredJob as ConfiguredJob
-from flask_solidq.definitions.job_methods import JobT
+from flask_solidq.definitions.configured_job import EnqueueOptions
 from flask_solidq.definitions.rate_usage import RateLimitUsage
 from flask_solidq.definitions.steps import Resumable
 from flask_solidq.state import get_state
@@ -47,15 +43,14 @@ from flask_solidq.values import JobArgument
 from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
+    from flask_solidq.definitions.configured_job import ConfiguredJob
     from flask_solidq.state import SolidQState
     from flask_solidq.values import CoalesceStatus
 
-#: A definition's performer and its parameters, as last read (see ``_performer_parameters``).
-_ParametersCache = tuple[t.Callable[..., object], "signatures.Parameters | None"]
+JobT = t.TypeVar("JobT", bound="Job")
 
-
-# The class's side of ``perform_later`` and ``perform_now`` (job_methods.ClassOrInstanceMethod
-# binds them to the class); the job's side is in the class.
+# The class's side of ``perform_later``, ``perform_now`` and ``set``
+# (job_methods.ClassOrInstanceMethod binds them to the class); the job's side is in the class.
 
 
 def _perform_later_on_class(cls: type[JobT], *args: JobArgument, **kwargs: JobArgument) -> JobT:
@@ -79,6 +74,43 @@ def _perform_now_on_class(cls: type[Job], *args: JobArgument, **kwargs: JobArgum
     return cls.new(*args, **kwargs).perform_now()
 
 
+# Any as the return type: what a class job's ``perform`` returns is not part of its type, so
+# ``perform_now`` gives it back as Any (see job_methods.PerformNow).
+def _set_on_class(
+    cls: type[JobT],
+    *,
+    wait: dt.timedelta | float | None = None,
+    wait_until: dt.datetime | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+) -> ConfiguredJob[..., JobT, t.Any]:
+    """Enqueue options: ``wait=`` (seconds or a timedelta) or ``wait_until=`` (a datetime;
+    naive means UTC), ``queue=``, ``priority=``. On the class it returns an object with
+    ``perform_later``, ``perform_now`` and ``new``; on a job it sets them and returns the
+    job."""
+    options = EnqueueOptions(wait=wait, wait_until=wait_until, queue=queue, priority=priority)
+    cls.new().set(**options)  # validate now, not at the first enqueue
+    return _Configured(cls, options)
+
+
+class _Configured(t.Generic[JobT]):
+    """What ``set`` returns on a definition's class (typed as a ``ConfiguredJob``): makes the
+    definition's jobs with the options."""
+
+    def __init__(self, job_class: type[JobT], options: EnqueueOptions) -> None:
+        self.job_class = job_class
+        self.options = options
+
+    def new(self, *args: JobArgument, **kwargs: JobArgument) -> JobT:
+        return self.job_class.new(*args, **kwargs).set(**self.options)
+
+    def perform_later(self, *args: JobArgument, **kwargs: JobArgument) -> JobT:
+        return self.new(*args, **kwargs).perform_later()
+
+    def perform_now(self, *args: JobArgument, **kwargs: JobArgument) -> object:
+        return self.new(*args, **kwargs).perform_now()
+
+
 #: How a job reaches its app's adapter (``perform_later``): the adapters run the operations,
 #: a layer above the definitions, so :mod:`flask_solidq.extension.adapters` fills it.
 ADAPTER: slots.Slot[t.Callable[[Job, SolidQState], None]] = slots.Slot(
@@ -93,7 +125,7 @@ REGISTER: slots.Slot[t.Callable[[type[Job]], None]] = slots.Slot(
 )
 
 
-class Job(Resumable, RateLimitUsage):
+class Job(Resumable, RateLimitUsage, ArgumentChecks):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
     Class attributes a subclass may set: ``queue_name`` (``"default"``) and ``priority`` (0;
@@ -107,9 +139,6 @@ class Job(Resumable, RateLimitUsage):
     job_name: t.ClassVar[str] = "Job"
     queue_name: str = "default"
     priority: int = 0
-
-    #: (the performer they were read from, its parameters): see ``_performer_parameters``.
-    _parameters_cache: t.ClassVar[_ParametersCache | None] = None
 
     def __init_subclass__(
         cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
@@ -226,7 +255,7 @@ class Job(Resumable, RateLimitUsage):
             self.priority = priority
         return self
 
-    set = job_methods.Set(configured_job.set_on_class, _set_on_instance)
+    set = job_methods.Set(_set_on_class, _set_on_instance)
 
     # Enqueuing and performing.
 
@@ -255,70 +284,12 @@ class Job(Resumable, RateLimitUsage):
 
     perform_now = job_methods.PerformNow(_perform_now_on_class, _perform_now_on_instance)
 
-    # Checking arguments at enqueue.
-
-    @classmethod
-    def _check_arguments(
-        cls,
-        args: tuple[JobArgument, ...],
-        kwargs: t.Mapping[str, JobArgument],
-        position: int | None = None,
-    ) -> None:
-        """Raise ``TypeError`` unless a worker could call the job with these arguments:
-        bind them to the signature of what it calls (``perform``, less ``self``; the function
-        of ``@solidq.job``), so a wrong call fails at the enqueue, not in a worker later.
-
-        A collecting job (``coalesce(on_conflict="collect")``) is not checked: its function
-        takes ``calls``, and each call's own arguments are free-form, read by that function.
-
-        :param position: the job's place in a bulk enqueue, for the message.
-        :raises TypeError: the arguments don't fit; the message names the job and the reason.
-        """
-        if cls.is_collecting():
-            return
-        parameters = cls._performer_parameters()
-        if parameters is None:
-            return
-        try:
-            parameters.bind(args, kwargs)
-        except TypeError as exc:
-            at = "" if position is None else f" (at position {position})"
-            raise TypeError(
-                f"Job {cls.job_name!r}{at} can't take these arguments: {exc}. A worker would call"
-                f" {signatures.describe_call(cls._performer(), parameters.signature)}; nothing was"
-                " enqueued."
-            ) from None
+    # What an enqueue's arguments must fit (ArgumentChecks reads its signature).
 
     @classmethod
     def _performer(cls) -> t.Callable[..., object]:
         """What a worker calls with the job's arguments; its signature is what they must fit."""
         return cls.perform
-
-    @classmethod
-    def _read_signature(cls, performer: t.Callable[..., object]) -> inspect.Signature | None:
-        """``perform``'s signature as a worker calls it (bound to the job: without ``self``);
-        None when it can't be read (a builtin), and then the arguments aren't checked."""
-        signature = signatures.signature_or_none(performer)
-        raw = inspect.getattr_static(cls, "perform", None)
-        if signature is None or not isinstance(raw, types.FunctionType):
-            return signature  # a staticmethod or classmethod: no self to drop
-        parameters = list(signature.parameters.values())
-        if parameters and parameters[0].kind in signatures.POSITIONAL:
-            parameters = parameters[1:]
-        return signature.replace(parameters=parameters)
-
-    @classmethod
-    def _performer_parameters(cls) -> signatures.Parameters | None:
-        """The parameters of ``_performer()``, read once per definition, since every enqueue
-        binds to them; read again if the performer was replaced (a test's monkeypatch)."""
-        performer = cls._performer()
-        cached = cls._parameters_cache
-        if cached is not None and cached[0] == performer:
-            return cached[1]
-        signature = cls._read_signature(performer)
-        parameters = None if signature is None else signatures.Parameters.of(signature)
-        cls._parameters_cache = (performer, parameters)
-        return parameters
 
     # Payloads.
 

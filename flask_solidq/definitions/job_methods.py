@@ -1,6 +1,7 @@
 """The methods of a job definition that work on the class and on a job (``perform_later``,
 ``perform_now``, ``set``): one implementation for each, chosen by a descriptor, with the
-overloads type checkers read."""
+overloads type checkers read for a class job. A function job narrows them to its function's
+parameters (:mod:`flask_solidq.definitions.function_job`)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,9 @@ import typing as t
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.configured_job import ConfiguredJob
-    from flask_solidq.definitions.function_job import FunctionJob
-    from flask_solidq.definitions.job import Job
 
-JobT = t.TypeVar("JobT", bound="Job")
-#: A function job's parameters and return type (``FunctionJob[P, R]``), which ``perform_later``,
-#: ``perform_now``, ``new`` and ``set`` carry for type checkers.
-P = t.ParamSpec("P")
-R = t.TypeVar("R")
+#: A job: the descriptors sit on ``Job``, whose instances they are bound to.
+JobT = t.TypeVar("JobT")
 T_co = t.TypeVar("T_co", covariant=True)
 
 
@@ -31,16 +27,15 @@ class ClassOrInstanceMethod:
         self.on_instance = on_instance
         self.__doc__ = on_class.__doc__
 
-    def __get__(self, instance: Job | None, owner: type) -> object:
+    def __get__(self, instance: object | None, owner: type) -> object:
         if instance is None:
             return types.MethodType(self.on_class, owner)
         return types.MethodType(self.on_instance, instance)
 
 
-# The three methods that work on the class and on a job, as type checkers see them: on a
-# function job's class they take the function's parameters (``FunctionJob[P, R]``); on a class
-# job's, any arguments (a class job's are checked at the enqueue, against ``perform``); on a
-# job, none. The overloads are declared for type checkers only: at run time
+# The three methods that work on the class and on a job, as type checkers see them: on a class
+# job's class they take any arguments (a class job's are checked at the enqueue, against
+# ``perform``); on a job, none. The overloads are declared for type checkers only: at run time
 # ``ClassOrInstanceMethod.__get__`` does the work, so an enqueue pays no extra call.
 
 
@@ -50,32 +45,23 @@ class PerformLater(ClassOrInstanceMethod):
     if t.TYPE_CHECKING:
 
         @t.overload
-        def __get__(
-            self, instance: None, owner: type[FunctionJob[P, R]]
-        ) -> t.Callable[P, FunctionJob[P, R]]: ...
-        @t.overload
         def __get__(self, instance: None, owner: type[JobT]) -> t.Callable[..., JobT]: ...
         @t.overload
         def __get__(self, instance: JobT, owner: type) -> t.Callable[[], JobT]: ...
-        def __get__(self, instance: Job | None, owner: type) -> object: ...
+        def __get__(self, instance: object | None, owner: type) -> object: ...
 
 
 class PerformNow(ClassOrInstanceMethod):
     """``perform_now``: returns what the job's work returns."""
 
     if t.TYPE_CHECKING:
-
-        @t.overload
-        def __get__(self, instance: None, owner: type[FunctionJob[P, R]]) -> t.Callable[P, R]: ...
         # Any: what a class job's ``perform`` returns isn't part of the definition's type,
         # and the caller, who knows it, should be able to use it without a cast.
         @t.overload
-        def __get__(self, instance: None, owner: type[Job]) -> t.Callable[..., t.Any]: ...
+        def __get__(self, instance: None, owner: type) -> t.Callable[..., t.Any]: ...
         @t.overload
-        def __get__(self, instance: FunctionJob[P, R], owner: type) -> t.Callable[[], R]: ...
-        @t.overload
-        def __get__(self, instance: Job, owner: type) -> t.Callable[[], t.Any]: ...
-        def __get__(self, instance: Job | None, owner: type) -> object: ...
+        def __get__(self, instance: object, owner: type) -> t.Callable[[], t.Any]: ...
+        def __get__(self, instance: object | None, owner: type) -> object: ...
 
 
 class SetOptions(t.Protocol[T_co]):
@@ -97,13 +83,9 @@ class Set(ClassOrInstanceMethod):
     if t.TYPE_CHECKING:
 
         @t.overload
-        def __get__(
-            self, instance: None, owner: type[FunctionJob[P, R]]
-        ) -> SetOptions[ConfiguredJob[P, FunctionJob[P, R], R]]: ...
-        @t.overload
         def __get__(  # Any: as for PerformNow
             self, instance: None, owner: type[JobT]
         ) -> SetOptions[ConfiguredJob[..., JobT, t.Any]]: ...
         @t.overload
         def __get__(self, instance: JobT, owner: type) -> SetOptions[JobT]: ...
-        def __get__(self, instance: Job | None, owner: type) -> object: ...
+        def __get__(self, instance: object | None, owner: type) -> object: ...

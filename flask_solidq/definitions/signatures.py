@@ -1,5 +1,6 @@
 """What a job's performer takes: its signature, read once per definition, and the check
-every enqueue makes of its arguments against it (see ``Job._check_arguments``)."""
+every enqueue makes of its arguments against it (used by
+:mod:`~flask_solidq.definitions.argument_checks`)."""
 
 from __future__ import annotations
 
