@@ -30,11 +30,11 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import batches
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
-from flask_solidq.operations import batches
 
 #: Job ids by the batch each is in (None: in no batch), for the changes whose callers know
 #: them already (a claimed job carries its batch id); the others read them.

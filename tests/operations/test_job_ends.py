@@ -22,14 +22,14 @@ from flask_solidq.operations import job_ends
 from flask_solidq.operations import release
 from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import callbacks_run
+from tests.batches.test_batches import run_all
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
 from tests.controls.concurrency.test_concurrency_controls import claim
 from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import batch as batch_jobs
 from tests.jobs import controls_meet as meet_jobs
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import callbacks_run
-from tests.operations.test_batches import run_all
 from tests.support import solidq
 from tests.support.concurrency import job_state
 
@@ -79,7 +79,7 @@ ENDINGS = {
     },
     r"finished_at\s*=": {
         "operations/job_ends.py": "the writer",
-        "operations/batches.py": "a batch's own finished_at",
+        "batches/blocks.py": "reads a batch's row, to say when it finished",
         "testing/batches.py": "the test adapter's batches, in memory",
         "definitions/batches.py": "reads a batch's row",
         "reads/browse.py": "reads a job's row",
@@ -88,7 +88,10 @@ ENDINGS = {
         "storage/dialects/driver.py": "finishes jobs of no batch",
     },
     r"DELETE FROM solidq_jobs": {"storage/dialects/postgresql.py": "finishes jobs of no batch"},
-    r"BATCHES\.update\(": {"operations/batches.py": "account, and the block's enqueued_at"},
+    r"BATCHES\.update\(": {
+        "batches/counts.py": "account",
+        "batches/blocks.py": "the block's enqueued_at",
+    },
 }
 
 
