@@ -15,7 +15,7 @@ of starting over. Ported from Rails' ``ActiveJob::Continuation``::
 Progress lives in the job's payload (``solidq_jobs.arguments``), next to the retry counters:
 ``"steps": {"done": [...], "current": [name, cursor]}`` and ``"resumptions": n``. It is
 written whenever the payload is (when the job is interrupted, retried or fails), and, in a
-worker, as the job goes (see :mod:`flask_solidq.operations.step_saves`): when a step finishes,
+worker, as the job goes (see :mod:`flask_solidq.steps.saves`): when a step finishes,
 and at an ``advance`` once ``SOLIDQ_STEP_SAVE_INTERVAL`` passed since the last write. So it
 needs no table, and a retry (by a ``retry_on`` rule or by hand) carries it as it carries the
 rest.
@@ -27,7 +27,7 @@ says whether it is stopping, and :func:`watch` gives it to the job's :class:`Pro
 never interrupted, and its progress lives in memory only.
 
 A run that resumes checks its steps against the saved ones (:func:`run_step`, and
-:mod:`~flask_solidq.definitions.step_runs` as it ends): steps run in the order they were saved
+:mod:`~flask_solidq.steps.runs` as it ends): steps run in the order they were saved
 in, else :class:`~flask_solidq.errors.StepsChanged`.
 """
 

@@ -13,6 +13,7 @@ from flask_solidq import cli
 from flask_solidq import current
 from flask_solidq import dashboard
 from flask_solidq import models
+from flask_solidq.batches import Callback
 from flask_solidq.config import DEFAULTS
 from flask_solidq.config import keys as config_keys
 from flask_solidq.config import load_settings
@@ -29,7 +30,6 @@ from flask_solidq.extension.job_actions import JobActions
 from flask_solidq.extension.registrations import Registrations
 from flask_solidq.lifecycle import LifecycleHooks
 from flask_solidq.operations import queues
-from flask_solidq.operations.batch_callbacks import Callback
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.storage import app_transaction

@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import typing as t
 
+from flask_solidq import batches
 from flask_solidq import current
 from flask_solidq.config import Adapter
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.running import running_job
-from flask_solidq.operations import batch_callbacks
-from flask_solidq.operations import batches
 from flask_solidq.state import SolidQState
 from flask_solidq.state import get_state
 from flask_solidq.storage import app_transaction
@@ -32,16 +31,16 @@ Parent: t.TypeAlias = Batch | current.OpenBatch | int | None
 
 @contextlib.contextmanager
 def batch(
-    on_success: batch_callbacks.Callback = None,
-    on_failure: batch_callbacks.Callback = None,
-    on_finish: batch_callbacks.Callback = None,
+    on_success: batches.Callback = None,
+    on_failure: batches.Callback = None,
+    on_finish: batches.Callback = None,
     parent: Parent = None,
     **metadata: object,
 ) -> t.Iterator[current.OpenBatch]:
     """Open a batch; see :meth:`flask_solidq.SolidQ.batch`."""
     state = _state_for("solidq.batch()")
     parent_id = _parent_id(parent)
-    callbacks = batch_callbacks.prepare_callbacks(
+    callbacks = batches.prepare_callbacks(
         {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
     )
     if state.adapter is Adapter.TEST:

@@ -31,18 +31,18 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import batches
 from flask_solidq import identifiers
+from flask_solidq.definitions.stored_errors import parse_error
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import batches
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_ends
 from flask_solidq.operations import retry_keys
 from flask_solidq.operations import retry_payloads
-from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.storage import db
 from flask_solidq.timing import as_utc
 from flask_solidq.timing import utcnow
@@ -116,7 +116,7 @@ class Filters:
         self, execution: sa.Table, batch_ids: t.Sequence[int] = ()
     ) -> list[sa.ColumnElement[bool]]:
         """The SQL conditions on ``execution`` joined with ``solidq_jobs``; ``batch_ids``: the
-        family of ``batch`` (:func:`~flask_solidq.operations.batches.family`)."""
+        family of ``batch`` (:func:`~flask_solidq.batches.children.family`)."""
         conditions: list[sa.ColumnElement[bool]] = []
         if self.batch is not None:
             conditions.append(JOBS.c.batch_id.in_(batch_ids))

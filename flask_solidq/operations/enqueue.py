@@ -12,11 +12,11 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import batches
 from flask_solidq import controls
 from flask_solidq import current
 from flask_solidq import errors
 from flask_solidq.models.tables import JOBS
-from flask_solidq.operations import batch_callbacks
 from flask_solidq.operations import dispatch
 from flask_solidq.operations import job_rows
 from flask_solidq.storage import database_clock
@@ -311,4 +311,4 @@ class _Store:
 STORE = _Store()
 
 #: A finished batch's callbacks are enqueued by this module's enqueue (see there).
-batch_callbacks.ENQUEUE.fill(enqueue)
+batches.ENQUEUE.fill(enqueue)

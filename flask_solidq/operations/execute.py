@@ -20,15 +20,15 @@ from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.definitions import arguments
 from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import failures
-from flask_solidq.definitions import step_runs
 from flask_solidq.definitions import steps
-from flask_solidq.operations import step_saves
 from flask_solidq.operations.job_loading import load
 from flask_solidq.operations.outcomes import Outcome
 from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.operations.outcomes import Retry
 from flask_solidq.operations.outcomes import error_json
 from flask_solidq.state import get_state
+from flask_solidq.steps import runs as step_runs
+from flask_solidq.steps import saves as step_saves
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:

@@ -1,12 +1,16 @@
-"""Every way a job ends, fails, is discarded or comes back from failing: the only writers of
-those changes, each counting it in the job's batch in the same transaction.
+"""Every way a job ends, fails, is discarded or comes back from failing: the one caller of
+those changes' writers (:mod:`flask_solidq.transitions.ends`), running the hooks every end
+reaches in one order. In the change's transaction: the attempt history, the coalesce key, the
+batch's counts; once it commits: the controls' FINISH hooks (:func:`let_go`), before the
+signals the caller sends.
 
 A batch's counters are right only if every change of a batch job's state reaches
-:func:`flask_solidq.operations.batches.account`. Writing those changes here, and nowhere
+:func:`flask_solidq.batches.counts.account`. Writing those changes here, and nowhere
 else, makes that a property of the module instead of a habit of each caller: a finisher
 storing outcomes, a dead worker's claims failed, a person's retry or discard, a concurrency
-limit discarding or failing a job as it becomes due. ``tests/operations/test_job_ends.py``
-checks that no other module writes them, and drives each path with a batch job.
+limit discarding or failing a job as it becomes due. ``tests/transitions/test_only_writers.py``
+checks that no other module calls them; ``tests/operations/test_job_ends.py`` drives each
+path with a batch job.
 
 What each change counts in the batch:
 
@@ -31,11 +35,11 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import batches
 from flask_solidq import controls
 from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.operations import attempts
-from flask_solidq.operations import batches
 from flask_solidq.storage import db
 from flask_solidq.transitions import ends
 from flask_solidq.values import JobRef
@@ -47,7 +51,7 @@ logger = logging.getLogger("flask_solidq")
 BatchesOf = t.Mapping[int, "int | None"]
 
 #: How one job's change counts in its batch: its batch id (None: in no batch) and what it
-#: counts as (a :class:`~flask_solidq.operations.batches.Tally` field).
+#: counts as (a :class:`~flask_solidq.batches.counts.Tally` field).
 _Counted = tuple["int | None", str]
 
 
@@ -214,6 +218,6 @@ def _discard(
 
 def _count(connection: sa.Connection, counted: t.Iterable[_Counted], now: dt.datetime) -> None:
     """Apply the changes to their batches: the one call of
-    :func:`~flask_solidq.operations.batches.account`, once per transaction's change."""
+    :func:`~flask_solidq.batches.counts.account`, once per transaction's change."""
     tallies = batches.tally_by_batch(counted)
     batches.account(connection.engine, connection, tallies, now)

@@ -1,11 +1,11 @@
 """How a run of a claimed job ended (:class:`Outcome`), as the finisher stores it, and the
-error text a failed execution keeps (:func:`error_json`, :func:`parse_error`)."""
+error text a failed execution keeps (:func:`error_json`; read back by
+:func:`flask_solidq.definitions.stored_errors.parse_error`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-import json
 import traceback
 import typing as t
 
@@ -90,16 +90,3 @@ def failure_json(exception_class: str, message: str) -> str:
     return arguments.dumps(
         {"exception_class": exception_class, "message": message, "backtrace": []}
     )
-
-
-def parse_error(error: str | None) -> tuple[str, str]:
-    """The exception class and message of a failed execution's ``error`` JSON. Text that
-    isn't that JSON (written by hand, or cut short) becomes the message, so status never
-    fails on one bad row."""
-    try:
-        parsed = json.loads(error or "")
-    except ValueError:
-        return "", error or ""
-    if not isinstance(parsed, dict):
-        return "", str(parsed)
-    return str(parsed.get("exception_class") or ""), str(parsed.get("message") or "")

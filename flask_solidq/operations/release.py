@@ -34,7 +34,7 @@ from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import PROCESSES
 from flask_solidq.operations import job_ends
-from flask_solidq.operations import lost_steps
+from flask_solidq.steps import lost as lost_steps
 from flask_solidq.storage import db
 from flask_solidq.timing import utcnow
 from flask_solidq.transitions import claims

@@ -18,6 +18,7 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import argument_filter
+from flask_solidq.batches.children import family as family_of
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
@@ -26,7 +27,6 @@ from flask_solidq.models.tables import FAILED
 from flask_solidq.models.tables import JOBS
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
-from flask_solidq.operations import batches as batch_operations
 from flask_solidq.reads import browse
 
 #: The most batches one page lists.
@@ -145,7 +145,7 @@ def actionable(connection: sa.Connection, batch: Batch) -> Actionable:
     of ``EXISTS`` conditions."""
     if not batch.failed_jobs and not batch.pending_jobs:
         return Actionable(failed=False, pending=False)
-    family = batch_operations.family(connection, batch.id)
+    family = family_of(connection, batch.id)
 
     def exists(execution: sa.Table) -> sa.ColumnElement[bool]:
         joined = execution.join(JOBS, JOBS.c.id == execution.c.job_id)

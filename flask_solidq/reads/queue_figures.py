@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from flask_solidq.controls.rate_limit.budgets import DEFERRED_KEY
+from flask_solidq.definitions.stored_errors import parse_error
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import COALESCE_KEYS
@@ -26,7 +27,6 @@ from flask_solidq.models.tables import PAUSES
 from flask_solidq.models.tables import READY
 from flask_solidq.models.tables import SCHEDULED
 from flask_solidq.models.tables import SEMAPHORES
-from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.timing import utcnow
 
 

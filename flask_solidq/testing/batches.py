@@ -1,7 +1,7 @@
 """Batches under the test adapter: ``solidq.batch()`` keeps its batch in memory, so an app tests
 its batch callbacks with :func:`flask_solidq.testing.perform_enqueued_jobs`.
 
-The rules are the database queue's (:mod:`flask_solidq.operations.batches`): a block's jobs
+The rules are the database queue's (:mod:`flask_solidq.batches`): a block's jobs
 belong to its batch, a block that raises takes its jobs back, a job performed counts as
 completed (or failed, when it raised), and the end of the last pending job records the
 callbacks once, outside the batch, with the batch first. The callbacks and metadata are
@@ -18,14 +18,13 @@ import logging
 import typing as t
 import weakref
 
+from flask_solidq import batches
 from flask_solidq import current
 from flask_solidq import errors
 from flask_solidq.definitions import batches as definitions_batches
 from flask_solidq.definitions import job as job_definitions
 from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
-from flask_solidq.operations import batch_callbacks
-from flask_solidq.operations import batches
 from flask_solidq.timing import utcnow
 
 if t.TYPE_CHECKING:
@@ -229,12 +228,12 @@ def _finish(state: SolidQState, held: HeldBatch) -> None:
             if stored is None:
                 continue
             try:
-                job = batch_callbacks.callback_job(json.loads(stored), finished)
+                job = batches.callback_job(json.loads(stored), finished)
             except Exception:
                 logger.exception("SolidQ couldn't build the %s callback of batch %s", kind, held.id)
                 continue
             job_definitions.ADAPTER.call(job, state)
-    batch_callbacks.announce_finished([finished])
+    batches.announce_finished([finished])
     if parent is not None and into is not None:
         parent.total_jobs += into.stored
         parent.pending_jobs += into.stored

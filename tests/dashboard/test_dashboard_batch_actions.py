@@ -15,6 +15,9 @@ import sqlalchemy as sa
 from flask_solidq.dashboard import batch_views
 from flask_solidq.dashboard import csrf
 from tests import support
+from tests.batches.test_batch_actions import failed_family
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import run_all
 from tests.dashboard.test_dashboard import Page
 from tests.dashboard.test_dashboard import csrf_token
 from tests.dashboard.test_dashboard import done_message
@@ -22,9 +25,6 @@ from tests.dashboard.test_dashboard import post
 from tests.dashboard.test_dashboard_control_pages import page_text
 from tests.dashboard.test_dashboard_control_pages import tables
 from tests.jobs import batch as batch_jobs
-from tests.operations.test_batch_actions import failed_family
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import run_all
 from tests.support import solidq
 from tests.support.concurrency import job_state
 
@@ -128,7 +128,7 @@ def test_the_children_shown_are_capped_and_the_rest_are_on_the_batches_list(
     assert [row["Id"] for row in shown] == [str(children[2]), str(children[1])]
     assert more == f"/solidq/batches?parent={parent.id}&before={children[1]}"
     assert [row["Id"] for row in rest] == [str(children[0])]
-    assert f"Children of <a href=\"/solidq/batches/{parent.id}\">batch {parent.id}</a>" in listed
+    assert f'Children of <a href="/solidq/batches/{parent.id}">batch {parent.id}</a>' in listed
     assert f"status=open&amp;parent={parent.id}" in listed
     assert "No children." in page_text(client, f"/solidq/batches?parent={children[0]}")
     assert client.get("/solidq/batches?parent=x").status_code == 400

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import typing as t
 
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import run_all
 from tests.dashboard.test_dashboard_browser import base_url  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import browser  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import dashboard_app  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import engine  # noqa: F401 - a fixture
 from tests.dashboard.test_dashboard_browser import page  # noqa: F401 - a fixture
 from tests.jobs import batch as batch_jobs
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import run_all
 from tests.support import solidq
 from tests.support.concurrency import job_state
 

@@ -1,7 +1,7 @@
 """The dashboard's batch pages (:mod:`flask_solidq.dashboard.batch_views`) with the test client
 on every backend: the list with its filters, progress and paging, a batch's page with its jobs
 by state, a job's link to its batch. The batches are made through ``solidq.batch()`` and run
-through the real claim, perform and finish operations (as tests/operations/test_batches.py
+through the real claim, perform and finish operations (as tests/batches/test_batches.py
 does), then the pages are read cell by cell."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from flask_solidq.definitions.batches import Batch
 from flask_solidq.reads import batches as batch_reads
 from flask_solidq.timing import utcnow
 from tests import support
+from tests.batches.test_batches import run_all
 from tests.dashboard.test_dashboard_control_pages import page_text
 from tests.dashboard.test_dashboard_control_pages import tables
 from tests.jobs import batch as batch_jobs
-from tests.operations.test_batches import run_all
 from tests.support import solidq
 
 if t.TYPE_CHECKING:

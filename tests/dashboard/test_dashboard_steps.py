@@ -14,11 +14,11 @@ from tests import support
 from tests.dashboard.test_dashboard import PREFIX
 from tests.dashboard.test_dashboard import Page
 from tests.jobs import steps as jobs
-from tests.operations.test_steps import after_items
-from tests.operations.test_steps import die
-from tests.operations.test_steps import later
-from tests.operations.test_steps import run
-from tests.operations.test_steps import store_progress
+from tests.steps.test_steps import after_items
+from tests.steps.test_steps import die
+from tests.steps.test_steps import later
+from tests.steps.test_steps import run
+from tests.steps.test_steps import store_progress
 
 if t.TYPE_CHECKING:
     from flask import Flask

@@ -1,4 +1,4 @@
-"""Jobs for the batch tests (:mod:`tests.operations.test_batches`), performed in this process.
+"""Jobs for the batch tests (:mod:`tests.batches.test_batches`), performed in this process.
 Each notes what it ran in :data:`PERFORMED`; a callback notes the batch it was given.
 
 Every name starts with ``batch_test.`` (job names are process-wide).

@@ -1,4 +1,4 @@
-"""Jobs for the tests of steps that resume: in-process ones (:mod:`tests.operations.test_steps`)
+"""Jobs for the tests of steps that resume: in-process ones (:mod:`tests.steps.test_steps`)
 note each unit of work in :data:`DONE`; the ones real workers run
 (:mod:`tests.processes.test_steps_processes`) leave run rows in ``solidq_test_runs``.
 

@@ -21,14 +21,14 @@ from flask_solidq.operations import job_ends
 from flask_solidq.operations import release
 from flask_solidq.operations.outcomes import OutcomeKind
 from tests import support
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import callbacks_run
+from tests.batches.test_batches import run_all
 from tests.controls.concurrency.test_concurrency_controls import PROCESS_ID
 from tests.controls.concurrency.test_concurrency_controls import claim
 from tests.controls.concurrency.test_concurrency_controls import perform
 from tests.jobs import batch as batch_jobs
 from tests.jobs import controls_meet as meet_jobs
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import callbacks_run
-from tests.operations.test_batches import run_all
 from tests.support import solidq
 from tests.support.concurrency import job_state
 

@@ -64,6 +64,10 @@ def test_only_the_transitions_write_a_jobs_row_and_executions(table):
     assert outside <= set(ALSO_WRITING), outside - set(ALSO_WRITING)
 
 
+def test_only_the_batches_package_writes_a_batchs_counts():
+    assert writing(r"\bBATCHES\.update\(") == {"batches/counts.py", "batches/blocks.py"}
+
+
 @pytest.mark.parametrize("method", sorted(FAST_PATHS))
 def test_the_dialects_writing_fast_paths_have_the_callers_named(method):
     callers = {

@@ -1,20 +1,21 @@
-"""Batches: open one, close it as its block commits, count its jobs' outcomes, finish it once.
+"""A batch's counts, as each transaction that stores, ends or revives its jobs changes them,
+and the one writer that applies those changes and finishes the batch, once.
 
 Why the counting happens where it does: the callbacks of a batch must run exactly once each
 time it finishes, even when its last jobs finish at the same moment in different processes.
 :func:`account` is the only writer of a batch's counters. The blocks that add jobs call it as
-they commit, and every change of a job's state that counts (:mod:`job_ends`: a finisher
-storing outcomes, a worker's death failing its claims, a discard, a hand retry putting a
-failed job back) calls it in that same transaction, under the batch row's lock (taken last,
-in ascending id order, so two such transactions never wait on each other's rows the other
-way round). The transaction
-that takes ``pending_jobs`` to 0 sets ``finished_at`` and stores the callbacks' jobs in its
-own commit: any other one waits for the lock and then sees the batch finished. There is no
-moment between "finished" and "callbacks stored" for a crash to fall into (Solid Queue's
-batches finish after the commit, and need a maintenance pass for that gap).
+they commit (:mod:`.blocks`), and every change of a job's state that counts
+(:mod:`flask_solidq.operations.job_ends`: a finisher storing outcomes, a worker's death failing
+its claims, a discard, a hand retry putting a failed job back) calls it in that same
+transaction, under the batch row's lock (taken last, in ascending id order, so two such
+transactions never wait on each other's rows the other way round). The transaction that takes
+``pending_jobs`` to 0 sets ``finished_at`` and stores the callbacks' jobs in its own commit:
+any other one waits for the lock and then sees the batch finished. There is no moment between
+"finished" and "callbacks stored" for a crash to fall into (Solid Queue's batches finish after
+the commit, and need a maintenance pass for that gap).
 
-Batches are an operation, not a control (:mod:`flask_solidq.controls`): a control's hooks run
-per job definition and after the outcome's commit, and a batch needs its counts inside it.
+A batch is not a Control (:mod:`flask_solidq.controls.base`): a control's hooks run per job
+definition and after the outcome's commit, and a batch needs its counts inside it.
 """
 
 from __future__ import annotations
@@ -28,125 +29,12 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq import current
-from flask_solidq import errors
-from flask_solidq.definitions import arguments
+from flask_solidq.batches import callbacks
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.models.tables import BATCHES
-from flask_solidq.operations import batch_callbacks
 from flask_solidq.storage import db
 
 logger = logging.getLogger("flask_solidq")
-
-
-def open_batch(
-    connection: sa.Connection,
-    callbacks: dict[str, str | None],
-    metadata: t.Mapping[str, t.Any],
-    now: dt.datetime,
-    parent_id: int | None = None,
-) -> int:
-    """Insert a batch's row, not yet enqueued, a child of ``parent_id`` when given; return
-    its id. In the block's transaction.
-
-    :raises flask_solidq.SerializationError: the metadata can't be stored as JSON.
-    """
-    row = {
-        "parent_id": parent_id,
-        "metadata": metadata_json(metadata),
-        **callbacks,
-        "total_jobs": 0,
-        "pending_jobs": 0,
-        "completed_jobs": 0,
-        "failed_jobs": 0,
-        "created_at": now,
-        "updated_at": now,
-    }
-    return db.insert_returning_id(connection, BATCHES.insert(), row)
-
-
-def metadata_json(metadata: t.Mapping[str, t.Any]) -> str | None:
-    """The batch's extra keywords as JSON (plain JSON: they are read back as they are, by
-    people and dashboards, not loaded into a job).
-
-    :raises flask_solidq.SerializationError: a value isn't plain JSON.
-    """
-    if not metadata:
-        return None
-    try:
-        return arguments.dumps(dict(metadata))
-    except (TypeError, ValueError) as exc:
-        raise errors.SerializationError(
-            f"solidq.batch()'s metadata must be plain JSON (str, int, float, bool, None, lists"
-            f" and dicts of them): {exc}"
-        ) from None
-
-
-def close_batch(
-    engine: sa.Engine,
-    connection: sa.Connection,
-    batch: current.OpenBatch,
-    now: dt.datetime,
-    parent_id: int | None = None,
-) -> None:
-    """End the block that opened ``batch``: record when, and count the jobs it stored (and
-    the batch itself as a job of its parent, ``parent_id``); a batch with nothing pending then
-    (it stored none) finishes at once, its callbacks stored in the block's own transaction.
-
-    :raises flask_solidq.BatchAlreadyFinished: the parent batch had finished, or is gone;
-        the caller's transaction must roll back.
-    """
-    tallies = {batch.id: _tally_of_block(batch)}
-    if parent_id is not None:
-        _lock_open(connection, parent_id, what="the batch opened as its child was not stored")
-        tallies[parent_id] = Tally(added=1)
-    connection.execute(
-        BATCHES.update().where(BATCHES.c.id == batch.id).values(enqueued_at=now, updated_at=now)
-    )
-    account(engine, connection, tallies, now)
-
-
-def add_to_batch(
-    engine: sa.Engine, connection: sa.Connection, batch: current.OpenBatch, now: dt.datetime
-) -> None:
-    """End a block that added to ``batch``: count the jobs it stored onto the batch, if the
-    batch is still open (under the row's lock: the batch's last finisher either came first,
-    and the batch is finished, or waits and counts these jobs).
-
-    :raises flask_solidq.BatchAlreadyFinished: the batch had finished, or is gone; the caller's
-        transaction must roll back (the block's jobs are not stored).
-    """
-    _lock_open(
-        connection,
-        batch.id,
-        what=f"the {batch.stored} job(s) enqueued in this block were not stored",
-    )
-    account(engine, connection, {batch.id: _tally_of_block(batch)}, now)
-
-
-def _lock_open(connection: sa.Connection, batch_id: int, *, what: str) -> None:
-    """Lock batch ``batch_id``'s row, checking it is still open.
-
-    :raises flask_solidq.BatchAlreadyFinished: it had finished, or is gone (``what`` names
-        what was therefore not stored).
-    """
-    # The row is locked by its primary key before it is read or written, as the finishers
-    # lock it: an UPDATE whose WHERE names finished_at may lock the finished_at index entry
-    # first (MariaDB), the other way round from a finisher, and deadlock with it.
-    row = connection.execute(
-        db.for_update(
-            sa.select(BATCHES.c.finished_at, BATCHES.c.enqueued_at).where(BATCHES.c.id == batch_id),
-            skip_locked=False,
-        )
-    ).one_or_none()
-    if row is None or row.finished_at is not None or row.enqueued_at is None:
-        finished_at = row.finished_at if row is not None else None
-        when = f"finished at {finished_at:%Y-%m-%d %H:%M:%S} UTC" if finished_at else "is gone"
-        raise errors.BatchAlreadyFinished(
-            f"Batch {batch_id} {when}; {what}. A batch finishes when nothing in"
-            " it is pending: add to it from one of its own running jobs (with"
-            " current_job.batch.enqueue(): or a solidq.batch() block opened there), which keeps"
-            " it open."
-        )
 
 
 @dataclasses.dataclass
@@ -163,7 +51,7 @@ class Tally:
     reopened: int = 0
 
 
-def _tally_of_block(batch: current.OpenBatch) -> Tally:
+def tally_of_block(batch: current.OpenBatch) -> Tally:
     """What a block that stored jobs into ``batch`` changes of its counts."""
     return Tally(added=batch.stored, **batch.ended)
 
@@ -224,7 +112,7 @@ def account(
     if finished:
         # PostgreSQL's listening workers hear of the callbacks as the commit lands.
         db.notify(connection, db.READY_CHANNEL)
-        db.after_commit_on(connection, lambda: batch_callbacks.announce_finished(finished))
+        db.after_commit_on(connection, lambda: callbacks.announce_finished(finished))
     return finished
 
 
@@ -267,10 +155,10 @@ def _apply(
     batch = Batch.of(types.SimpleNamespace(**{**row._asdict(), **values, "updated_at": now}))
     into = current.OpenBatch(row.parent_id) if row.parent_id is not None else None
     with db.joining_connection(engine, connection):
-        batch_callbacks.store(engine, row, batch, into)
+        callbacks.store(engine, row, batch, into)
     if into is None:
         return batch, None
-    ended = _tally_of_block(into)
+    ended = tally_of_block(into)
     ended.failed += 1 if batch.failed_jobs else 0
     ended.completed += 0 if batch.failed_jobs else 1
     # A reopened child that finishes again is pending again in its parent first.
@@ -329,17 +217,3 @@ def _counts_after(row: t.Any, tally: Tally) -> dict[str, t.Any]:
         "completed_jobs": row.completed_jobs + tally.completed,
         "failed_jobs": max(failed, 0),
     }
-
-
-def family(connection: sa.Connection, batch_id: int) -> list[int]:
-    """Batch ``batch_id`` and its children, theirs, and so on: the batches ``retry --batch``
-    and ``discard --batch`` act on, in id order. One indexed read per generation."""
-    found = {batch_id}
-    generation = [batch_id]
-    while generation:
-        children = connection.scalars(
-            sa.select(BATCHES.c.id).where(BATCHES.c.parent_id.in_(generation))
-        ).all()
-        generation = [child for child in children if child not in found]
-        found.update(generation)
-    return sorted(found)

@@ -8,11 +8,11 @@ import typing as t
 
 import pytest
 
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import callbacks_run
+from tests.batches.test_batches import run_all
 from tests.cli.test_job_commands import run
 from tests.jobs import batch as batch_jobs
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import callbacks_run
-from tests.operations.test_batches import run_all
 from tests.operations.test_job_ends import assert_counts_match_jobs
 from tests.support import solidq
 from tests.support.concurrency import job_state
@@ -71,9 +71,7 @@ def test_retry_all_of_a_child_leaves_its_parents_own_jobs(app, engine):
     assert batch_counts(app, child)[0] == "pending"
 
 
-def test_discard_all_of_a_batch_discards_its_pending_jobs_and_it_finishes(
-    app, engine, performed
-):
+def test_discard_all_of_a_batch_discards_its_pending_jobs_and_it_finishes(app, engine, performed):
     with app.app_context():
         with solidq.batch(on_finish=batch_jobs.callback.new("end")) as parent:
             batch_jobs.work.set(wait=3600).perform_later(1)

@@ -12,10 +12,10 @@ import sqlalchemy as sa
 
 from flask_solidq import BatchAlreadyFinished
 from flask_solidq import models
+from tests.batches.test_batches import batch_counts
+from tests.batches.test_batches import callbacks_run
+from tests.batches.test_batches import run_all
 from tests.jobs import batch as batch_jobs
-from tests.operations.test_batches import batch_counts
-from tests.operations.test_batches import callbacks_run
-from tests.operations.test_batches import run_all
 from tests.operations.test_job_ends import assert_counts_match_jobs
 from tests.support import solidq
 
@@ -154,9 +154,7 @@ def test_parent_must_be_a_batch_or_an_id(app):
             pass
 
 
-def test_a_failed_job_of_a_finished_child_retried_reopens_it_and_its_parent(
-    app, engine, performed
-):
+def test_a_failed_job_of_a_finished_child_retried_reopens_it_and_its_parent(app, engine, performed):
     with app.app_context():
         with solidq.batch(
             on_success=batch_jobs.callback.new("parent-success"),

@@ -3,7 +3,7 @@ saved steps (``max_resumptions`` not spent) and, for the others, the failure tha
 they stopped. :func:`flask_solidq.operations.release.resume_steps` acts on what this reads.
 
 The resumptions counted are the stored payload's: a worker writes its run's count as the run
-starts from saved progress (:func:`.step_saves.count_resumption`), so a run killed outright
+starts from saved progress (:func:`.saves.count_resumption`), so a run killed outright
 counts too.
 """
 
@@ -20,9 +20,9 @@ from flask_solidq import errors
 from flask_solidq.definitions import registry
 from flask_solidq.definitions import step_options
 from flask_solidq.definitions import steps
+from flask_solidq.definitions.stored_errors import parse_error
 from flask_solidq.models.tables import CLAIMED
 from flask_solidq.models.tables import JOBS
-from flask_solidq.operations.outcomes import parse_error
 from flask_solidq.state import get_state
 
 
