@@ -36,6 +36,10 @@ MIN_UNIT_INTERVAL = 0.000001
 
 logger = logging.getLogger("flask_solidq")
 
+#: The limits :func:`warn_whole_quota_bursts` has warned about in this process, by job name
+#: and limit name.
+_warned: set[tuple[str, str | None]] = set()
+
 
 def limits_rate(
     *,
@@ -128,18 +132,34 @@ def checked(declaration: RateLimit, decorator: str = "limits_rate") -> RateLimit
             f" {declaration.interval:g}s, which must be at least {minimum:g}s; lower to= or"
             " raise per=."
         )
-    if declaration.counts_units and burst == to > 1:
-        # The documented rule, met in units: a quota spent at once refills one unit a window.
-        logger.warning(
-            "SolidQ: limits_rate(to=%s, burst=%s, cost=...) admits %s units at once, then one"
-            " unit every %gs, as burst=to does. For a quota of units, set burst to the largest"
-            " call's cost: the budget then refills at to - burst + 1 units per per.",
-            to,
-            burst,
-            burst,
-            declaration.interval,
-        )
     return declaration
+
+
+def warn_whole_quota_bursts(definitions: t.Iterable[type[DeclaredAttributes]]) -> None:
+    """Warn, once per process and limit, of a limit counted in units (``cost=``) whose burst
+    is its whole quota (``burst=to``): spent at once, it then refills one unit a window.
+
+    Called as workers start, since their claims are what the budget admits: declaring the
+    limit, importing the app, or any other command says nothing.
+    """
+    for definition in definitions:
+        for limit in definition._declared.active_rate_limits:
+            seen = (definition.job_name, limit.name)
+            whole_quota = limit.counts_units and limit.burst == limit.to > 1
+            if not whole_quota or seen in _warned:
+                continue
+            _warned.add(seen)
+            logger.warning(
+                "SolidQ: %s's limits_rate(to=%s, burst=%s, cost=...) admits %s units at once,"
+                " then one unit every %gs, as burst=to does. For a quota of units, set burst to"
+                " the largest call's cost: the budget then refills at to - burst + 1 units per"
+                " per.",
+                definition.job_name,
+                limit.to,
+                limit.burst,
+                limit.burst,
+                limit.interval,
+            )
 
 
 def named_budget(name: object, *, to: object, per: object, burst: object = 1) -> RateLimit:
