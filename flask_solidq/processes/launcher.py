@@ -14,6 +14,7 @@ import typing as t
 
 from flask_solidq.config import WorkerSettings
 from flask_solidq.config import worker_settings
+from flask_solidq.controls.rate_limit import declaration as rate_limit_declaration
 from flask_solidq.definitions import failure_rules
 from flask_solidq.definitions import registry
 from flask_solidq.logging import subscriber as log_subscriber
@@ -108,6 +109,7 @@ def supervisor(
     if only in (None, "worker"):
         workers = overrides.apply(settings.workers)
         hint_unused_queues(workers, known_queues(settings))
+        rate_limit_declaration.warn_whole_quota_bursts(registry.definitions())
         if settings.recurring and not once:
             warn_unserved_tasks(workers, _loadable_tasks(settings))
     supervisor_class = ForkSupervisor if forked else ThreadSupervisor
