@@ -13,6 +13,7 @@ from flask_solidq import current
 from flask_solidq import signals
 from flask_solidq import slots
 from flask_solidq.definitions import registry
+from flask_solidq.definitions import signatures
 from flask_solidq.definitions.batches import CALLBACK_KINDS
 from flask_solidq.definitions.batches import Batch
 from flask_solidq.definitions.job import Job
@@ -55,7 +56,7 @@ def prepare_callbacks(callbacks: t.Mapping[str, Callback]) -> dict[str, str | No
                 f" (SomeJob.new(...)), not {callback!r}."
             )
         definition = type(job)
-        definition._check_arguments((_PLACEHOLDER, *job.arguments), job.kwargs)
+        _check_takes_the_batch(kind, job)
         stored[kind] = json.dumps(
             {
                 "class_name": definition.job_name,
@@ -65,6 +66,61 @@ def prepare_callbacks(callbacks: t.Mapping[str, Callback]) -> dict[str, str | No
             }
         )
     return stored
+
+
+def _check_takes_the_batch(kind: str, job: Job) -> None:
+    """Raise unless a worker could call ``job`` with the batch first, then its own arguments.
+
+    :raises TypeError: it can't; the message says the batch comes first, and how to fix it.
+    """
+    definition = type(job)
+    try:
+        definition._check_arguments((_PLACEHOLDER, *job.arguments), job.kwargs)
+    except TypeError:
+        pass
+    else:
+        return
+    parameters = definition._performer_parameters()
+    call = (
+        signatures.describe_call(definition._performer(), parameters.signature)
+        if parameters is not None
+        else definition.job_name
+    )
+    takes_its_own = parameters is not None and _fits(parameters, job)
+    fix = (
+        f"give it a first parameter for the batch: {_with_batch_first(call)}"
+        if takes_its_own
+        else "pass the arguments after the batch with .new(...), e.g."
+        f" solidq.batch({kind}={definition.job_name.rsplit('.', 1)[-1]}.new(...))"
+    )
+    raise TypeError(
+        f"solidq.batch({kind}=...): a batch callback is called with the batch as its first"
+        f" argument, then its own ({_described(job)}), and job {definition.job_name!r},"
+        f" {call}, can't take them: {fix}."
+        " Nothing was stored."
+    ) from None
+
+
+def _fits(parameters: signatures.Parameters, job: Job) -> bool:
+    """Whether ``job``'s own arguments, without the batch, fit ``parameters``."""
+    try:
+        parameters.bind(tuple(job.arguments), job.kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _with_batch_first(call: str) -> str:
+    """``publish(catalog_id)`` as ``publish(batch, catalog_id)``."""
+    name, _, rest = call.partition("(")
+    return f"{name}(batch{', ' if rest != ')' else ''}{rest}"
+
+
+def _described(job: Job) -> str:
+    """A callback's own arguments as they read in a call, or "none"."""
+    parts = [repr(argument) for argument in job.arguments]
+    parts += [f"{name}={value!r}" for name, value in job.kwargs.items()]
+    return ", ".join(parts) or "none"
 
 
 def store(engine: sa.Engine, row: t.Any, batch: Batch, into: current.OpenBatch | None) -> None:
