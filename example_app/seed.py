@@ -3,14 +3,18 @@ work within the demo's first minute instead of empty tables.
 
 ``make demo`` seeds its own database once, when it holds no job yet (a restarted demo doesn't
 pile up more); ``python -m example_app.demo --seed`` seeds a database of ``DATABASE_URL`` too.
-What the worker then makes of each batch:
+What the worker then makes of each kind:
 
 * finished: the products' reindexes and a bulk of contact syncs, within seconds;
 * failed: two CRM exports, which raise (the demo has no CRM key) and have no retries;
 * scheduled: abandoned-cart reminders, an hour ahead;
 * deferred: partner notifications over their rate limit (2 at once, then one every 2.5 s);
 * blocked: sales-report rebuilds of one store, one at a time for a few seconds each;
-* coalescing: an activity digest whose calls wait in one job for 10 minutes.
+* coalescing: an activity digest whose calls wait in one job for 10 minutes;
+* a batch: a catalog import of three suppliers, whose callback publishes the catalog once the
+  imports and the reindexes they add are done (the dashboard's Batches page);
+* steps: a search index rebuild, whose job page shows its steps and cursor as it goes (and,
+  stopped and restarted, where it resumed).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ DIGEST_CUSTOMER = 7
 DIGEST_EVENTS = ("viewed Teapot", "added Teapot to cart", "viewed Kettle", "left a review")
 DIGEST_WAIT = dt.timedelta(minutes=10)
 REMINDER_WAIT = dt.timedelta(hours=1)
+SUPPLIERS = 3
+#: The catalog import's label, as the dashboard's Batches page shows it.
+CATALOG_IMPORT = "catalog import"
 
 
 def seed() -> dict[str, int] | None:
@@ -55,6 +62,8 @@ def seed() -> dict[str, int] | None:
         "partner notifications": _partner_notifications(),
         "report rebuilds": _report_rebuilds(),
         "digest calls": _digest_calls(),
+        "supplier imports in a batch": _catalog_import(),
+        "search rebuild in steps": _search_rebuild(),
     }
 
 
@@ -128,3 +137,15 @@ def _digest_calls() -> int:
     for event in DIGEST_EVENTS:
         digest.perform_later(DIGEST_CUSTOMER, event)
     return len(DIGEST_EVENTS)
+
+
+def _catalog_import() -> int:
+    """One batch of supplier imports with its callback, as the page's import button makes it."""
+    with solidq.batch(on_success=jobs.publish_catalog, label=CATALOG_IMPORT):
+        solidq.perform_all_later([jobs.import_supplier.new(n) for n in range(1, SUPPLIERS + 1)])
+    return SUPPLIERS
+
+
+def _search_rebuild() -> int:
+    jobs.RebuildSearchIndex.perform_later()
+    return 1

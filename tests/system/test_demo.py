@@ -7,6 +7,7 @@ import os
 import pathlib
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import typing as t
@@ -37,8 +38,8 @@ def free_port() -> int:
         return t.cast(int, probe.getsockname()[1])
 
 
-def demo_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "example_app.demo", "--port", str(port)]
+def demo_command(port: int, *options: str) -> list[str]:
+    return [sys.executable, "-m", "example_app.demo", "--port", str(port), *options]
 
 
 def demo_environment(tmp_path: pathlib.Path) -> tuple[dict[str, str], bytes]:
@@ -83,20 +84,22 @@ def get(port: int, path: str = "/", headers: dict[str, str] | None = None) -> tu
 
 
 def page_or_none(port: int) -> str | None:
+    """The page, or None while the demo isn't serving yet: its port listens from the start, so
+    a request may wait in its backlog, past the read's timeout, while it migrates and seeds."""
     try:
         return get(port)[1]
-    except (urllib.error.URLError, ConnectionError):
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
 
 
 @contextlib.contextmanager
-def serving_demo(tmp_path: pathlib.Path, **popen_options: t.Any) -> t.Iterator[Demo]:
-    """The demo serving on a free port, once its page answers; killed with its processes if
-    the caller leaves it running."""
+def serving_demo(tmp_path: pathlib.Path, *options: str, **popen_options: t.Any) -> t.Iterator[Demo]:
+    """The demo (given ``options``) serving on a free port, once its page answers; killed with
+    its processes if the caller leaves it running."""
     port = free_port()
     environment, marker = demo_environment(tmp_path)
     process = subprocess.Popen(
-        demo_command(port),
+        demo_command(port, *options),
         cwd=ROOT,
         env=environment,
         stdout=subprocess.PIPE,
@@ -227,3 +230,34 @@ def test_ctrl_c_stops_the_demo_even_when_it_inherits_sigint_ignored(tmp_path):
 
         assert demo.process.returncode == 0, output
         assert processes_with(demo.marker) == []
+
+
+def test_the_seeded_demo_shows_a_batch_that_completes_and_a_job_with_its_steps(tmp_path):
+    """What a newcomer finds on the dashboard of a fresh ``make demo`` (which seeds its own
+    database; this one's is a ``DATABASE_URL``, so ``--seed`` asks): the catalog import's batch
+    and the search rebuild's steps, once the worker has run them."""
+
+    def scalar(query: str) -> t.Any:
+        with contextlib.closing(sqlite3.connect(tmp_path / "demo.db")) as connection:
+            return connection.execute(query).fetchone()[0]
+
+    with serving_demo(tmp_path, "--seed") as demo:
+        assert scalar("SELECT count(*) FROM solidq_batches WHERE finished_at IS NULL") == 1
+        rebuild = scalar("SELECT id FROM solidq_jobs WHERE class_name = 'RebuildSearchIndex'")
+
+        # The worker imports the suppliers, reindexes, publishes the catalog and rebuilds.
+        published = "SELECT count(*) FROM solidq_jobs WHERE class_name = 'publish_catalog'"
+        finished = f"SELECT finished_at FROM solidq_jobs WHERE id = {rebuild}"
+        wait_until(lambda: scalar(published) and scalar(finished), timeout=60, interval=0.5)
+        assert scalar("SELECT count(*) FROM solidq_batches WHERE finished_at IS NULL") == 0
+        assert "catalog import" in get(demo.port, "/solidq/batches")[1]
+        page = get(demo.port, f"/solidq/jobs/{rebuild}")[1]
+        assert "<dt>Steps</dt>" in page
+        assert "<li>clear: " in page
+        assert "<li>index: " in page
+
+        demo.process.send_signal(signal.SIGINT)
+        output = demo.process.communicate(timeout=60)[0]
+
+    assert demo.process.returncode == 0, output
+    assert "3 supplier imports in a batch, 1 search rebuild in steps" in output

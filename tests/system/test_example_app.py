@@ -245,6 +245,8 @@ def seeded_app(tmp_path):
             "partner notifications": 16,
             "report rebuilds": 3,
             "digest calls": 4,
+            "supplier imports in a batch": 3,
+            "search rebuild in steps": 1,
         }
     return app
 
@@ -275,17 +277,36 @@ def test_the_demo_seed_puts_jobs_in_every_state_once(tmp_path):
 
     with app.app_context():
         engine = app.extensions["solidq"].engine
-        # 3 reindexes, 5 syncs, 2 exports, 16 notifications and the first report rebuild are
-        # ready; the store's other 2 rebuilds wait for its slot; the reminders (an hour ahead)
-        # and the digest (collecting for 10 minutes) are scheduled.
+        # 3 reindexes, 5 syncs, 2 exports, 16 notifications, the first report rebuild, the
+        # batch's 3 imports and the search rebuild are ready; the store's other 2 rebuilds wait
+        # for its slot; the reminders (an hour ahead) and the digest (collecting for 10
+        # minutes) are scheduled.
         seeded = state_counts(engine)
         assert seed.seed() is None  # a restarted demo adds nothing
         assert state_counts(engine) == seeded
         with engine.connect() as connection:
             keys = {row.key: row for row in connection.execute(sa.select(models.CoalesceKey))}
+            batches = connection.execute(sa.select(models.BatchRecord.__table__)).all()
+            in_batch = connection.scalars(
+                sa.select(models.JobRecord.__table__.c.class_name).where(
+                    models.JobRecord.__table__.c.batch_id.is_not(None)
+                )
+            ).all()
+            rebuilds = connection.scalar(
+                sa.select(sa.func.count()).where(
+                    models.JobRecord.__table__.c.class_name == "RebuildSearchIndex"
+                )
+            )
         engine.dispose()
+    # One batch of the 3 imports, its callback stored to run once they are done; one job in
+    # steps.
+    (batch,) = batches
+    assert (batch.total_jobs, batch.pending_jobs, batch.enqueued_at is not None) == (3, 3, True)
+    assert "publish_catalog" in batch.on_success
+    assert in_batch == ["import_supplier"] * 3
+    assert rebuilds == 1
     assert seeded == {
-        "ready": 27,
+        "ready": 31,
         "scheduled": 4,
         "claimed": 0,
         "blocked": 2,
@@ -307,6 +328,7 @@ def test_the_demo_seed_puts_jobs_in_every_state_once(tmp_path):
     assert "rebuild_sales_report/high-street" in blocked
     coalescing = client.get("/solidq/coalescing").get_data(as_text=True)
     assert "send_activity_digest" in coalescing
+    assert seed.CATALOG_IMPORT in client.get("/solidq/batches").get_data(as_text=True)
     with app.app_context():
         app.extensions["solidq"].engine.dispose()
 
@@ -317,7 +339,8 @@ def test_a_worker_finds_seeded_jobs_that_fail_that_are_deferred_and_that_block(t
 
     # What `flask solidq work` does first, in this process: the CRM queue's jobs run (the
     # syncs finish, the exports fail); then a claim of every queue takes the partner budget's
-    # burst and defers the other notifications, and the store's first rebuild.
+    # burst and defers the other notifications, the store's first rebuild, and the search
+    # queue's jobs (the reindexes, the batch's imports and the rebuild in steps).
     with app.app_context():
         engine = app.extensions["solidq"].engine
         support.register_claimers(engine, [9001])
@@ -333,11 +356,17 @@ def test_a_worker_finds_seeded_jobs_that_fail_that_are_deferred_and_that_block(t
     assert len(crm) == 7
     assert len(batch.deferrals) == seed.PARTNER_ORDERS - 2
     names = sorted(job.class_name for job in batch.jobs)
-    assert names == ["notify_partner_api"] * 2 + ["rebuild_sales_report"] + ["reindex_product"] * 3
+    assert names == (
+        ["RebuildSearchIndex"]
+        + ["import_supplier"] * seed.SUPPLIERS
+        + ["notify_partner_api"] * 2
+        + ["rebuild_sales_report"]
+        + ["reindex_product"] * 3
+    )
     assert counts == {
         "ready": 0,
         "scheduled": 4 + seed.PARTNER_ORDERS - 2,
-        "claimed": 6,
+        "claimed": 10,
         "blocked": 2,
         "failed": 2,
         "finished": 5,
@@ -353,6 +382,46 @@ def test_a_worker_finds_seeded_jobs_that_fail_that_are_deferred_and_that_block(t
     assert deferred.count("notify_partner_api") >= seed.PARTNER_ORDERS - 2
     failed = client.get("/solidq/jobs?state=failed").get_data(as_text=True)
     assert "CRM API key is missing" in failed
+    with app.app_context():
+        app.extensions["solidq"].engine.dispose()
+
+
+def test_the_seeded_batch_publishes_once_and_the_seeded_rebuild_shows_its_steps(tmp_path):
+    app = seeded_app(tmp_path)
+    client = app.test_client()
+
+    # A worker of the search queue, as `flask solidq work` runs one, until nothing is left:
+    # the seeded reindexes, the batch's imports (and the reindexes they add), its callback and
+    # the rebuild in steps.
+    with app.app_context():
+        engine = app.extensions["solidq"].engine
+        support.register_claimers(engine, [9004])
+        selector = claim.QueueSelector(("search",))
+        while claimed := claim.claim(engine, selector, 10, process_id=9004):
+            # The worker's id lets the rebuild save its progress as each step finishes.
+            outcomes = [execute.perform(job, process_id=9004) for job in claimed]
+            finalize.finalize_all(engine, 9004, outcomes, preserve_finished=True)
+        with engine.connect() as connection:
+            jobs = models.JobRecord.__table__
+            names = connection.scalars(
+                sa.select(jobs.c.class_name).where(jobs.c.finished_at.is_not(None))
+            ).all()
+            rebuild = connection.scalar(
+                sa.select(jobs.c.id).where(jobs.c.class_name == "RebuildSearchIndex")
+            )
+        batch = solidq.batches.find(1)
+        engine.dispose()
+
+    assert batch.status.value == "completed"
+    assert batch.completed_jobs == batch.total_jobs
+    assert names.count("publish_catalog") == 1
+    assert names.count("RebuildSearchIndex") == 1
+    batches = client.get("/solidq/batches").get_data(as_text=True)
+    assert seed.CATALOG_IMPORT in batches
+    steps = client.get(f"/solidq/jobs/{rebuild}").get_data(as_text=True)
+    assert "<dt>Steps</dt>" in steps
+    assert "<li>clear: " in steps
+    assert "<li>index: " in steps
     with app.app_context():
         app.extensions["solidq"].engine.dispose()
 
