@@ -35,18 +35,7 @@ class Blocked(t.Protocol):
 def make_ready(connection: sa.Connection, jobs: t.Sequence[JobRef], now: dt.datetime) -> None:
     """Give ``jobs`` ready executions as they are (a control may have asked first)."""
     if jobs:
-        connection.execute(
-            _INSERT_READY,
-            [
-                {
-                    "job_id": job.id,
-                    "queue_name": job.queue_name,
-                    "priority": job.priority,
-                    "created_at": now,
-                }
-                for job in jobs
-            ],
-        )
+        connection.execute(_INSERT_READY, [_ready_row(job.id, job, now) for job in jobs])
 
 
 def schedule(connection: sa.Connection, jobs: t.Sequence[JobRef], now: dt.datetime) -> None:
@@ -116,15 +105,7 @@ def block(
 
 def unblock(connection: sa.Connection, blocked: Blocked, now: dt.datetime) -> None:
     """Move a blocked execution to ready: its job took a slot."""
-    connection.execute(
-        _INSERT_READY,
-        {
-            "job_id": blocked.job_id,
-            "queue_name": blocked.queue_name,
-            "priority": blocked.priority,
-            "created_at": now,
-        },
-    )
+    connection.execute(_INSERT_READY, [_ready_row(blocked.job_id, blocked, now)])
     connection.execute(BLOCKED.delete().where(BLOCKED.c.id == blocked.id))
 
 
@@ -133,6 +114,24 @@ def take_ready(connection: sa.Connection, ready_ids: t.Sequence[int]) -> None:
     (deleting by job id deadlocked on MySQL, Solid Queue PR #240)."""
     if ready_ids:
         db.delete_by_ids(connection, READY, ready_ids)
+
+
+class _Waiting(t.Protocol):
+    """What a ready execution copies from the job or the execution it replaces."""
+
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+
+
+def _ready_row(job_id: int, waiting: _Waiting, now: dt.datetime) -> dict[str, object]:
+    return {
+        "job_id": job_id,
+        "queue_name": waiting.queue_name,
+        "priority": waiting.priority,
+        "created_at": now,
+    }
 
 
 _INSERT_READY = READY.insert()

@@ -37,7 +37,7 @@ def replace_arguments(
     connection: sa.Connection, job_id: int, payload: str, now: dt.datetime
 ) -> None:
     """Give a waiting job a new payload (a coalesced call replacing it)."""
-    connection.execute(_SET_ARGUMENTS, {"job_id": job_id, "new_arguments": payload, "now": now})
+    save_arguments(connection, [(job_id, payload)], now)
 
 
 def save_arguments(

@@ -27,6 +27,8 @@ from flask_solidq.models.tables import COALESCE_KEYS
 from flask_solidq.models.tables import JOBS
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
+from flask_solidq.timing import utcnow
+from flask_solidq.transitions import executions
 from flask_solidq.values import JobRef
 from flask_solidq.values import is_coalesced
 from flask_solidq.values import opened_by_collecting
@@ -93,13 +95,14 @@ class ConcurrencyControl(Control):
                 discarded.add(job.id)  # dispatch.make_ready deletes it
             else:
                 expires_at = now + dt.timedelta(seconds=limit.duration)
-                semaphores.block(
+                executions.block(
                     connection,
                     job.id,
                     job.queue_name,
                     job.priority,
                     t.cast(str, job.concurrency_key),
                     expires_at,
+                    utcnow(),
                 )
         return Dispatched([job for job in jobs if job.id not in held_back], discarded, failed)
 

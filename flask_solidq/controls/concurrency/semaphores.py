@@ -22,7 +22,6 @@ from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import SEMAPHORES
 from flask_solidq.storage import database_clock
 from flask_solidq.storage import db
-from flask_solidq.timing import utcnow
 from flask_solidq.transitions import executions
 
 _LOCK = db.for_update(
@@ -91,18 +90,6 @@ def signal(
         {"semaphore_key": key, "semaphore_limit": limit, "expires_at": expires_at, "now": now},
     )
     return bool(result.rowcount)
-
-
-def block(
-    connection: sa.Connection,
-    job_id: int,
-    queue_name: str,
-    priority: int,
-    key: str,
-    expires_at: dt.datetime,
-) -> None:
-    """Make a job wait for a slot of ``key``, as a blocked execution."""
-    executions.block(connection, job_id, queue_name, priority, key, expires_at, utcnow())
 
 
 def release_one(engine: sa.Engine, key: str, limit: int, duration: float) -> int | None:
