@@ -5,8 +5,8 @@ by its claim's stamp, and its start, by this host's clock at the top of the run)
 
 The limit admits one job a second (``burst=1``), and a claim up to 250 ms before the next
 admission is charged ahead for it: the job waits on its worker's thread for its moment. So a
-test that enqueues a job 200 ms before the budget's next admission gets it claimed, and held
-by a worker, before it starts.
+test that enqueues a job inside the 250 ms before the budget's next admission gets it claimed,
+and held by a worker, before it starts.
 """
 
 from __future__ import annotations

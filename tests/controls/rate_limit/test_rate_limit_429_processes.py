@@ -6,8 +6,8 @@ from outside any job. Starts are the jobs' own clocks at the top of their runs, 
 as is the moment the 429 was heard.
 
 The jobs are in :mod:`tests.jobs.rate_limit_429_process`: one admission a second, so a job
-enqueued 200 ms before the next admission is claimed ahead for it, and the 429 comes while it
-waits.
+enqueued inside the 250 ms before the next admission is claimed ahead for it, and the 429
+comes while it waits.
 """
 
 from __future__ import annotations
@@ -36,12 +36,15 @@ if t.TYPE_CHECKING:
 pytestmark = pytest.mark.processes
 
 PAUSE = dt.timedelta(seconds=jobs.PAUSE)
-#: When the second job is enqueued: this long after the first one's admission, 200 ms before
-#: the budget's next one, so it is claimed ahead and waits for its moment.
-ENQUEUE_AFTER = dt.timedelta(seconds=0.8)
-#: The told job hears 429 at the latest this long after its admission, 100 ms before the
-#: waiting job's moment: room for the pause's write to commit before that moment.
-TOLD_WITHIN = 0.9
+#: When the second job is enqueued: this long after the first one's admission, just inside
+#: the 250 ms before the budget's next one in which a claim is charged ahead, so the claim
+#: (which commits after the enqueue) is charged ahead and the job waits for its moment.
+ENQUEUE_AFTER = dt.timedelta(seconds=0.76)
+#: The told job hears 429 at the latest this long after its admission: 170 ms for the enqueue
+#: and the claim, 70 ms for the pause's write to commit before the waiting job's moment.
+TOLD_WITHIN = 0.93
+#: The workers poll this often, so a job enqueued inside that window is claimed in it.
+POLLING_INTERVAL = 0.01
 DEADLINE = 30.0
 
 
@@ -87,7 +90,7 @@ def drained(engine: sa.Engine, job_ids: list[int]) -> None:
 
 def test_no_job_of_the_budget_starts_between_a_429_and_its_retry_after(app, workers):
     engine = workers.engine
-    work = workers.start()
+    work = workers.start(POLLING_INTERVAL)
     (told,) = enqueue_all(app, jobs.call, [("told", TOLD_WITHIN)])
     admitted = first_run_admitted_at(engine, "told")
     wait_past(admitted + ENQUEUE_AFTER)
@@ -105,7 +108,7 @@ def test_no_job_of_the_budget_starts_between_a_429_and_its_retry_after(app, work
 
 def test_a_back_off_from_outside_holds_back_a_job_claimed_ahead(app, workers):
     engine = workers.engine
-    work = workers.start()
+    work = workers.start(POLLING_INTERVAL)
     (first,) = enqueue_all(app, jobs.call, [("first",)])
     admitted = first_run_admitted_at(engine, "first")
     wait_past(admitted + ENQUEUE_AFTER)

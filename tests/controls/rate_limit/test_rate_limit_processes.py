@@ -62,7 +62,8 @@ CLAIMED = t.cast(sa.Table, models.ClaimedExecution.__table__)
 FAILED = t.cast(sa.Table, models.FailedExecution.__table__)
 JOB_FAILURES = t.cast(sa.Table, models.JobFailure.__table__)
 
-WORK_ARGS = ["--processes", "2", "--threads", "3", "--polling-interval", "0.05"]
+WORK_ARGS = ["--processes", "2", "--threads", "3"]
+POLLING_INTERVAL = 0.05
 WORK_KINDS = ["Dispatcher", "Supervisor(fork)", "Worker", "Worker"]
 
 #: A dispatcher polling every 0.1 s brings waiting jobs back promptly; nobody is pruned while
@@ -109,13 +110,13 @@ class Workers:
     engine: sa.Engine
     started: list[WorkProcess] = dataclasses.field(default_factory=list)
 
-    def start(self) -> WorkProcess:
+    def start(self, polling_interval: float = POLLING_INTERVAL) -> WorkProcess:
         """Start `flask solidq work --processes 2 --threads 3` and wait until its processes
         are registered."""
         log = self.directory / f"work-{len(self.started)}.log"
         work = WorkProcess(
             self.database_url,
-            ["work", *WORK_ARGS],
+            ["work", *WORK_ARGS, "--polling-interval", str(polling_interval)],
             config=CONFIG,
             log_path=log,
             app_module="tests.apps.rate_limit_app",
