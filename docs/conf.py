@@ -38,9 +38,10 @@ autodoc_default_options = {"members": True, "show-inheritance": False}
 html_theme = "flask"
 html_title = f"flask-solidq {release}"
 html_context = {"project_links": []}
+# Every page carries the whole site's navigation, then its own headings.
 html_sidebars = {
-    "index": ["project.html", "localtoc.html", "searchbox.html"],
-    "**": ["localtoc.html", "relations.html", "searchbox.html"],
+    "**": ["navigation.html", "localtoc.html", "relations.html", "searchbox.html"],
 }
+templates_path = ["_templates"]
 html_static_path: list[str] = []
 html_show_sourcelink = False
