@@ -152,6 +152,7 @@ class Job(Resumable, RateLimitUsage, ArgumentChecks):
         job_checks.check_queue(cls.queue_name, where=f"{cls.__qualname__}.queue_name")
         job_checks.check_priority(cls.priority, where=f"{cls.__qualname__}.priority")
         if not abstract:
+            job_checks.check_not_async(cls)
             REGISTER.call(cls)
 
     def __init__(self, *args: JobArgument, **kwargs: JobArgument) -> None:

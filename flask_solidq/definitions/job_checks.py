@@ -6,6 +6,7 @@ database, or the call raises before anything is stored (a queue name: the rule o
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 
 from flask_solidq import identifiers
 from flask_solidq.definitions import argument_codecs
@@ -82,3 +83,17 @@ def check_wait_until(wait_until: object) -> dt.datetime:
             f"set(wait_until=) must fall {SCHEDULE_RANGE}, not {wait_until.isoformat()}."
         )
     return scheduled_at
+
+
+def check_not_async(job_class: type) -> None:
+    """Refuse a job whose work is a coroutine function (``async def``): the workers don't run
+    coroutines yet, so such a job would be marked finished without a line of it running.
+
+    :raises TypeError: ``perform`` (or the decorated function) is ``async def``.
+    """
+    work = getattr(job_class, "function", None) or getattr(job_class, "perform", None)
+    if inspect.iscoroutinefunction(work):
+        raise TypeError(
+            f"Job {job_class.__qualname__} is an async def: flask-solidq doesn't run coroutines"
+            " yet. Define it with def, and run the coroutine inside with asyncio.run(...)."
+        )
