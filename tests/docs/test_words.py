@@ -9,7 +9,7 @@ import re
 from flask_solidq.models.base import Base
 
 ROOT = pathlib.Path(__file__).parents[2]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs").glob("*/*.md")])
 #: Words that only mean something inside the project: the specification's source documents
 #: ("the seed's", "seed 003") and references to its private contract files.
 INTERNAL = re.compile(r"(?i:\bseed(?:'s| \d+)|\bthe seeds\b)|\b(?:API|DESIGN|STYLE)\.md\b")
