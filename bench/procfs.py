@@ -63,6 +63,18 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of ``pid`` and every process below it, the ones that
+    already exited included: each live process counts its own time and its reaped children's
+    (cutime, cstime), so a worker that ends between two readings still counts."""
+    total = 0
+    for each in [pid, *descendants(pid)]:
+        fields = _stat_fields(each)
+        if fields is not None:
+            total += sum(int(field) for field in fields[11:15])
+    return total / TICKS
+
+
 def command_line(pid: int) -> str:
     """The process's title as ``ps`` shows it (a worker sets its own)."""
     try:

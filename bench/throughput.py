@@ -15,10 +15,12 @@ For each backend, in a scratch database:
 is the workers' (INFO, their default, writes two lines per job; WARNING none).
 
 The CPU per job: the user + system CPU seconds of the subprocess and every process below it
-(``/proc/<pid>/stat``, threads included), read at the first poll that finds a job finished and
-again at the one that finds none left, over the jobs finished in between. Boot and stop are
-left out, and so is the database server's CPU. CPU time hardly moves with the machine's other
-load, where the rate does: it is the figure to compare between versions.
+(``/proc/<pid>/stat``, threads included, and the reaped children's time each parent carries),
+read at the first poll that finds a job finished and every worker process registered, and
+again at the one that finds none left, over the jobs finished in between. Boot (of the last
+worker too) and stop are left out, and so is the database server's CPU. CPU time hardly moves
+with the machine's other load, where the rate does: it is the figure to compare between
+versions.
 
 How the rate is measured: from the jobs' own ``finished_at`` stamps, as
 ``(N - n0) / (last finished_at - first finished_at)``, where ``n0`` is the number of jobs
@@ -65,6 +67,7 @@ from flask_solidq import models  # noqa: E402
 from flask_solidq.storage import db as solidq_db  # noqa: E402
 
 JOBS = models.JobRecord.__table__
+PROCESSES = models.ProcessRecord.__table__
 LEFTOVERS = {
     "ready": models.ReadyExecution.__table__,
     "claimed": models.ClaimedExecution.__table__,
@@ -111,6 +114,15 @@ def unfinished(engine: sa.Engine, first_id: int) -> int:
         ).scalar_one()
 
 
+def workers(engine: sa.Engine) -> int:
+    """How many worker processes are registered: the CPU count starts once every one of them
+    is, so that none's boot is counted as work."""
+    with solidq_db.read(engine) as connection:
+        return connection.execute(
+            sa.select(sa.func.count()).select_from(PROCESSES).where(PROCESSES.c.kind == "Worker")
+        ).scalar_one()
+
+
 def drain(
     app: Flask,
     url: str,
@@ -137,8 +149,8 @@ def drain(
             deadline = time.monotonic() + timeout
             first: tuple[int, float] | None = None  # (jobs left, CPU seconds) at the first finish
             while left := unfinished(engine, first_id):
-                if first is None and left < count:
-                    first = (left, tree_cpu_seconds(process.pid))
+                if first is None and left < count and workers(engine) == processes:
+                    first = (left, procfs.tree_cpu_seconds(process.pid))
                 if process.poll() is not None:
                     run.problems.append(f"the worker exited early with status {process.returncode}")
                     break
@@ -147,7 +159,7 @@ def drain(
                     break
                 time.sleep(0.25)
             if first is not None and not left and first[0] > 0:
-                run.cpu_per_job = (tree_cpu_seconds(process.pid) - first[1]) / first[0]
+                run.cpu_per_job = (procfs.tree_cpu_seconds(process.pid) - first[1]) / first[0]
             run.stop = common.stop_work(process)
             if run.stop is None:
                 run.problems.append("the worker didn't stop within 30 s of SIGTERM; killed")
@@ -178,11 +190,6 @@ def drain(
         issues.append(f"{len(twice)} jobs ran more than once (e.g. ids {twice[:5]})")
     run.check = "; ".join(issues) if issues else f"all {count:,} exactly once"
     return run
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds so far of ``pid`` and the processes below it."""
-    return sum(procfs.cpu_seconds(each) or 0.0 for each in [pid, *procfs.descendants(pid)])
 
 
 def parse_layouts(text: str) -> list[tuple[int, int]]:
