@@ -1,8 +1,9 @@
 """Every process the test suite starts, and its end however the suite ends.
 
-:func:`start` is the suite's only ``subprocess.Popen``. Each child runs in a session of its
-own (so a terminal's Ctrl-C doesn't reach it behind the fixtures' backs, and its whole group,
-forked workers included, can be ended at once) and carries :data:`MARKER` in its environment,
+:func:`start` (and :func:`run`, for ``subprocess.run``) is how a test starts a process (a
+test checks that no other test calls ``subprocess`` itself). Each child runs in a session of
+its own (so a terminal's Ctrl-C doesn't reach it behind the fixtures' backs, and its whole
+group, forked workers included, can be ended at once) and carries :data:`MARKER` in its environment,
 a value naming this pytest process and the child, which everything it starts inherits.
 :func:`end` ends a child: its group, then any marked process that left the group or outlived
 its leader.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -26,11 +27,14 @@ from tests import support
 from tests.support import processes
 from tests.support import wait_until
 
-pytestmark = [
-    pytest.mark.processes,
-    pytest.mark.slow,
-    pytest.mark.skipif(not processes.LINUX, reason="finds processes in /proc"),
-]
+F = t.TypeVar("F", bound=t.Callable[..., t.Any])
+
+
+def inner_session(test: F) -> F:
+    """The marks of a test that runs an inner session."""
+    skip = pytest.mark.skipif(not processes.LINUX, reason="finds processes in /proc")
+    return pytest.mark.processes(pytest.mark.slow(skip(test)))
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SESSION = "tests/system/cleanup_session.py"
@@ -149,6 +153,7 @@ def assert_all_gone(inner: Inner) -> None:
         raise AssertionError(f"left running: {leftovers(inner)}\n{inner.output()}") from None
 
 
+@inner_session
 def test_the_processes_of_a_passing_and_a_failing_test_end_with_them(start_inner):
     inner = start_inner("passes or fails", "-p", "no:xdist")
 
@@ -159,6 +164,7 @@ def test_the_processes_of_a_passing_and_a_failing_test_end_with_them(start_inner
     assert_all_gone(inner)
 
 
+@inner_session
 @pytest.mark.parametrize(
     ("stop", "options", "status"),
     [
@@ -185,3 +191,20 @@ def test_the_processes_of_a_stopped_session_end_with_it(start_inner, stop, optio
 
     assert inner.process.wait(RUN_TIMEOUT) == status, inner.output()
     assert_all_gone(inner)
+
+
+#: The modules that may call ``subprocess`` themselves: the one place, and the network
+#: namespace's ``ip`` commands, which end at once.
+SUBPROCESS_ALLOWED = {"tests/support/processes.py", "tests/support/netns.py"}
+
+
+def test_no_test_starts_a_process_but_through_the_support_module():
+    calls = re.compile(r"\bsubprocess\.(Popen|run|call|check_call|check_output)\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in SUBPROCESS_ALLOWED
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if calls.search(line)
+    ]
+    assert found == [], "start processes with tests.support.processes.start or .run"
