@@ -169,12 +169,13 @@ def test_the_processes_of_a_passing_and_a_failing_test_end_with_them(start_inner
     ("stop", "options", "status"),
     [
         (interrupt_group, ("-p", "no:xdist"), pytest.ExitCode.INTERRUPTED),
+        (interrupt_group, ("-n", "1"), pytest.ExitCode.INTERRUPTED),
         (terminate, ("-p", "no:xdist"), -signal.SIGTERM),
         (terminate_group, ("-n", "1"), -signal.SIGTERM),
         (kill, ("-p", "no:xdist"), -signal.SIGKILL),
         (kill, ("-n", "1"), -signal.SIGKILL),
     ],
-    ids=["SIGINT", "SIGTERM", "SIGTERM-xdist", "SIGKILL", "SIGKILL-xdist"],
+    ids=["SIGINT", "SIGINT-xdist", "SIGTERM", "SIGTERM-xdist", "SIGKILL", "SIGKILL-xdist"],
 )
 def test_the_processes_of_a_stopped_session_end_with_it(start_inner, stop, options, status):
     inner = start_inner("waits_to_be_stopped", *options)
