@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from flask_solidq import models
 from tests import support
+from tests.support import processes
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -121,8 +122,11 @@ def no_leaked_threads() -> t.Iterator[None]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """With ``SOLIDQ_REQUIRE_ALL_BACKENDS`` set (CI does), refuse to run without every
-    backend's URL: a suite that quietly tested SQLite alone would pass for the wrong reason."""
+    """End the processes the tests start however pytest ends (see
+    :mod:`tests.support.processes`). With ``SOLIDQ_REQUIRE_ALL_BACKENDS`` set (CI does),
+    refuse to run without every backend's URL: a suite that quietly tested SQLite alone would
+    pass for the wrong reason."""
+    processes.install(xdist_worker=hasattr(config, "workerinput"))
     if os.environ.get("SOLIDQ_REQUIRE_ALL_BACKENDS"):
         missing = [
             name for name, variable in support.BACKEND_URLS.items() if not os.environ.get(variable)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import pathlib
 import sqlite3
-import subprocess
 import sys
 
 import pytest
 
 from tests.docs.samples import ROOT
 from tests.docs.samples import samples_of
+from tests.support import processes
 
 PAGES = ("README.md", "docs/quickstart.md")
 
@@ -41,7 +41,7 @@ def run(folder: pathlib.Path, *args: str) -> str:
         **{k: v for k, v in os.environ.items() if k not in ("FLASK_APP", "DATABASE_URL")},
         "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)]),
     }
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, *args],
         cwd=folder,
         env=environment,

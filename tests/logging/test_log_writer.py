@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from flask_solidq.logging import formats
 from flask_solidq.logging import line_writer
+from tests.support import processes
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_the_work_handler_writes_its_lines_before_the_process_exits(tmp_path):
         "    logger.info('line %s', number)\n"
         "logger.warning('the last')\n"
     )
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
     lines = result.stderr.splitlines()

@@ -9,6 +9,7 @@ import pytest
 
 from flask_solidq import models
 from tests import support
+from tests.support import processes
 
 PROCESSES = 4
 JOBS_EACH = 500
@@ -20,7 +21,7 @@ def test_four_processes_enqueue_two_thousand_jobs_without_an_error(
 ):
     go_file = tmp_path / "go"
     workers = [
-        subprocess.Popen(
+        processes.start(
             [
                 sys.executable,
                 "-m",
@@ -42,7 +43,7 @@ def test_four_processes_enqueue_two_thousand_jobs_without_an_error(
         outcomes = [worker.communicate(timeout=120) for worker in workers]
     finally:
         for worker in workers:
-            worker.kill()
+            processes.end(worker)
 
     for worker, (out, err) in zip(workers, outcomes, strict=True):
         assert worker.returncode == 0, err

@@ -22,6 +22,7 @@ from flask_solidq.storage import db
 from flask_solidq.timing import UTC
 from tests import support
 from tests.scripts import recurring_ticks
+from tests.support import processes
 from tests.support import solidq
 
 JOBS = models.JobRecord
@@ -390,7 +391,7 @@ def test_threads_and_processes_racing_for_the_same_ticks_enqueue_each_exactly_on
         outcomes = [racer.communicate(timeout=120) for racer in racers]
     finally:
         for racer in racers:
-            racer.kill()
+            processes.end(racer)
 
     process_wins = 0
     for racer, (out, err) in zip(racers, outcomes, strict=True):
@@ -409,7 +410,7 @@ def test_threads_and_processes_racing_for_the_same_ticks_enqueue_each_exactly_on
 
 
 def start_racing_process(database_url, go_file, first_run_at) -> subprocess.Popen:
-    return subprocess.Popen(
+    return processes.start(
         [
             sys.executable,
             "-m",

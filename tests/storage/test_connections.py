@@ -25,6 +25,7 @@ from flask_solidq.processes.poller import Poller
 from flask_solidq.storage import db
 from flask_solidq.storage import engines
 from tests import support
+from tests.support import processes
 from tests.support.runtime import ROOT
 
 #: A local port nothing listens on: connecting is refused at once.
@@ -251,7 +252,7 @@ def test_a_failure_begun_before_the_recovery_starts_no_new_outage(
 
 def _status(database_url: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SOLIDQ_TEST_DATABASE_URL": database_url, "SOLIDQ_TEST_CONFIG": "{}"}
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "flask", "--app", "tests.apps.worker_app", "solidq", "status"],
         cwd=ROOT,
         env=env,

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import mysql
 
 from flask_solidq import models
 from flask_solidq.storage.install import schema_versions
+from tests.support import processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"
@@ -122,7 +123,7 @@ class FlaskCLI:
     def __call__(
         self, *args: str, check: bool = True, **environ: str
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
+        result = processes.run(
             [sys.executable, "-m", "flask", "--app", self.app, *args],
             cwd=self.folder,
             env={**self.environ, **environ},

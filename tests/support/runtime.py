@@ -1,9 +1,10 @@
 """Helpers and fixtures of the runtime tests: `flask solidq work` subprocesses, the table jobs
 leave their evidence in, and reading the queue's state.
 
-Worker processes run ``python -m flask --app tests.apps.worker_app solidq work ...`` in a
-session of their own (so the whole group, forked children included, can be killed), with the
-database URL and fast settings in the environment and their output in a log file.
+Worker processes run ``python -m flask --app tests.apps.worker_app solidq work ...``, started
+through :mod:`tests.support.processes` (a session of their own, so the whole group, forked
+children included, is killed however the test or pytest ends), with the database URL and fast
+settings in the environment and their output in a log file.
 
 A module whose tests share one long-running worker (:func:`shared_worker_fixture`) uses the
 :func:`shared_queue` fixture instead of ``app``: ``app`` empties ``solidq_processes`` after each
@@ -29,6 +30,7 @@ import sqlalchemy as sa
 from flask_solidq import models
 from tests import support
 from tests.jobs.worker import RUNS
+from tests.support import processes as children
 
 if t.TYPE_CHECKING:
     from flask import Flask
@@ -82,14 +84,13 @@ class WorkProcess:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.log_path = log_path
         self._log = open(log_path, "wb")  # closed in kill()
-        self.process = subprocess.Popen(
+        self.process = children.start(
             [*prefix, sys.executable, "-m", "flask", "--app", app_module, "solidq", *args],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
 
     @property
@@ -110,10 +111,9 @@ class WorkProcess:
             ) from None
 
     def kill(self) -> None:
-        """SIGKILL the supervisor and every process of its group; reap the supervisor."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
+        """SIGKILL the supervisor, every process of its group and any child that outlived
+        it; reap the supervisor."""
+        children.end(self.process)
         self._log.close()
 
     def output(self) -> str:

@@ -17,7 +17,9 @@ import urllib.request
 import pytest
 
 from example_app.app import HTMX_SCRIPT
+from tests.support import processes
 from tests.support import wait_until
+from tests.support.processes import processes_with
 
 pytestmark = pytest.mark.processes
 
@@ -46,22 +48,6 @@ def demo_environment(tmp_path: pathlib.Path) -> tuple[dict[str, str], bytes]:
     """The demo's environment: its own SQLite database, whose URL also marks its processes."""
     url = f"sqlite:///{tmp_path}/demo.db"
     return {**os.environ, "DATABASE_URL": url}, f"DATABASE_URL={url}".encode()
-
-
-def processes_with(marker: bytes) -> list[int]:
-    """The running processes whose environment holds ``marker``: the demo, its migration, its
-    worker's supervisor and the supervisor's children all inherit it."""
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environment = (entry / "environ").read_bytes()
-        except OSError:  # gone meanwhile, or not ours
-            continue
-        if marker in environment.split(b"\0"):
-            found.append(int(entry.name))
-    return found
 
 
 def children_of(pid: int, marker: bytes) -> list[int]:
@@ -95,10 +81,11 @@ def page_or_none(port: int) -> str | None:
 @contextlib.contextmanager
 def serving_demo(tmp_path: pathlib.Path, *options: str, **popen_options: t.Any) -> t.Iterator[Demo]:
     """The demo (given ``options``) serving on a free port, once its page answers; killed with
-    its processes if the caller leaves it running."""
+    its processes if the caller leaves it running. (Its environment's ``DATABASE_URL`` marks
+    the demo, its migration, its worker's supervisor and the supervisor's children.)"""
     port = free_port()
     environment, marker = demo_environment(tmp_path)
-    process = subprocess.Popen(
+    process = processes.start(
         demo_command(port, *options),
         cwd=ROOT,
         env=environment,
@@ -114,9 +101,7 @@ def serving_demo(tmp_path: pathlib.Path, *options: str, **popen_options: t.Any) 
         assert process.poll() is None, process.communicate()[0]
         yield Demo(process, marker, port)
     finally:
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
-        process.communicate()
+        processes.end(process)
 
 
 @pytest.fixture
@@ -134,7 +119,7 @@ def test_a_port_in_use_says_so_in_one_line_and_exits_non_zero_with_nothing_left_
         taken.listen()
         port = taken.getsockname()[1]
 
-        result = subprocess.run(
+        result = processes.run(
             demo_command(port),
             cwd=ROOT,
             env=environment,
@@ -203,7 +188,7 @@ def test_a_worker_that_stops_by_itself_stops_the_demo_with_a_non_zero_exit(demo)
 
 
 def test_make_demo_installs_only_the_package_and_passes_the_port():
-    dry_run = subprocess.run(
+    dry_run = processes.run(
         # --no-print-directory: under `make test` (CI) this make is nested and would print
         # its "Entering/Leaving directory" lines.
         ["make", "--no-print-directory", "--dry-run", "--always-make", "demo", "PORT=5001"],
@@ -211,6 +196,7 @@ def test_make_demo_installs_only_the_package_and_passes_the_port():
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,
     ).stdout.splitlines()
 
     installs = [line for line in dry_run if "pip install" in line and "--upgrade pip" not in line]

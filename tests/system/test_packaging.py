@@ -8,7 +8,6 @@ import importlib.util
 import os
 import pathlib
 import sqlite3
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -16,6 +15,7 @@ import zipfile
 import pytest
 
 from flask_solidq import models
+from tests.support import processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,7 @@ def run(*args: str | pathlib.Path, cwd: pathlib.Path) -> str:
     environ = {
         k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "FLASK_APP")
     }
-    result = subprocess.run(
+    result = processes.run(
         [str(arg) for arg in args],
         cwd=cwd,
         env=environ,

@@ -8,13 +8,13 @@ import os
 import pathlib
 import shutil
 import struct
-import subprocess
 import sys
 
 import pytest
 
 from example_app import screenshots
 from example_app.app import create_app
+from tests.support import processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -57,7 +57,7 @@ def test_the_pictures_are_taken_of_every_screen_by_a_browser_from_the_seeded_dem
             pytest.fail(f"no Chromium at {screenshots.CHROMIUM}: CI installs it (.ci/run)")
         pytest.skip(f"no Chromium at {screenshots.CHROMIUM} (apt-get install chromium)")
     command = [sys.executable, "-m", "example_app.screenshots", "--out", str(tmp_path)]
-    result = subprocess.run(
+    result = processes.run(
         [*command, "--settle", "0"], cwd=ROOT, capture_output=True, text=True, timeout=180
     )
     assert result.returncode == 0, result.stdout + result.stderr

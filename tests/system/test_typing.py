@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
+
+from tests.support import processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "typing"
@@ -29,7 +30,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[in
     """mypy's errors in both samples, as (line, error code) by file name: one run, with
     the project's settings ([tool.mypy]: strict) and a cache of its own."""
     cache = tmp_path_factory.mktemp("mypy_cache")
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(cache), str(CORRECT), str(MISUSED)],
         cwd=ROOT,
         capture_output=True,

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from tests import support
 from tests.jobs import named_budgets as jobs
+from tests.support import processes
 from tests.support.runtime import emptied_table
 
 pytestmark = pytest.mark.processes
@@ -68,7 +69,7 @@ def test_two_processes_acquiring_at_once_keep_the_window_bound(
 ):
     go_file = tmp_path / "go"
     callers = [
-        subprocess.Popen(
+        processes.start(
             [
                 sys.executable,
                 "-m",
@@ -92,8 +93,7 @@ def test_two_processes_acquiring_at_once_keep_the_window_bound(
         outcomes = [caller.communicate(timeout=60) for caller in callers]
     finally:
         for caller in callers:
-            caller.kill()
-            caller.wait(10)
+            processes.end(caller)
 
     for caller, (out, err) in zip(callers, outcomes, strict=True):
         assert caller.returncode == 0, err
