@@ -89,8 +89,8 @@ def render_batches(page: t.Sequence[Batch], now: dt.datetime) -> str:
         ]
         for batch in page
     ]
-    headers = ["ID", "STATUS", "DONE/FAILED/PENDING", "METADATA", "CALLBACKS", "ENQUEUED"]
-    return formatting.format_table([*headers, "FINISHED"], rows, right={0})
+    headers = ["ID", "STATUS", "COMPLETED/FAILED/PENDING OF TOTAL", "METADATA", "CALLBACKS"]
+    return formatting.format_table([*headers, "ENQUEUED", "FINISHED"], rows, right={0})
 
 
 def progress(batch: Batch) -> str:

@@ -110,14 +110,14 @@ def render_processes(rows: t.Sequence[ProcessRow], now: dt.datetime) -> str:
         [
             row.kind,
             row.name,
+            row.hostname or "-",
             str(row.pid),
-            row.hostname or "",
             format_age(row.last_heartbeat_at, now),
         ]
         for row in rows
     ]
-    headers = ["KIND", "NAME", "PID", "HOSTNAME", "HEARTBEAT"]
-    return "Processes\n" + format_table(headers, table, right={2})
+    headers = ["KIND", "NAME", "HOST", "PID", "HEARTBEAT"]
+    return "Processes\n" + format_table(headers, table, right={3})
 
 
 def render_failed_jobs(failed: t.Sequence[queue_figures.FailedJob], now: dt.datetime) -> str:
@@ -134,7 +134,7 @@ def render_failed_jobs(failed: t.Sequence[queue_figures.FailedJob], now: dt.date
         ]
         for job in failed
     ]
-    headers = ["JOB", "CLASS", "QUEUE", "ERROR", "FAILED"]
+    headers = ["ID", "JOB", "QUEUE", "ERROR", "FAILED AT"]
     return f"Failed jobs (latest {len(failed)})\n" + format_table(headers, rows, right={0})
 
 
@@ -151,7 +151,7 @@ def _error_summary(job: queue_figures.FailedJob) -> str:
 def render_blocked(blocked: t.Sequence[queue_figures.BlockedCount]) -> str:
     """How many jobs wait on each concurrency key."""
     rows = [[entry.concurrency_key, str(entry.size)] for entry in blocked]
-    return "Blocked jobs\n" + format_table(["CONCURRENCY KEY", "JOBS"], rows, right={1})
+    return "Blocked jobs\n" + format_table(["CONCURRENCY KEY", "BLOCKED JOBS"], rows, right={1})
 
 
 def render_semaphores(
@@ -161,17 +161,18 @@ def render_semaphores(
     rows = [
         [entry.key, str(entry.value), format_expiry(entry.expires_at, now)] for entry in semaphores
     ]
-    return "Semaphores\n" + format_table(["KEY", "FREE", "EXPIRES"], rows, right={1})
+    return "Semaphores\n" + format_table(["KEY", "FREE SLOTS", "LEASE"], rows, right={1})
 
 
 def render_budgets(
     connection: sa.Connection, waiting: t.Sequence[budgets.Waiting], now: dt.datetime
 ) -> str:
-    """Each rate-limit budget with jobs waiting on it: its limit, what it admits now (in
-    units for a limit counted in units), how many wait, when the next claim would be
-    admitted, when the first waiting job is looked at again. Jobs under stacked limits are
-    counted on their main budget; their other budgets follow it, indented, each read by its
-    own limit (any of them may be the one that holds the jobs back)."""
+    """Each rate-limit budget with deferred jobs: its limit, what it admits now (in units
+    for a limit counted in units), how many jobs it deferred, its next admission (as the
+    dashboard says it: :func:`~flask_solidq.reads.control_reads.next_admission_at`) and
+    its next slot. Jobs under stacked limits are counted on their main budget; their other
+    budgets follow it, indented, each read by its own limit (any of them may be the one that
+    holds the jobs back)."""
     rows = []
     listed = {entry.key for entry in waiting}  # a budget with its own waiting jobs has its row
     for entry in waiting:
@@ -179,7 +180,7 @@ def render_budgets(
         for other in control_reads.stacked_budget_keys(connection, entry.key):
             if other not in listed:
                 rows.append(_budget_cells(connection, other, now, None))
-    headers = ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
+    headers = ["KEY", "LIMIT", "AVAILABLE", "DEFERRED", "NEXT ADMISSION", "NEXT SLOT"]
     return "Rate-limited jobs\n" + format_table(headers, rows, right={2, 3})
 
 
@@ -204,7 +205,7 @@ def _budget_cells(
         outlook.limit.in_words() if outlook else "?",
         count_of(outlook.available, outlook.counts_units) if outlook else "?",
         str(waiting.size) if waiting else "-",
-        format_when(outlook.next_admission_at, now) if outlook else "?",
+        control_reads.describe_next_admission(outlook, waiting, now),
         format_when(waiting.next_check_at, now) if waiting else "-",
     ]
 

@@ -53,13 +53,17 @@ class BudgetView:
     #: What the budget is doing, in a sentence (:func:`describe_budget`).
     doing: str
     waiting: int
-    next_check: str
+    #: When it next admits a job, as ``flask solidq status`` says it
+    #: (:func:`~flask_solidq.reads.control_reads.describe_next_admission`).
+    next_admission: str
+    #: When its first deferred job's slot comes.
+    next_slot: str
     updated_at: dt.datetime
 
 
 def budgets_page() -> str:
     """Every ``solidq_rate_limits`` row: its limit, what it is doing (:func:`describe_budget`),
-    and the jobs it deferred that wait (with when the first is looked at again); then, for
+    the jobs it deferred, its next admission and its next slot; then, for
     those that admitted any lately, their admissions per second against their limit."""
     now = utcnow()
     after = params.text_cursor("after")
@@ -95,7 +99,8 @@ def _budget_view(
         limit=outlook.limit.in_words() if outlook else "?",
         doing=describe_budget(outlook, waiting, now) if outlook else "?",
         waiting=waiting.size if waiting else 0,
-        next_check=format_when(waiting.next_check_at, now) if waiting else "-",
+        next_admission=control_reads.describe_next_admission(outlook, waiting, now),
+        next_slot=format_when(waiting.next_check_at, now) if waiting else "-",
         updated_at=row.updated_at,
     )
 
@@ -103,18 +108,20 @@ def _budget_view(
 def describe_budget(
     outlook: control_reads.BudgetOutlook, waiting: budgets.Waiting | None, now: dt.datetime
 ) -> str:
-    """What a budget is doing, in words. Its figures alone misled: beside 30 deferred jobs,
-    "admits 1 now, next admission now" read as a stuck queue, when each deferred job waits for
-    the slot it was given and the free admission is for a new claim. A limit counted in units
+    """What a budget is doing, in words, its next admission said as its column (and
+    ``flask solidq status``) says it. Its figures alone misled: beside 30 deferred jobs,
+    "admits 1 now" read as a stuck queue, when each deferred job waits for the slot it was
+    given and the free admission is for a new claim. A limit counted in units
     says units where others say claims: "admits 90 units now" of a budget of 100 units a
     minute, not "90 claims", which a call of 50 units would belie."""
     free = outlook.available
     units = outlook.counts_units
+    when = control_reads.describe_next_admission(outlook, waiting, now)
     if waiting and waiting.next_check_at > now:
         spare = f"; {count_of(free, units)} free now for a new claim" if free else ""
         return (
             f"Draining {count_of(waiting.size, False, 'deferred job')} one slot at a time: the"
-            f" next is due {format_when(waiting.next_check_at, now)}{spare}."
+            f" next is admitted {when}{spare}."
         )
     if waiting:
         return (
@@ -123,7 +130,6 @@ def describe_budget(
         )
     if free:
         return f"Open: admits {count_of(free, units, 'claim')} now."
-    when = format_when(outlook.next_admission_at, now)
     return f"Spent: admits the next {'unit' if units else 'claim'} {when}."
 
 

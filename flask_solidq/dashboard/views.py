@@ -25,6 +25,8 @@ from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.dashboard import recurring_views
 from flask_solidq.dashboard import selection_views
+from flask_solidq.formatting import format_age
+from flask_solidq.formatting import format_duration
 from flask_solidq.operations import actions
 from flask_solidq.operations import queues
 from flask_solidq.operations.processes import process_rows
@@ -129,6 +131,8 @@ def overview() -> str:
         finished=finished,
         failed_total=sum(failed),
         processes=processes,
+        age=lambda moment: format_age(moment, now),
+        duration=format_duration,
         now=now,
         done=params.done(),
     )

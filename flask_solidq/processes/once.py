@@ -111,13 +111,13 @@ class OnceReport:
         if left.deferred.count:
             lines.append(
                 f"  {_say(left.deferred.count, 'waits for its', 'wait for their')} rate limit,"
-                f" {self._next(left.deferred, 'looked at again')}:"
+                f" {self._next(left.deferred)}:"
                 " flask solidq jobs --state deferred"
             )
         if left.scheduled.count:
             lines.append(
                 f"  {_say(left.scheduled.count, 'is', 'are')} scheduled later,"
-                f" {self._next(left.scheduled, 'due')}: flask solidq jobs --state scheduled"
+                f" {self._next(left.scheduled)}: flask solidq jobs --state scheduled"
             )
         if left.blocked:
             lines.append(
@@ -144,11 +144,12 @@ class OnceReport:
             )
         return lines
 
-    def _next(self, waiting: leftovers.Waiting, what: str) -> str:
-        """When the earliest of ``waiting`` is ``what`` (due, looked at again)."""
+    def _next(self, waiting: leftovers.Waiting) -> str:
+        """When the earliest of ``waiting`` is due (a deferred job's slot: the word the jobs
+        lists use for both)."""
         at = t.cast(dt.datetime, waiting.next_at)
         when = formatting.format_when(at, self.now)
-        return f"the next {what} at {at:%Y-%m-%d %H:%M:%S} UTC ({when})"
+        return f"the next due at {at:%Y-%m-%d %H:%M:%S} UTC ({when})"
 
 
 class OnceRun:

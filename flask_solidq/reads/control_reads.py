@@ -17,10 +17,12 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq.controls import rate_limit
+from flask_solidq.controls.rate_limit import budgets
 from flask_solidq.controls.rate_limit import gcra
 from flask_solidq.controls.rate_limit.available import (
     admits_available as admits_available,  # re-exported
 )
+from flask_solidq.formatting import format_when
 from flask_solidq.models.tables import BLOCKED
 from flask_solidq.models.tables import BUDGETS
 from flask_solidq.models.tables import CLAIMED
@@ -270,6 +272,31 @@ def budget_outlook(key: str, budget: gcra.Budget | None, now: dt.datetime) -> Bu
         next_admission_at=budget.available_at(gcra.rate_of(declaration), now),
         counts_units=declaration.counts_units,
     )
+
+
+def next_admission_at(outlook: BudgetOutlook, waiting: budgets.Waiting | None) -> dt.datetime:
+    """When the budget next admits a job, as the dashboard, ``flask solidq status`` and the
+    job page say it: with deferred jobs waiting, the first one's slot, or later while the
+    budget is spent past it (a free admission now is for a new claim, not for them); with
+    none waiting, when a new claim would be admitted."""
+    slot_at = waiting.next_check_at if waiting else None
+    return admitted_at(slot_at, outlook.next_admission_at)
+
+
+def admitted_at(slot_at: dt.datetime | None, available_at: dt.datetime) -> dt.datetime:
+    """When a job whose slot is ``slot_at`` (None: it has none, it is claimed as soon as it
+    can be) is admitted by a budget that admits its next claim at ``available_at``."""
+    return available_at if slot_at is None else max(slot_at, available_at)
+
+
+def describe_next_admission(
+    outlook: BudgetOutlook | None, waiting: budgets.Waiting | None, now: dt.datetime
+) -> str:
+    """:func:`next_admission_at` in words (``now``, ``in 1m01s``); ``?`` when the budget's
+    limit is unknown (the job that declares it isn't imported by this app)."""
+    if outlook is None:
+        return "?"
+    return format_when(next_admission_at(outlook, waiting), now)
 
 
 def stacked_budget_keys(connection: sa.Connection, key: str) -> list[str]:

@@ -64,18 +64,19 @@ def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) ->
     if not budget_table.exists(connection):
         return (
             f"It waits for the rate limit {key}, which can't be checked: the table"
-            f" {budget_table.NAME} is missing, so it is looked at again a minute at a time"
-            f" (next at {when}). {budget_table.FIX}"
+            f" {budget_table.NAME} is missing, so it is deferred a minute at a time (its slot:"
+            f" {when}). {budget_table.FIX}"
         )
     charges = rate_charges.parse(detail.rate_limit_charges or "") or [("", key, 1)]
     latest = _latest_admission(connection, charges, now)
     if latest is None:
         return (
             f"It waits for the rate limit {key} (its job isn't imported here, so its next"
-            f" admission can't be worked out); it is looked at again at {when}."
+            f" admission can't be worked out); its slot is at {when}."
         )
     admits, budget_key, units = latest
-    admission = "now" if admits <= now else f"at {admits:%Y-%m-%d %H:%M:%S} UTC"
+    admission = _at(admits, now)
+    admitted = _at(control_reads.admitted_at(due, admits), now)
     claim = "claim" if units == 1 else f"{units} units"
     which = (
         f", the last of its {len(charges)} limits to admit it"
@@ -84,8 +85,12 @@ def _schedule(connection: sa.Connection, detail: JobDetail, now: dt.datetime) ->
     )
     return (
         f"It waits for the rate limit {budget_key}{which}: the budget admits its next {claim}"
-        f" {admission}; this job is looked at again at {when}."
+        f" {admission} and this job's slot is at {when}, so it is admitted {admitted}."
     )
+
+
+def _at(moment: dt.datetime, now: dt.datetime) -> str:
+    return "now" if moment <= now else f"at {moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _latest_admission(

@@ -166,3 +166,39 @@ document.addEventListener("htmx:beforeSwap", function (event) {
     event.detail.shouldSwap = false;
   }
 });
+
+// The Menu button of a phone's header: the header "folds" (dashboard.css then hides the nav
+// behind the button on a phone's width), and the button opens and closes the nav.
+document.addEventListener("DOMContentLoaded", function () {
+  var button = document.getElementById("nav-toggle");
+  if (button === null) {
+    return;
+  }
+  button.closest("header").classList.add("folds");
+  button.addEventListener("click", function () {
+    var open = button.closest("header").classList.toggle("nav-open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+});
+
+// On a phone every table's rows stack into cards (dashboard.css), where a cell no longer sits
+// under its header: each cell gets its column's name (data-label) for the stylesheet to
+// show before it, on load and after each refresh redrew a table.
+function labelCells() {
+  document.querySelectorAll("main table").forEach(function (table) {
+    var names = Array.prototype.map.call(table.querySelectorAll("thead th"), function (header) {
+      return header.textContent.trim();
+    });
+    table.querySelectorAll("tbody tr").forEach(function (row) {
+      Array.prototype.forEach.call(row.children, function (cell, index) {
+        if (names[index]) {
+          cell.setAttribute("data-label", names[index]);
+        }
+      });
+    });
+    table.classList.add("stacks");
+  });
+}
+
+document.addEventListener("DOMContentLoaded", labelCells);
+document.addEventListener("htmx:afterSettle", labelCells);

@@ -56,10 +56,12 @@ def test_batches_prints_each_batch_newest_first(app, engine):
     result = run(app, "batches")
 
     assert result.exit_code == 0, result.output
-    assert result.output.split()[:7] == [
+    assert result.output.split()[:9] == [
         "ID",
         "STATUS",
-        "DONE/FAILED/PENDING",
+        "COMPLETED/FAILED/PENDING",
+        "OF",
+        "TOTAL",
         "METADATA",
         "CALLBACKS",
         "ENQUEUED",

@@ -114,12 +114,21 @@ def test_status_prints_queues_processes_failed_and_blocked_jobs(app, engine):
         *("1", "0", "0", "0", "1", "1", "0"),
     ]
     assert lines[lines.index("Queues") + 3].split() == ["mail", *"0000000", "-", "paused"]
+    assert lines[lines.index("Processes") + 1].split() == [
+        "KIND",
+        "NAME",
+        "HOST",
+        "PID",
+        "HEARTBEAT",
+    ]
     assert lines[lines.index("Processes") + 2].split()[:4] == [
         "Worker",
         "worker-ab12",
-        "4242",
         "box",
+        "4242",
     ]
+    failed_header = lines[lines.index("Failed jobs (latest 1)") + 1]
+    assert failed_header.split() == ["ID", "JOB", "QUEUE", "ERROR", "FAILED", "AT"]
     failed = lines[lines.index("Failed jobs (latest 1)") + 2]
     assert "store_result  default  ValueError: bad value  " in failed
     assert "more" not in result.output
@@ -253,6 +262,6 @@ def test_render_semaphores_says_when_a_lease_ran_out():
     )
 
     assert rendered.splitlines()[2:] == [
-        "  a       1  in 5m00s",
-        "  b       0  expired 12s ago",
+        "  a             1  in 5m00s",
+        "  b             0  expired 12s ago",
     ]

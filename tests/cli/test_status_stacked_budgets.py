@@ -16,7 +16,7 @@ from flask_solidq.operations import claim
 from tests import support
 from tests.jobs import rate_limit_stacked as jobs
 
-HEADERS = ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
+HEADERS = ["KEY", "LIMIT", "AVAILABLE", "DEFERRED", "NEXT ADMISSION", "NEXT SLOT"]
 PROCESS_ID = 4646
 
 
@@ -52,9 +52,10 @@ def test_a_job_deferred_by_its_stacked_budget_shows_that_budget_under_its_main_o
     main, hourly = budget_table(app)
 
     assert main[:4] == ["stacked_test.hourly_tight/global", "10 per 1s, burst 10", "9", "1"]
-    assert main[4] == "now"  # the main budget admits: it isn't what holds the job back
-    # Its slot is more than MAX_AHEAD (5 minutes) away: it looks again in 5 minutes.
+    # The main budget admits a new claim now, but its deferred job waits for its slot: more
+    # than MAX_AHEAD (5 minutes) away, so it is due again in 5 minutes, and admitted no sooner.
     assert re.fullmatch(r"in (4m5\ds|5m00s)", main[5]), main
+    assert main[4] == main[5]
     assert hourly[:4] == [
         "  stacked_test.hourly_tight/hourly/global",
         "hourly: 1 per 1h00m",
@@ -79,8 +80,9 @@ def test_a_budget_of_units_shows_its_limit_and_what_it_admits_in_units(app, engi
         "20 units",
         "1",
     ]
-    assert row[4] == "now"  # a unit is available now; the call of 50 waits for its slot
+    # A unit is available now, for a new claim; the call of 50 waits for its slot.
     assert row[5].startswith("in ")
+    assert row[4] == row[5]
 
 
 def test_stacked_budgets_of_claims_and_of_units_each_say_their_own_count(app, engine):

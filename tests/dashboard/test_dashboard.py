@@ -578,7 +578,7 @@ def test_the_job_page_of_a_failed_job_shows_its_fields_payload_error_and_backtra
     text = shown.text
     assert f"Job {job_id} dashboard_test.task" in text
     assert "State failed" in text
-    assert f"Job id {row.active_job_id}" in text
+    assert f"job_id {row.active_job_id}" in text
     assert "Queue alpha (priority 3)" in text
     assert "Concurrency key - Rate-limit key - Coalesce key - Collected calls 0" in text
     assert "Error builtins.ValueError : dashboard_test.task failed on purpose for broken" in text

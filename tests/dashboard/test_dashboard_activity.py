@@ -120,7 +120,8 @@ def test_a_queues_page_charts_its_last_hour_and_day_with_labelled_axes(app, engi
     text = response.get_data(as_text=True)
 
     assert response.status_code == 200
-    hour, day = re.findall(r'<svg class="bars".*?</svg>', text, flags=re.S)
+    # Each chart to its figure's end (its plot is an <svg> of its own inside).
+    hour, day = re.findall(r'<svg class="bars".*?</figure>', text, flags=re.S)
     assert (
         "Jobs of mail finished and failed per minute over the last hour: 3 finished, 1 failed"
         in hour

@@ -123,15 +123,15 @@ def test_budgets_shows_each_budget_with_its_limit_admissions_and_waiting_jobs(ap
     spent = rows["rate_test.global/global"]
     assert spent["Limit"] == "1 per 1m00s"
     assert re.fullmatch(
-        r"Draining 2 deferred jobs one slot at a time: the next is due in .+\.", spent["Now"]
+        r"Draining 2 deferred jobs one slot at a time: the next is admitted in .+\.", spent["Now"]
     )
-    assert spent["Waiting jobs"] == "2"
+    assert spent["Deferred"] == "2"
     assert spent["Next slot"].startswith("in ")
     fresh = rows["rate_test.staggered/global"]
     # Burst 2, one taken: one more admitted right now.
     assert fresh["Limit"] == "10 per 10s, burst 2"
     assert fresh["Now"] == "Open: admits 1 claim now."
-    assert (fresh["Waiting jobs"], fresh["Next slot"]) == ("0", "-")
+    assert (fresh["Deferred"], fresh["Next slot"]) == ("0", "-")
 
 
 def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, client):
@@ -147,7 +147,7 @@ def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, c
     overview, _processes = tables(client, "/solidq/")  # and the claiming process's table
 
     assert [row["Id"] for row in deferred_list] == [str(deferred)]
-    assert deferred_list[0]["Looked at again"].endswith("UTC")
+    assert deferred_list[0]["Due"].endswith("UTC")
     assert [row["Id"] for row in scheduled_list] == [str(plain.provider_job_id)]
     (queue,) = overview
     assert (queue["Scheduled"], queue["Deferred"]) == ("1", "1")
@@ -170,10 +170,12 @@ def test_deferred_jobs_are_listed_apart_from_plain_scheduled_ones(app, engine, c
             1,
             30,
             2,
-            "Draining 30 deferred jobs one slot at a time: the next is due in 2s;"
+            "Draining 30 deferred jobs one slot at a time: the next is admitted in 2s;"
             " 1 free now for a new claim.",
         ),
-        (0, 1, 2, "Draining 1 deferred job one slot at a time: the next is due in 2s."),
+        # Spent past the first slot: at its slot it is deferred again; admitted once the
+        # budget admits.
+        (0, 1, 2, "Draining 1 deferred job one slot at a time: the next is admitted in 5s."),
         (
             1,
             4,
@@ -187,7 +189,8 @@ def test_a_budget_says_what_it_is_doing_in_words(available, waiting, due_in, sai
     outlook = control_reads.BudgetOutlook(
         limit=t.cast(t.Any, None),
         available=available,
-        next_admission_at=now + dt.timedelta(seconds=5),
+        # Free now: a claim now is admitted; spent: the next in 5 s.
+        next_admission_at=now + dt.timedelta(seconds=0 if available else 5),
     )
     queued = budgets.Waiting("k", waiting, now + dt.timedelta(seconds=due_in)) if waiting else None
 
@@ -209,7 +212,8 @@ def test_budgets_says_what_it_cannot_know_for_a_key_no_imported_job_declares(app
             "Key": "elsewhere/x",
             "Limit": "?",
             "Now": "?",
-            "Waiting jobs": "0",
+            "Deferred": "0",
+            "Next admission": "?",
             "Next slot": "-",
         }
     ]
@@ -280,9 +284,9 @@ def test_coalescing_shows_each_job_and_its_open_keys_with_their_jobs(app, engine
     assert sorted(row["Key"] for row in open_keys) == sorted(keys)
     for row in open_keys:
         stored = keys[row["Key"]]
-        assert row["Job id"] == str(stored.job_id)
-        assert row["Calls held"] == str(stored.calls_count)
-    assert {row["Job"]: row["Calls held"] for row in open_keys}["coalesce_test.collect"] == "1"
+        assert row["Id"] == str(stored.job_id)
+        assert row["Collected calls"] == str(stored.calls_count)
+    assert {row["Job"]: row["Collected calls"] for row in open_keys}["coalesce_test.collect"] == "1"
     text = page_text(client, "/solidq/coalescing")
     for stored in keys.values():
         assert f'href="/solidq/jobs/{stored.job_id}"' in text

@@ -57,13 +57,13 @@ def test_each_stacked_budget_is_a_row_read_by_its_own_limit_and_named(app, engin
     assert main["Limit"] == "1 per 1m00s"
     # The deferred job is counted on its main budget (its rate_limit_key).
     assert re.fullmatch(
-        r"Draining 1 deferred job one slot at a time: the next is due in .+\.", main["Now"]
+        r"Draining 1 deferred job one slot at a time: the next is admitted in .+\.", main["Now"]
     )
-    assert main["Waiting jobs"] == "1"
+    assert main["Deferred"] == "1"
     # The hourly budget: five an hour, one of them charged by the admitted claim.
     assert hourly["Limit"] == "hourly: 5 per 1h00m, burst 5"
     assert hourly["Now"] == "Open: admits 4 claims now."
-    assert (hourly["Waiting jobs"], hourly["Next slot"]) == ("0", "-")
+    assert (hourly["Deferred"], hourly["Next slot"]) == ("0", "-")
 
 
 def test_a_limit_counted_in_units_says_units_in_its_row(app, engine, client):
@@ -134,7 +134,7 @@ def test_the_admissions_chart_of_a_limit_of_units_counts_units_per_second(app, e
             40,
             3,
             2,
-            "Draining 3 deferred jobs one slot at a time: the next is due in 2s;"
+            "Draining 3 deferred jobs one slot at a time: the next is admitted in 2s;"
             " 40 units free now for a new claim.",
         ),
         (
@@ -150,7 +150,8 @@ def test_a_budget_of_units_says_what_it_is_doing_in_units(available, waiting, du
     outlook = control_reads.BudgetOutlook(
         limit=t.cast(t.Any, None),
         available=available,
-        next_admission_at=now + dt.timedelta(seconds=5),
+        # Free now: a claim now is admitted; spent: the next in 5 s.
+        next_admission_at=now + dt.timedelta(seconds=0 if available else 5),
         counts_units=True,
     )
     queued = budgets.Waiting("k", waiting, now + dt.timedelta(seconds=due_in)) if waiting else None

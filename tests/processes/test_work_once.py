@@ -110,7 +110,7 @@ def test_once_works_off_ready_due_retried_and_enqueued_jobs_then_says_what_it_le
     assert "Left 3 jobs waiting:\n" in output
     # A deferred job is looked at again at most 5 minutes ahead (gcra.MAX_AHEAD).
     assert re.search(
-        r"\n  2 wait for their rate limit, the next looked at again at \S+ \S+ UTC"
+        r"\n  2 wait for their rate limit, the next due at \S+ \S+ UTC"
         r" \(in [45]m\d\ds\): flask solidq jobs --state deferred\n",
         output,
     ), output

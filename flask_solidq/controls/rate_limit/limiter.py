@@ -47,7 +47,7 @@ class BudgetState:
     next_admission_at: dt.datetime
     #: Jobs waiting on the budget (deferred by their rate limit, not scheduled with wait=).
     waiting: int
-    #: When the first waiting job is looked at again; None with none waiting.
+    #: When the first waiting job's slot comes; None with none waiting.
     next_check_at: dt.datetime | None
     #: The last slot handed out to a waiting job; None if none was.
     last_slot_at: dt.datetime | None

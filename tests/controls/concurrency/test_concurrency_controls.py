@@ -862,13 +862,13 @@ def test_status_lists_blocked_jobs_per_key_and_the_semaphores_with_their_free_sl
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     blocked_at = lines.index("Blocked jobs")
-    assert lines[blocked_at + 1].split() == ["CONCURRENCY", "KEY", "JOBS"]
+    assert lines[blocked_at + 1].split() == ["CONCURRENCY", "KEY", "BLOCKED", "JOBS"]
     assert [line.split() for line in lines[blocked_at + 2 : blocked_at + 4]] == [
         [f"{LIMITED}/a", "2"],
         [f"{LIMITED}/b", "1"],
     ]
     semaphores_at = lines.index("Semaphores")
-    assert lines[semaphores_at + 1].split() == ["KEY", "FREE", "EXPIRES"]
+    assert lines[semaphores_at + 1].split() == ["KEY", "FREE", "SLOTS", "LEASE"]
     rows = [line.split() for line in lines[semaphores_at + 2 : semaphores_at + 5]]
     assert [row[:2] for row in rows] == [
         [f"{LIMITED}/a", "0"],

@@ -784,13 +784,13 @@ def test_status_lists_each_budget_with_jobs_deferred_on_it(app, engine):
     assert result.exit_code == 0, result.output
     section = result.output.split("Rate-limited jobs\n", 1)[1].split("\n\n", 1)[0]
     lines = [re.split(r"\s{2,}", line.strip()) for line in section.strip().splitlines()]
-    assert lines[0] == ["BUDGET", "LIMIT", "AVAILABLE", "WAITING", "NEXT ADMISSION", "NEXT CHECK"]
+    assert lines[0] == ["KEY", "LIMIT", "AVAILABLE", "DEFERRED", "NEXT ADMISSION", "NEXT SLOT"]
     rows = {line[0]: line[1:] for line in lines[1:]}
     assert sorted(rows) == ["seams_rate.attempted/global", "seams_rate.counted/acct"]
     assert rows["seams_rate.attempted/global"][2] == "2"
     assert rows["seams_rate.counted/acct"][2] == "2"
     for cells in rows.values():
-        # Spent: none available; next admission and next check both about a minute on (the
+        # Spent: none available; next admission and next slot both about a minute on (the
         # first slot).
         assert cells[1] == "0"
         when = " ".join(cells[3:])
