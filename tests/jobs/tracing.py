@@ -3,6 +3,7 @@ are retried, wait on a rate limit or coalesce. Every name starts with ``tracing_
 
 from __future__ import annotations
 
+from flask_solidq import RateLimited
 from flask_solidq import coalesce
 from flask_solidq import limits_rate
 from flask_solidq import retry_on
@@ -41,3 +42,10 @@ def limited(value: object) -> None:
 @coalesce(key=lambda value: "one")
 def merged(value: object) -> None:
     """Every call while one is waiting joins it (the later ones discarded)."""
+
+
+@solidq.job(name="tracing_test.told_to_wait")
+@limits_rate(to=100, per=1, key="tracing_test_api")
+def told_to_wait(value: object) -> None:
+    """The API it calls says 429: waits 30 seconds, deferred."""
+    raise RateLimited(retry_after=30)

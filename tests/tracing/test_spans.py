@@ -171,6 +171,21 @@ def test_a_claim_deferred_by_a_rate_limit_is_a_deferred_span_with_an_event(app, 
     assert event.attributes["until"] > ""
 
 
+def test_a_run_an_api_told_to_wait_is_deferred_with_an_event(app, exporter):
+    with app.app_context():
+        with trace.get_tracer("test").start_as_current_span("request"):
+            jobs.told_to_wait.perform_later(1)
+        work_off()
+    process = one(exporter, "tracing_test.told_to_wait process")
+    assert process.attributes[OUTCOME] == "deferred"
+    assert process.attributes[tracing_spans.EXECUTIONS] == 0  # a deferred run isn't counted
+    assert process.status.status_code is StatusCode.UNSET
+    (event,) = process.events
+    assert event.name == "rate_limit.deferred"
+    assert dict(event.attributes or {}) == {"held_at_start": False, "wait": 30.0, "pause": 30.0}
+    assert parent_id(process) == one(exporter, "tracing_test.told_to_wait send").context.span_id
+
+
 def test_coalescing_decisions_are_events_on_the_enqueue_spans(app, exporter):
     with app.app_context():
         with trace.get_tracer("test").start_as_current_span("request"):
