@@ -113,10 +113,14 @@ class _Tracer(t.NamedTuple):
 _cached: _Tracer | None = None
 
 
-def tracer() -> trace.Tracer:
-    """flask-solidq's tracer from the global tracer provider as it is now."""
+def tracer() -> trace.Tracer | None:
+    """flask-solidq's tracer from the global tracer provider as it is now; None while no
+    provider is set (OpenTelemetry's API alone, no SDK): then no span is made and nothing is
+    stored, at the cost of this call."""
     global _cached
     provider = trace.get_tracer_provider()
+    if type(provider) is trace.ProxyTracerProvider:
+        return None
     cached = _cached
     if cached is None or cached.provider is not provider:
         cached = _cached = _Tracer(provider, provider.get_tracer(SYSTEM, VERSION))
@@ -126,9 +130,12 @@ def tracer() -> trace.Tracer:
 def enqueue(jobs: t.Sequence[Job], store: t.Callable[[], None]) -> None:
     """Run ``store`` (the enqueue of ``jobs``, at least one) in a ``PRODUCER`` span, each job
     carrying the span's context in its payload."""
+    traced_by = tracer()
+    if traced_by is None:
+        return store()
     names = {type(job).job_name for job in jobs}
     name = next(iter(names)) if len(names) == 1 else SYSTEM
-    with tracer().start_as_current_span(
+    with traced_by.start_as_current_span(
         f"{name} send", kind=SpanKind.PRODUCER, attributes=_send_attributes(jobs, names)
     ) as span:
         carrier: dict[str, str] = {}
@@ -170,7 +177,10 @@ def _stored_attributes(job: Job) -> dict[str, AttributeValue]:
 def perform_claimed(claimed: ClaimedJob, run: t.Callable[[], Outcome]) -> Outcome:
     """Run ``run`` (a worker's run of ``claimed``) in a ``CONSUMER`` span child of the
     enqueuer's, and record its outcome there."""
-    with tracer().start_as_current_span(
+    traced_by = tracer()
+    if traced_by is None:
+        return run()
+    with traced_by.start_as_current_span(
         f"{claimed.class_name} process",
         context=_stored_context(claimed.arguments),
         kind=SpanKind.CONSUMER,
@@ -245,11 +255,14 @@ def _deferral_attributes(outcome: Outcome) -> dict[str, AttributeValue]:
 def perform_now(job: Job, run: t.Callable[[], object]) -> object:
     """Run ``run`` (``job.perform_now()``) in a ``CONSUMER`` span, unless it is the run a
     worker's span holds already."""
-    if job.provider_job_id is not None and _running.get() == job.provider_job_id:
+    traced_by = tracer()
+    if traced_by is None or (
+        job.provider_job_id is not None and _running.get() == job.provider_job_id
+    ):
         return run()
     name = type(job).job_name
     carrier = job._trace_context
-    with tracer().start_as_current_span(
+    with traced_by.start_as_current_span(
         f"{name} process",
         context=propagate.extract(carrier) if carrier else None,
         kind=SpanKind.CONSUMER,
@@ -282,11 +295,14 @@ def deferred(deferrals: list[Deferral]) -> None:
     """Record each job a claim deferred in a ``CONSUMER`` span of its trace, ended at once:
     outcome ``"deferred"``, with a ``rate_limit.deferred`` event naming the budget and when
     the job is looked at again."""
+    traced_by = tracer()
+    if traced_by is None:
+        return
     for deferral in deferrals:
         claimed = deferral.job
         attributes = _process_attributes(claimed)
         attributes[OUTCOME] = OutcomeKind.DEFERRED.value
-        span = tracer().start_span(
+        span = traced_by.start_span(
             f"{claimed.class_name} process",
             context=_stored_context(claimed.arguments),
             kind=SpanKind.CONSUMER,
