@@ -35,3 +35,21 @@ class Slot(t.Generic[F]):
         if function is None:
             raise RuntimeError(f"{self.filled_by} was never imported, so nothing filled this slot")
         return function
+
+
+class Hook(t.Generic[F]):
+    """A function a module calls around something it does when an optional feature above it
+    provided one, and skips otherwise: ``function`` is None until the feature's module fills
+    it (tracing, once OpenTelemetry is found), so a caller pays one attribute read without
+    it."""
+
+    __slots__ = ("filled_by", "function")
+
+    def __init__(self, filled_by: str) -> None:
+        self.filled_by = filled_by
+        #: What the hook calls; None while the feature is off.
+        self.function: F | None = None
+
+    def fill(self, function: F) -> None:
+        """Make ``function`` what the hook calls."""
+        self.function = function

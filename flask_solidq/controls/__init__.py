@@ -14,6 +14,7 @@ import typing as t
 
 import sqlalchemy as sa
 
+from flask_solidq import slots
 from flask_solidq.controls import coalesce
 from flask_solidq.controls import concurrency
 from flask_solidq.controls import rate_limit
@@ -208,11 +209,19 @@ def claim(connection: sa.Connection, jobs: list[ClaimedJob], clock: ClaimClock) 
     return deferrals
 
 
+#: Told of the jobs each committed claim deferred: :mod:`flask_solidq.tracing` fills it to
+#: record each deferral in a span of its job's trace.
+DEFERRED: slots.Hook[t.Callable[[list[Deferral]], None]] = slots.Hook("flask_solidq.tracing.spans")
+
+
 def after_claim(engine: sa.Engine, deferrals: list[Deferral]) -> None:
     """Run every control's hook for jobs a committed claim deferred."""
     if deferrals:
         for control in CONTROLS:
             control.after_claim(engine, deferrals)
+        told = DEFERRED.function
+        if told is not None:
+            told(deferrals)
 
 
 def finish(engine: sa.Engine, jobs: list[JobRef]) -> None:

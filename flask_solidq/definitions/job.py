@@ -125,6 +125,13 @@ REGISTER: slots.Slot[t.Callable[[type[Job]], None]] = slots.Slot(
 )
 
 
+#: Runs every ``perform_now`` (a worker's, the inline and test adapters', a direct call),
+#: given the job and the run: :mod:`flask_solidq.tracing` fills it to run the job in a span.
+AROUND_PERFORM_NOW: slots.Hook[t.Callable[[Job, t.Callable[[], object]], object]] = slots.Hook(
+    "flask_solidq.tracing.spans"
+)
+
+
 class Job(Resumable, RateLimitUsage, ArgumentChecks):
     """A job definition (the class) and a job (an instance: arguments plus options).
 
@@ -139,6 +146,9 @@ class Job(Resumable, RateLimitUsage, ArgumentChecks):
     job_name: t.ClassVar[str] = "Job"
     queue_name: str = "default"
     priority: int = 0
+    #: The enqueuer's trace context (W3C ``traceparent``, ``tracestate``), kept in the
+    #: payload's ``"trace"`` when :mod:`flask_solidq.tracing` stored one; None otherwise.
+    _trace_context: dict[str, str] | None = None
 
     def __init_subclass__(
         cls, *, name: str | None = None, abstract: bool = False, **kwargs: t.Any
@@ -267,6 +277,12 @@ class Job(Resumable, RateLimitUsage, ArgumentChecks):
     perform_later = job_methods.PerformLater(_perform_later_on_class, _perform_later_on_instance)
 
     def _perform_now_on_instance(self) -> object:
+        around = AROUND_PERFORM_NOW.function
+        if around is not None:
+            return around(self, self._perform_now_here)
+        return self._perform_now_here()
+
+    def _perform_now_here(self) -> object:
         self.executions += 1
         if (progress := self.__dict__.get("_progress")) is not None:
             progress.new_run()  # performed again, by hand: a new run from its steps so far
@@ -310,6 +326,8 @@ class Job(Resumable, RateLimitUsage, ArgumentChecks):
         self.arguments = arguments.load_args(data.get("args", []))
         self.kwargs = arguments.load_kwargs(data.get("kwargs", {}))
         self._load_steps(data)
+        if "trace" in data:
+            self._trace_context = job_payloads.trace_context(data)
 
     def resolve_scheduled_at(self, now: dt.datetime) -> dt.datetime | None:
         """When the job is due, given that it is enqueued at ``now``; None if due now."""

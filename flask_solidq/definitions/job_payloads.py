@@ -1,6 +1,7 @@
 """A job's stored payload (``solidq_jobs.arguments``): the job's import path, its arguments
-in their stored forms, its attempt counters and its steps' progress; built from a job, written
-as compact JSON, and loaded back into one.
+in their stored forms, its attempt counters, its steps' progress and, when it was enqueued in a
+traced span, its enqueuer's trace context; built from a job, written as compact JSON, and
+loaded back into one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class StoredJob(t.Protocol):
     def exception_executions(self) -> dict[str, int]: ...
     @property
     def _coalesced_as(self) -> str | None: ...
+    @property
+    def _trace_context(self) -> dict[str, str] | None: ...
     @property
     def job_id(self) -> str: ...
     @property
@@ -66,6 +69,8 @@ def payload(job: StoredJob) -> dict[str, JSONValue]:
     if job.exception_executions:
         data["exception_executions"] = dict(job.exception_executions)
     data.update(job._steps_payload_keys())
+    if job._trace_context:
+        data["trace"] = dict(job._trace_context)
     return data
 
 
@@ -86,11 +91,22 @@ def encoded_payload(job: StoredJob, encode: t.Callable[[JSONValue], str]) -> str
         # the garbage collector then tracks (a full collection every few bulk enqueues).
         or getattr(job, "_progress", None) is not None
         or type(job).payload is not payload
+        or job._trace_context is not None
     )
     if not plain:
         return encode(job.payload())
     path = _encode_string(arguments.import_path(type(job)))
     return f'{{"job":{path},"args":{encode(arguments.dump_args(job.arguments))}}}'
+
+
+def trace_context(data: t.Mapping[str, JSONValue]) -> dict[str, str] | None:
+    """A stored payload's ``"trace"``: the trace context its enqueuer's span propagated
+    (see :mod:`flask_solidq.tracing`), kept through retries; None when it isn't an object of
+    strings (a payload written by hand), which only loses the span's parent."""
+    carrier = data.get("trace")
+    if type(carrier) is not dict:
+        return None
+    return {key: value for key, value in carrier.items() if type(value) is str}
 
 
 def attempt_counters(data: t.Mapping[str, JSONValue]) -> tuple[int, dict[str, int]]:

@@ -13,6 +13,7 @@ from flask_solidq import cli
 from flask_solidq import current
 from flask_solidq import dashboard
 from flask_solidq import models
+from flask_solidq import tracing
 from flask_solidq.batches import Callback
 from flask_solidq.config import DEFAULTS
 from flask_solidq.config import keys as config_keys
@@ -107,6 +108,7 @@ class SolidQ(JobActions, Registrations):
             )
         _add_tables(sqlalchemy, settings.bind)
         app_transaction.listen()
+        tracing.install()
         app.extensions["solidq"] = SolidQState(
             app,
             settings,

@@ -18,6 +18,7 @@ on by default), so a call a worker couldn't make raises ``TypeError`` before any
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import typing as t
 
@@ -33,6 +34,7 @@ from flask_solidq.storage import app_transaction
 from flask_solidq.storage import db
 from flask_solidq.testing import batches as testing_batches
 from flask_solidq.timing import utcnow
+from flask_solidq.tracing import hooks as tracing_hooks
 
 if t.TYPE_CHECKING:
     from flask_solidq.definitions.job import Job
@@ -49,6 +51,18 @@ def enqueue(job: Job, state: SolidQState | None = None) -> None:
         state = get_state()
     if state.settings.check_arguments:
         type(job)._check_arguments(job.arguments, job.kwargs)
+    around = tracing_hooks.AROUND_ENQUEUE.function
+    if around is None:
+        _store(job, state)
+    else:
+        around([job], functools.partial(_store, job, state))
+    if state.adapter is Adapter.INLINE:
+        job.perform_now()
+
+
+def _store(job: Job, state: SolidQState) -> None:
+    """Store ``job`` where ``state``'s adapter keeps it (none for ``"inline"``, which only
+    checks its arguments' round trip), then send ``enqueue``."""
     if state.adapter is Adapter.SOLIDQ:
         state.check_tables()
         with app_transaction.joining(state):
@@ -61,8 +75,6 @@ def enqueue(job: Job, state: SolidQState | None = None) -> None:
             testing_batches.record(state, job)
     if job.successfully_enqueued and signals.enqueue.receivers:  # none: nothing to send
         signals.enqueue.send(type(job), job=job)
-    if state.adapter is Adapter.INLINE:
-        job.perform_now()
 
 
 def enqueue_all(jobs: t.Sequence[Job]) -> None:
@@ -91,6 +103,15 @@ def enqueue_all(jobs: t.Sequence[Job]) -> None:
         return
     if not jobs:
         return
+    around = tracing_hooks.AROUND_ENQUEUE.function
+    if around is None:
+        _store_all(jobs, state)
+    else:
+        around(jobs, functools.partial(_store_all, jobs, state))
+
+
+def _store_all(jobs: t.Sequence[Job], state: SolidQState) -> None:
+    """Store ``jobs`` in the database queue in bulk, then send ``enqueue`` for each."""
     state.check_tables()
     with app_transaction.joining(state):
         enqueue_operation.enqueue_all(state.engine, jobs)

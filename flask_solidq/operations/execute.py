@@ -15,6 +15,7 @@ import typing as t
 
 from flask_solidq import controls
 from flask_solidq import errors
+from flask_solidq import slots
 from flask_solidq.controls.rate_limit import back_off
 from flask_solidq.controls.rate_limit import rate_charges
 from flask_solidq.definitions import arguments
@@ -40,6 +41,13 @@ if t.TYPE_CHECKING:
 
 
 _dumps = arguments.dumps
+
+#: Runs every claimed job's :func:`perform` (a worker's, ``work_off``'s), given the claimed
+#: job and the run, which returns its outcome: :mod:`flask_solidq.tracing` fills it to run the
+#: job in a span that records the outcome.
+AROUND_PERFORM: slots.Hook[t.Callable[[ClaimedJob, t.Callable[[], Outcome]], Outcome]] = slots.Hook(
+    "flask_solidq.tracing.spans"
+)
 
 
 def perform(
@@ -109,7 +117,10 @@ def perform_in_app(
     :func:`flask_solidq.testing.work_off` both perform through it."""
     try:
         with app.app_context():
-            return perform(claimed, stopping, process_id)
+            around = AROUND_PERFORM.function
+            if around is None:
+                return perform(claimed, stopping, process_id)
+            return around(claimed, lambda: perform(claimed, stopping, process_id))
     except BaseException as error:  # noqa: BLE001 - a job's SystemExit: keep it as failed
         return escaped(claimed, error)
 
