@@ -54,6 +54,7 @@ MAX_HEIGHT = 1400
 SCREENS = {
     "overview": "/",
     "queue": "/queue/partners",
+    "stats": "/stats",
     "jobs": "/jobs?state=failed",
     "job": "/jobs/{job}",
     "batches": "/batches",

@@ -41,9 +41,8 @@ def register(group: click.Group, engine: t.Callable[[], sa.Engine]) -> None:
         where = job_stats.Filter(job=job, queue=queue)
         since = chosen.since(utcnow())
         with db.read(engine()) as connection:
-            jobs = job_stats.by_job(connection, since, where)
-            queues = job_stats.by_queue(connection, since, where)
-        click.echo(render(chosen, jobs, queues))
+            table = job_stats.figures(connection, since, where)
+        click.echo(render(chosen, table.jobs, table.queues))
 
 
 def render(

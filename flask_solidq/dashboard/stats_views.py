@@ -64,16 +64,15 @@ def stats_page() -> str:
     now = utcnow()
     since = chosen.since(now)
     with reading.page() as connection:
-        jobs = job_stats.by_job(connection, since, where)
-        queues = job_stats.by_queue(connection, since, where)
+        table = job_stats.figures(connection, since, where)
         runs = job_stats.runs_per_slot(connection, chosen, now, where)
     return render_template(
         "solidq/stats.html",
         window=chosen,
         windows=list(job_stats.Window),
         where=where,
-        jobs=jobs,
-        queues=queues,
+        jobs=table.jobs,
+        queues=table.queues,
         chart=runs_chart(runs, chosen),
         slot_name=SLOT_NAMES[chosen],
         done=params.done(),

@@ -5,6 +5,10 @@ in, its job class and its queue, then added to ``solidq_job_stats`` by
 Counting costs a lock and a few additions per run, and a flush writes one row per bucket
 whatever the runs in it, so the statistics cost the queue's throughput nothing it can measure.
 A worker killed (SIGKILL, the host lost) loses the runs it counted since its last flush.
+
+The supervisors keep the table small: they delete the minutes past ``SOLIDQ_STATS_RETENTION``
+(:func:`prune`) and fold the minutes older than a day into their hour (:func:`compact`), as
+only the week's window reads them, by the hour.
 """
 
 from __future__ import annotations
@@ -171,3 +175,74 @@ def prune(engine: sa.Engine, *, before: dt.datetime) -> int:
     with db.write(engine) as connection:
         deleted = connection.execute(JOB_STATS.delete().where(JOB_STATS.c.minute_at < before))
     return int(deleted.rowcount)
+
+
+#: Minute buckets of hours that ended longer ago than this are folded into their hour: past
+#: the last day's window, the statistics are read by the hour, and a week of hours is a
+#: sixtieth of a week of minutes to read.
+COMPACT_AFTER = dt.timedelta(hours=25)
+#: Minute buckets folded per transaction.
+COMPACT_BATCH = 5000
+
+
+def compact(engine: sa.Engine, *, now: dt.datetime) -> int:
+    """Fold the minute buckets of the hours that ended more than :data:`COMPACT_AFTER` ago
+    (and at most a day before that) into the bucket of their hour's first minute, a batch per
+    transaction; return how many were folded.
+
+    Each batch locks the buckets it folds before reading them, so two supervisors folding at
+    once never both count one bucket: the second finds it gone once the first commits."""
+    cutoff = (now - COMPACT_AFTER).replace(minute=0, second=0, microsecond=0)
+    folded = 0
+    while True:
+        count = db.retrying_deadlocks(functools.partial(_compact_batch, engine, cutoff))
+        folded += count
+        if count < COMPACT_BATCH:
+            return folded
+
+
+def _compact_batch(engine: sa.Engine, cutoff: dt.datetime) -> int:
+    minute_at = JOB_STATS.c.minute_at
+    query = (
+        sa.select(JOB_STATS)
+        .where(
+            minute_at < cutoff,
+            minute_at >= cutoff - dt.timedelta(days=1),
+            sa.extract("minute", minute_at) != 0,
+        )
+        .order_by(JOB_STATS.c.id)
+        .limit(COMPACT_BATCH)
+        .with_for_update()
+    )
+    with db.write(engine) as connection:
+        rows = connection.execute(query).mappings().all()
+        if rows:
+            db.add_to_rows(connection, JOB_STATS, _hours(rows), keys=KEY_COLUMNS, maxima=MAXIMA)
+            db.delete_by_ids(connection, JOB_STATS, [row["id"] for row in rows])
+    return len(rows)
+
+
+def _hours(rows: t.Sequence[sa.RowMapping]) -> list[dict[str, object]]:
+    """``rows`` summed per hour, job class and queue (their maxima the greatest), as the
+    rows of each hour's first minute, in key order."""
+    hours: dict[tuple[dt.datetime, str, str], dict[str, t.Any]] = {}
+    for row in rows:
+        hour = row["minute_at"].replace(minute=0)
+        key = (hour, row["class_name"], row["queue_name"])
+        total = hours.get(key)
+        if total is None:
+            hours[key] = {**row, "minute_at": hour}
+            continue
+        for name in _ADDED:
+            total[name] += row[name]
+        for name in MAXIMA:
+            total[name] = max(total[name], row[name])
+    return [
+        {name: value for name, value in hours[key].items() if name != "id"} for key in sorted(hours)
+    ]
+
+
+#: The columns a fold adds up.
+_ADDED = tuple(
+    column.name for column in JOB_STATS.columns if column.name not in ("id", *KEY_COLUMNS, *MAXIMA)
+)

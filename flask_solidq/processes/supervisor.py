@@ -263,10 +263,14 @@ class Supervisor(Runnable):
             self.outage.succeeded()
 
     def prune_job_stats(self) -> None:
-        """Delete the minutes of ``solidq_job_stats`` older than ``SOLIDQ_STATS_RETENTION``
-        (with the pruning of dead processes: every heartbeat interval)."""
-        before = utcnow() - dt.timedelta(seconds=self.settings.stats_retention)
-        job_stats.prune(self.engine, before=before)
+        """Delete the minutes of ``solidq_job_stats`` older than ``SOLIDQ_STATS_RETENTION``,
+        and fold those older than a day into hours (with the pruning of dead processes: every
+        heartbeat interval)."""
+        now = utcnow()
+        job_stats.prune(
+            self.engine, before=now - dt.timedelta(seconds=self.settings.stats_retention)
+        )
+        job_stats.compact(self.engine, now=now)
 
     def heartbeat_if_due(self) -> None:
         """Heartbeat when the interval has passed (the supervisor has no heartbeat thread; it

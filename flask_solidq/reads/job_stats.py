@@ -42,8 +42,11 @@ class Window(str, enum.Enum):
         return _SLOTS[self]
 
     def since(self, now: dt.datetime) -> dt.datetime:
-        """The window's first minute, when it ends with ``now``'s minute: whole slots."""
+        """The window's first minute, when it ends with ``now``'s minute (the week: with
+        ``now``'s hour, as the buckets older than a day are whole hours)."""
         end = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+        if self is Window.WEEK:
+            end = now.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1)
         return end - self.length
 
 
@@ -102,37 +105,54 @@ _SUMS = [
 _MAXIMA = [sa.func.max(JOB_STATS.c.duration_max), sa.func.max(JOB_STATS.c.latency_max)]
 
 
-def by_job(
-    connection: sa.Connection, since: dt.datetime, where: Filter = Filter()
-) -> list[Figures]:
-    """Each job class's figures from ``since``, busiest first."""
-    return _grouped(connection, JOB_STATS.c.class_name, since, where)
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A window's figures per job class and per queue, each busiest first."""
+
+    jobs: list[Figures]
+    queues: list[Figures]
 
 
-def by_queue(
-    connection: sa.Connection, since: dt.datetime, where: Filter = Filter()
-) -> list[Figures]:
-    """Each queue's figures from ``since``, busiest first."""
-    return _grouped(connection, JOB_STATS.c.queue_name, since, where)
+def figures(connection: sa.Connection, since: dt.datetime, where: Filter = Filter()) -> Table:
+    """Each job class's and each queue's figures from ``since``: one read of the window's
+    buckets grouped by both, summed here per job class and per queue (their histograms add
+    up; their maxima are the greatest)."""
+    statement = (
+        sa.select(JOB_STATS.c.class_name, JOB_STATS.c.queue_name, *_SUMS, *_MAXIMA)
+        .where(*where.conditions(since))
+        .group_by(JOB_STATS.c.class_name, JOB_STATS.c.queue_name)
+    )
+    jobs: dict[str, list[float]] = {}
+    queues: dict[str, list[float]] = {}
+    for class_name, queue_name, *values in connection.execute(statement):
+        counts = [float(value or 0) for value in values]
+        _add(jobs.setdefault(class_name, [0.0] * len(counts)), counts)
+        _add(queues.setdefault(queue_name, [0.0] * len(counts)), counts)
+    return Table(_ranked(jobs), _ranked(queues))
 
 
-def _grouped(
-    connection: sa.Connection, by: sa.Column[str], since: dt.datetime, where: Filter
-) -> list[Figures]:
-    statement = sa.select(by, *_SUMS, *_MAXIMA).where(*where.conditions(since)).group_by(by)
-    figures = [_figures(row) for row in connection.execute(statement)]
-    return sorted(figures, key=lambda each: (-each.runs, each.name))
+def _add(totals: list[float], counts: list[float]) -> None:
+    """Add one group's sums to ``totals``, keeping the greater of the two maxima (last)."""
+    for index in range(len(counts) - 2):
+        totals[index] += counts[index]
+    totals[-2] = max(totals[-2], counts[-2])
+    totals[-1] = max(totals[-1], counts[-1])
 
 
-def _figures(row: sa.Row[t.Any]) -> Figures:
-    name, runs, failures, *rest = tuple(row)
-    durations = [int(count or 0) for count in rest[:_BAND_COUNT]]
-    latencies = [int(count or 0) for count in rest[_BAND_COUNT : 2 * _BAND_COUNT]]
-    duration_max, latency_max = (float(value or 0.0) for value in rest[2 * _BAND_COUNT :])
+def _ranked(totals: dict[str, list[float]]) -> list[Figures]:
+    ranked = [_figures(name, values) for name, values in totals.items()]
+    return sorted(ranked, key=lambda each: (-each.runs, each.name))
+
+
+def _figures(name: str, values: list[float]) -> Figures:
+    runs, failures, *rest = values
+    durations = [int(count) for count in rest[:_BAND_COUNT]]
+    latencies = [int(count) for count in rest[_BAND_COUNT : 2 * _BAND_COUNT]]
+    duration_max, latency_max = rest[2 * _BAND_COUNT :]
     return Figures(
         name=name,
-        runs=int(runs or 0),
-        failures=int(failures or 0),
+        runs=int(runs),
+        failures=int(failures),
         duration_p50=percentile(durations, 0.5, duration_max),
         duration_p95=percentile(durations, 0.95, duration_max),
         duration_max=duration_max,

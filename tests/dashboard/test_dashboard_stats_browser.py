@@ -35,7 +35,7 @@ def seed_a_week(engine: sa.Engine) -> None:  # noqa: F811
     )
 
 
-def rows_of(page, table: str) -> list[list[str]]:
+def rows_of(page, table: str) -> list[list[str]]:  # noqa: F811
     """The cells of a stats table's body, row by row."""
     rows = page.locator(f"#{table} tbody tr")
     return [rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count())]

@@ -157,3 +157,40 @@ def test_pruning_deletes_the_minutes_before_the_cutoff_only(engine: sa.Engine) -
 
     assert [row["minute_at"] for row in stored(engine)] == [MINUTE]
     assert support.count(engine, JOB_STATS) == 1
+
+
+def test_compacting_folds_the_minutes_older_than_a_day_into_their_hour(engine: sa.Engine) -> None:
+    now = dt.datetime(2026, 3, 1, 12, 30, 20, tzinfo=UTC)
+    hour = dt.datetime(2026, 2, 28, 10, tzinfo=UTC)  # ended 25.5 hours before now
+    runs = {
+        (hour, "Report", "default"): (0.001, 1.0),
+        (hour + dt.timedelta(minutes=5), "Report", "default"): (0.3, 0.5),
+        (hour + dt.timedelta(minutes=59), "Report", "default"): (0.003, 9.0),
+        (hour + dt.timedelta(minutes=30), "Report", "low"): (2.0, 0.1),
+        (hour + dt.timedelta(minutes=65), "Report", "default"): (1.0, 1.0),  # a recent hour
+        (hour - dt.timedelta(days=2, minutes=-5), "Report", "default"): (1.0, 1.0),  # too old
+    }
+    buckets = {}
+    for key, (duration, latency) in runs.items():
+        bucket = buckets[key] = job_stats.Bucket()
+        bucket.add(failed=duration > 1, duration=duration, latency=latency)
+    job_stats.write(engine, buckets)
+
+    assert job_stats.compact(engine, now=now) == 3
+    assert job_stats.compact(engine, now=now) == 0
+
+    rows = {(row["minute_at"], row["queue_name"]): row for row in stored(engine)}
+    assert sorted(rows) == [
+        (hour - dt.timedelta(days=2, minutes=-5), "default"),
+        (hour, "default"),
+        (hour, "low"),
+        (hour + dt.timedelta(minutes=65), "default"),
+    ]
+    folded = rows[(hour, "default")]
+    assert (folded["runs"], folded["failures"]) == (3, 0)
+    assert (folded["duration_max"], folded["latency_max"]) == (0.3, 9.0)
+    assert folded["duration_total"] == pytest.approx(0.304)
+    assert bands(folded, DURATION_BANDS) == {1: 1, 9: 1, 2: 1}
+    assert bands(folded, LATENCY_BANDS) == {10: 1, 9: 1, 14: 1}
+    low = rows[(hour, "low")]
+    assert (low["runs"], low["failures"], low["duration_max"]) == (1, 1, 2.0)

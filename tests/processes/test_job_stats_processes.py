@@ -42,7 +42,7 @@ def enqueue(app: Flask, job: t.Any, *args: t.Any) -> int:
 def figures_by_job(engine: sa.Engine) -> dict[str, job_stats.Figures]:
     since = job_stats.Window.HOUR.since(utcnow())
     with engine.connect() as connection:
-        return {each.name: each for each in job_stats.by_job(connection, since)}
+        return {each.name: each for each in job_stats.figures(connection, since).jobs}
 
 
 def runs_counted(engine: sa.Engine) -> int:
@@ -80,7 +80,7 @@ def test_a_worker_counts_runs_failures_durations_and_latency_per_job_and_queue(
                 JOB_STATS.c.class_name == "worker_test.sleep"
             )
         ).one()
-        (queue,) = job_stats.by_queue(connection, job_stats.Window.HOUR.since(utcnow()))
+        (queue,) = job_stats.figures(connection, job_stats.Window.HOUR.since(utcnow())).queues
     assert {index: count for index, count in enumerate(sleep_bands) if count} == {9: 2}
     assert (queue.name, queue.runs, queue.failures) == ("default", 11, 3)
 

@@ -54,10 +54,10 @@ def test_figures_per_job_class_and_queue_over_a_window(engine: sa.Engine) -> Non
     since = job_stats.Window.HOUR.since(NOW)
 
     with engine.connect() as connection:
-        report, mail = job_stats.by_job(connection, since)
-        default, low = job_stats.by_queue(connection, since)
-        only_mail = job_stats.by_job(connection, since, job_stats.Filter(queue="low"))
-        day = job_stats.by_job(connection, job_stats.Window.DAY.since(NOW))
+        report, mail = job_stats.figures(connection, since).jobs
+        default, low = job_stats.figures(connection, since).queues
+        only_mail = job_stats.figures(connection, since, job_stats.Filter(queue="low")).jobs
+        day = job_stats.figures(connection, job_stats.Window.DAY.since(NOW)).jobs
 
     assert (report.name, report.runs, report.failures) == ("Report", 20, 2)
     assert report.failure_rate == 0.1
