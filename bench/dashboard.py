@@ -86,7 +86,7 @@ SQL: dict[str, dict[str, str]] = {
         "minute_later": "now(6) + interval 1 minute",
         "day_later": "now(6) + interval 1 day",
         "hour_later": "now(6) + interval 1 hour",
-        "minutes_ago": "date_format(utc_timestamp(), '%Y-%m-%d %H:%i:00')"
+        "minutes_ago": "utc_timestamp() - interval second(utc_timestamp()) second"
         " - interval {minutes} minute",
     },
 }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import math
 import threading
 import typing as t
 
@@ -48,10 +47,9 @@ FAILURES = frozenset({OutcomeKind.FAILED, OutcomeKind.RETRIED, OutcomeKind.DISCA
 
 def band(seconds: float) -> int:
     """The histogram band ``seconds`` falls in (see
-    :data:`flask_solidq.models.job_stats.BAND_EDGES`)."""
-    if seconds < 0.001:
-        return 0
-    return min(BANDS - 1, math.floor(math.log2(seconds * 1000)) + 1)
+    :data:`flask_solidq.models.job_stats.BAND_EDGES`): the bit length of the whole
+    milliseconds is ``floor(log2(ms)) + 1``, without a logarithm per run."""
+    return min(BANDS - 1, int(seconds * 1000).bit_length()) if seconds >= 0.001 else 0
 
 
 @dataclasses.dataclass
@@ -114,16 +112,17 @@ class JobStats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._buckets: dict[BucketKey, Bucket] = {}
+        #: By whole minutes since the epoch (a datetime is made once per bucket, in take).
+        self._buckets: dict[tuple[int, str, str], Bucket] = {}
 
-    def record(self, outcome: Outcome, *, ended_at: dt.datetime, duration: float) -> None:
-        """Count the run that ended in ``outcome`` at ``ended_at`` (aware UTC) after
+    def record(self, outcome: Outcome, *, ended_at: float, duration: float) -> None:
+        """Count the run that ended in ``outcome`` at ``ended_at`` (``time.time()``) after
         ``duration`` seconds. A job a paused budget sent back before it started is no run."""
         if outcome.held_at_start:
             return
         claimed = outcome.claimed
-        latency = _latency(claimed.scheduled_at, ended_at - dt.timedelta(seconds=duration))
-        key = (ended_at.replace(second=0, microsecond=0), claimed.class_name, claimed.queue_name)
+        latency = _latency(claimed.scheduled_at, ended_at - duration)
+        key = (int(ended_at // 60), claimed.class_name, claimed.queue_name)
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
@@ -134,26 +133,35 @@ class JobStats:
         """The buckets counted so far, forgotten here."""
         with self._lock:
             taken, self._buckets = self._buckets, {}
-        return taken
+        return {
+            (_minute_at(minute), class_name, queue_name): bucket
+            for (minute, class_name, queue_name), bucket in taken.items()
+        }
 
     def give_back(self, buckets: dict[BucketKey, Bucket]) -> None:
         """Count ``buckets`` again (a write that failed), with what arrived since."""
         with self._lock:
-            for key, bucket in buckets.items():
+            for (minute_at, class_name, queue_name), bucket in buckets.items():
+                key = (int(minute_at.timestamp() // 60), class_name, queue_name)
                 if key in self._buckets:
                     self._buckets[key].merge(bucket)
                 else:
                     self._buckets[key] = bucket
 
 
-def _latency(due_at: dt.datetime | None, started_at: dt.datetime) -> float:
-    """Seconds from ``due_at`` to ``started_at``; 0 for a job due later by this host's
-    clock (a clock behind the database's), or of unknown due time."""
+def _latency(due_at: dt.datetime | None, started_at: float) -> float:
+    """Seconds from ``due_at`` to ``started_at`` (``time.time()``); 0 for a job due later by
+    this host's clock (a clock behind the database's), or of unknown due time."""
     if due_at is None:
         return 0.0
     if due_at.tzinfo is None:
         due_at = due_at.replace(tzinfo=UTC)
-    return max((started_at - due_at).total_seconds(), 0.0)
+    return max(started_at - due_at.timestamp(), 0.0)
+
+
+def _minute_at(minute: int) -> dt.datetime:
+    """Whole minutes since the epoch, as an aware UTC datetime."""
+    return dt.datetime.fromtimestamp(minute * 60, UTC)
 
 
 def write(engine: sa.Engine, buckets: dict[BucketKey, Bucket]) -> None:

@@ -37,7 +37,6 @@ from flask_solidq.processes.pool import StartLedger
 from flask_solidq.processes.stats_flusher import StatsFlusher
 from flask_solidq.storage import db
 from flask_solidq.storage import engines
-from flask_solidq.timing import utcnow
 from flask_solidq.values import JSONValue
 from flask_solidq.values import ProcessKind
 
@@ -222,7 +221,7 @@ class Worker(Poller):
             outcome = execute.escaped(job, error)
         t.cast(Finisher, self.finisher).add(outcome)
         seconds = time.monotonic() - started
-        self.stats.record(outcome, ended_at=utcnow(), duration=seconds)
+        self.stats.record(outcome, ended_at=time.time(), duration=seconds)
         self._sizing.timed(seconds)
         log_subscriber.log_performed(outcome, seconds)
 

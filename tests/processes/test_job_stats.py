@@ -58,14 +58,16 @@ def test_runs_are_counted_by_the_minute_they_ended_in_their_class_and_queue() ->
     stats = job_stats.JobStats()
     due = MINUTE - dt.timedelta(seconds=30)
     ended = MINUTE + dt.timedelta(seconds=40)
-    stats.record(outcome(due=due), ended_at=ended, duration=0.3)
-    stats.record(outcome(OutcomeKind.RETRIED, due=due), ended_at=ended, duration=0.003)
-    stats.record(outcome(queue="low"), ended_at=ended, duration=0.003)
+    stats.record(outcome(due=due), ended_at=ended.timestamp(), duration=0.3)
+    stats.record(outcome(OutcomeKind.RETRIED, due=due), ended_at=ended.timestamp(), duration=0.003)
+    stats.record(outcome(queue="low"), ended_at=ended.timestamp(), duration=0.003)
     stats.record(
-        outcome(OutcomeKind.FINISHED), ended_at=ended + dt.timedelta(minutes=1), duration=1
+        outcome(OutcomeKind.FINISHED),
+        ended_at=(ended + dt.timedelta(minutes=1)).timestamp(),
+        duration=1,
     )
     held = Outcome(claimed(), OutcomeKind.DEFERRED, held_at_start=True)
-    stats.record(held, ended_at=ended, duration=0.0)  # never started: no run
+    stats.record(held, ended_at=ended.timestamp(), duration=0.0)  # never started: no run
 
     taken = stats.take()
 
