@@ -11,6 +11,11 @@ requests each page through the app (Flask's test client: the server's time, not 
 browser's) ``--runs`` times and prints the median and the worst in milliseconds. The goal is
 every page's median under 200 ms and its worst under 300 ms.
 
+The job statistics get a week for 20 job classes over four queues, every minute busy, as the
+supervisors keep it: minute buckets for the last 25 hours, hour buckets before (32,860 rows
+of ``solidq_job_stats``): the stats page is timed over each window, and the overview with its
+chart over a day and a week.
+
 The jobs list's search is timed too: an id, a ``job_id``, a failed job's error text and an
 argument's text (the last two read at most the newest 10,000 jobs of their filter: a text no
 job has reads all 10,000, the worst case). ``--explain`` prints the plan the database ran
@@ -41,6 +46,8 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench import common  # noqa: E402
 from bench import many_queues  # noqa: E402
+from flask_solidq.models.job_stats import DURATION_BANDS  # noqa: E402
+from flask_solidq.models.job_stats import LATENCY_BANDS  # noqa: E402
 
 FILL = """
 INSERT INTO solidq_jobs (id, queue_name, class_name, arguments, priority, active_job_id,
@@ -65,6 +72,8 @@ SQL: dict[str, dict[str, str]] = {
         "minute_later": "now() + interval '1 minute'",
         "day_later": "now() + interval '1 day'",
         "hour_later": "now() + interval '1 hour'",
+        "minutes_ago": "date_trunc('minute', now() AT TIME ZONE 'UTC')"
+        " - {minutes} * interval '1 minute'",
     },
     "mysql": {
         # MariaDB's SEQUENCE engine; MySQL has none.
@@ -77,6 +86,8 @@ SQL: dict[str, dict[str, str]] = {
         "minute_later": "now(6) + interval 1 minute",
         "day_later": "now(6) + interval 1 day",
         "hour_later": "now(6) + interval 1 hour",
+        "minutes_ago": "utc_timestamp() - interval second(utc_timestamp()) second"
+        " - interval {minutes} minute",
     },
 }
 
@@ -128,6 +139,56 @@ def fill(engine: sa.Engine, finished: int, waiting: int) -> dict[str, int]:
         )
     _analyze(engine)
     return firsts
+
+
+#: The job statistics' fill: a week of this many job classes, over four queues.
+STATS_CLASSES = 20
+#: The last 25 hours are minute buckets; the supervisors fold older minutes into hours.
+MINUTE_BUCKETS = 25 * 60
+HOUR_BUCKETS = 7 * 24 - 25
+
+
+def fill_stats(engine: sa.Engine, classes: int = STATS_CLASSES) -> int:
+    """A week of ``solidq_job_stats`` for ``classes`` job classes (each in one of four
+    queues), every minute busy, as the workers write it and the supervisors keep it: minute
+    buckets for the last 25 hours, hour buckets before; return how many rows."""
+    sql = SQL["postgres" if engine.dialect.name == "postgresql" else "mysql"]
+    minutes = sql["minutes_ago"].format(minutes=f"floor(n / {classes})")
+    hours = sql["minutes_ago"].format(minutes=f"(floor(n / {classes}) + 25) * 60")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(_stats_fill(sql, classes, MINUTE_BUCKETS, minutes, 1))
+        connection.exec_driver_sql(_stats_fill(sql, classes, HOUR_BUCKETS, hours, 60))
+    return (MINUTE_BUCKETS + HOUR_BUCKETS) * classes
+
+
+def _stats_fill(
+    sql: dict[str, str], classes: int, buckets: int, minute_at: str, minutes_each: int
+) -> str:
+    """The insert of ``buckets`` buckets for each of ``classes`` job classes, each of
+    ``minutes_each`` busy minutes, at ``minute_at``."""
+    bands = {name: "0" for name in DURATION_BANDS + LATENCY_BANDS}
+    bands.update(
+        {DURATION_BANDS[5]: "runs", DURATION_BANDS[9]: "failures", LATENCY_BANDS[3]: "runs"}
+    )
+    values = {
+        "minute_at": minute_at,
+        "class_name": f"concat('bench.job_', mod(n, {classes}))",
+        "queue_name": "concat('queue_', mod(n, 4))",
+        "runs": "runs + failures",
+        "failures": "failures",
+        "duration_total": "runs * 0.02",
+        "duration_max": "0.3",
+        "latency_total": "runs * 0.005",
+        "latency_max": "0.1",
+        **bands,
+    }
+    series = sql["series"].format(first=0, last=buckets * classes - 1)
+    return (
+        f"INSERT INTO solidq_job_stats ({', '.join(values)})"
+        f" SELECT {', '.join(values.values())} FROM (SELECT n,"
+        f" (20 + mod(n, 7) * 10) * {minutes_each} AS runs, mod(n, 3) * {minutes_each} AS failures"
+        f" FROM {series}) AS buckets"
+    )
 
 
 def _executions(
@@ -197,6 +258,13 @@ def pages(firsts: dict[str, int]) -> list[tuple[str, str]]:
         ("processes", "/solidq/processes"),
         ("recurring", "/solidq/recurring"),
         ("metrics (Prometheus)", "/solidq/metrics"),
+        ("overview, chart of a day", "/solidq/?window=1d"),
+        ("overview, chart of a week", "/solidq/?window=7d"),
+        ("stats, last hour", "/solidq/stats?window=1h"),
+        ("stats, last day", "/solidq/stats?window=1d"),
+        ("stats, last week", "/solidq/stats?window=7d"),
+        ("stats, last week, one job", "/solidq/stats?window=7d&job=bench.job_3"),
+        ("stats, last week, one queue", "/solidq/stats?window=7d&queue=queue_1"),
         *searches(firsts),
     ]
 
@@ -256,8 +324,11 @@ def main() -> None:
         engine = sa.create_engine(url)
         started = time.perf_counter()
         firsts = fill(engine, options.finished, options.waiting)
+        buckets = fill_stats(engine)
+        _analyze(engine)
         print(
-            f"filled {options.finished:,} finished and {options.waiting:,} waiting jobs in"
+            f"filled {options.finished:,} finished and {options.waiting:,} waiting jobs and"
+            f" {buckets:,} job statistics buckets (a week) in"
             f" {time.perf_counter() - started:.0f} s"
         )
         app = common.create_app(url, TESTING=True, SOLIDQ_DASHBOARD=True)

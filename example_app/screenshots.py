@@ -54,7 +54,9 @@ MAX_HEIGHT = 1400
 SCREENS = {
     "overview": "/",
     "queue": "/queue/partners",
+    "stats": "/stats",
     "jobs": "/jobs?state=failed",
+    "stats": "/stats",
     "job": "/jobs/{job}",
     "batches": "/batches",
     "batch": "/batches/{batch}",

@@ -89,3 +89,15 @@ def describe_metadata(metadata: t.Mapping[str, object]) -> str:
         )
     text = " ".join(text.split())
     return text if len(text) <= METADATA_WIDTH else text[: METADATA_WIDTH - 1] + "…"
+
+
+def format_short_duration(seconds: float) -> str:
+    """A duration that may be short, for the job statistics: ``0.4ms``, ``42ms``, ``1.50s``,
+    then as :func:`format_duration` from a minute on."""
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f}ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    return format_duration(seconds)

@@ -104,6 +104,9 @@ class ClaimedJob(t.NamedTuple):
     #: Every budget it is charged and its units, under stacked or weighted rate limits
     #: (:mod:`flask_solidq.controls.rate_limit.rate_charges`); None under one limit of one unit.
     rate_limit_charges: str | None = None
+    #: When the job was due: enqueued, or scheduled for (its queue latency runs from here).
+    #: Aware UTC, or naive UTC where a driver read it without SQLAlchemy's types.
+    scheduled_at: dt.datetime | None = None
 
 
 #: The payload field that records how a coalesced job was opened; always written first, so

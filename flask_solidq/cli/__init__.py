@@ -15,6 +15,7 @@ from flask_solidq.cli import batches as cli_batches
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
 from flask_solidq.cli import params
+from flask_solidq.cli import stats as cli_stats
 from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
 from flask_solidq.controls.rate_limit.limiter import RateLimiter
@@ -220,6 +221,7 @@ def clear_idle_budgets_command(batch_size: int, sleep_between_batches: float) ->
 cli_jobs.register(solidq_group, lambda: _queue_engine())  # jobs, job, retry, discard, run-now
 cli_batches.register(solidq_group, lambda: _queue_engine())  # batches, batch
 cli_monitoring.register(solidq_group, lambda: _queue_engine())  # health, metrics
+cli_stats.register(solidq_group, lambda: _queue_engine())  # stats
 
 
 @solidq_group.command("pause")

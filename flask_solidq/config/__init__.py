@@ -88,6 +88,8 @@ DEFAULTS: dict[str, object] = {
     "SOLIDQ_STEP_SAVE_INTERVAL": 5,
     "SOLIDQ_FILTER_ARGUMENTS": list(argument_filter.DEFAULT_NAMES),
     "SOLIDQ_METRICS_MAX_QUEUES": 100,
+    "SOLIDQ_STATS_RETENTION": 604800,
+    "SOLIDQ_STATS_FLUSH_INTERVAL": 5,
 }
 
 
@@ -234,6 +236,14 @@ class Settings:
     #: ``queue="other"``: each labelled queue is a time series in Prometheus, so an app with a
     #: queue per tenant would otherwise grow them without bound. Default 100.
     metrics_max_queues: int = 100
+    #: ``SOLIDQ_STATS_RETENTION``: seconds of per-minute job statistics kept
+    #: (``solidq_job_stats``: runs, failures, durations, latency) for the dashboard's stats
+    #: and ``flask solidq stats``; the supervisors delete older minutes. Default a week.
+    stats_retention: float = 604800.0
+    #: ``SOLIDQ_STATS_FLUSH_INTERVAL``: how often, in seconds, a worker adds the runs it
+    #: counted to ``solidq_job_stats`` (and once more as it stops): a worker killed loses at
+    #: most this long's counts. Default 5.
+    stats_flush_interval: float = 5.0
 
 
 def load_settings(config: t.MutableMapping[str, object]) -> Settings:
@@ -288,6 +298,8 @@ def load_settings(config: t.MutableMapping[str, object]) -> Settings:
         metrics_max_queues=read.positive_int(
             config["SOLIDQ_METRICS_MAX_QUEUES"], "SOLIDQ_METRICS_MAX_QUEUES"
         ),
+        stats_retention=read.seconds(config, "SOLIDQ_STATS_RETENTION"),
+        stats_flush_interval=read.seconds(config, "SOLIDQ_STATS_FLUSH_INTERVAL"),
     )
 
 

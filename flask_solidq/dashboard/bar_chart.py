@@ -159,12 +159,16 @@ class _Plot:
 
 
 def _time_format(slot: dt.timedelta) -> str:
-    """``HH:MM``, or ``HH:MM:SS`` for slots shorter than a minute."""
+    """``HH:MM``, or ``HH:MM:SS`` for slots shorter than a minute, or ``Mon 06 HH:MM`` for
+    slots of an hour or more (a week's chart)."""
+    if slot >= dt.timedelta(hours=1):
+        return "%a %d %H:%M"
     return "%H:%M:%S" if slot < dt.timedelta(minutes=1) else "%H:%M"
 
 
 def _time_label(at: dt.datetime, slot: dt.timedelta) -> str:
-    return at.strftime(_time_format(slot))
+    """An axis label: the time, or the day (``Mon 06``) on a chart of hours."""
+    return at.strftime("%a %d" if slot >= dt.timedelta(hours=1) else _time_format(slot))
 
 
 def _count_label(value: float) -> str:

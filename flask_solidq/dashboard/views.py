@@ -25,6 +25,7 @@ from flask_solidq.dashboard import params
 from flask_solidq.dashboard import reading
 from flask_solidq.dashboard import recurring_views
 from flask_solidq.dashboard import selection_views
+from flask_solidq.dashboard import stats_views
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_duration
 from flask_solidq.operations import actions
@@ -34,6 +35,7 @@ from flask_solidq.reads import activity
 from flask_solidq.reads import browse
 from flask_solidq.reads import coalesced_calls
 from flask_solidq.reads import job_detail
+from flask_solidq.reads import job_stats
 from flask_solidq.reads import queue_pages
 from flask_solidq.reads import search
 from flask_solidq.reads import throughput
@@ -90,6 +92,7 @@ def add_routes(blueprint: Blueprint) -> None:
     )
     recurring_views.add_routes(blueprint)  # after the converter its action's path uses
     activity_views.add_routes(blueprint)  # and its page's
+    stats_views.add_routes(blueprint)
 
 
 class QueueConverter(PathConverter):
@@ -109,33 +112,52 @@ def overview() -> str:
     """A page of the queues (:mod:`flask_solidq.reads.queue_pages`: ``?after=`` the last
     name of the previous page, ``?q=`` a part of the names), each with its jobs in each state,
     latency, paused; jobs finished and failed per minute over the last hour, every queue (a
-    chart); the processes and their heartbeats."""
+    chart; ``?window=1d`` or ``7d``: runs per slot over a day or a week, from the job
+    statistics); the processes and their heartbeats."""
     now = utcnow()
     since = now - FINISHED_WINDOW
     after = params.text_cursor("after")
     text = params.queue_search_text()
+    window = stats_views.window()
     with reading.page() as connection:
-        finished = throughput.finished_per_minute(connection, since, by_queue=False)
-        failed = activity.failed(connection, activity.Window(since, slots=60))
+        chart = _overview_chart(connection, window, now, since)
         page = queue_pages.queue_page(connection, now, since, after=after, text=text)
         processes = process_rows(connection)
     return render_template(
         "solidq/overview.html",
+        **chart,
         counts=page.queues,
         next_after=page.next_after,
         after=after,
         q=text or "",
         page_size=queue_pages.PAGE_SIZE,
         max_query=queue_pages.MAX_QUERY,
-        chart=activity_views.per_minute_chart(since, finished.per_minute, failed),
-        finished=finished,
-        failed_total=sum(failed),
         processes=processes,
         age=lambda moment: format_age(moment, now),
         duration=format_duration,
         now=now,
         done=params.done(),
     )
+
+
+def _overview_chart(
+    connection: sa.Connection, window: job_stats.Window, now: dt.datetime, since: dt.datetime
+) -> dict[str, object]:
+    """The overview chart's template values: the last hour's jobs finished and failed, from
+    the jobs themselves; or a day's or a week's runs, from the job statistics."""
+    values: dict[str, object] = {"window": window, "windows": list(job_stats.Window)}
+    if window is not job_stats.Window.HOUR:
+        runs = job_stats.runs_per_slot(connection, window, now)
+        values["slot_name"] = stats_views.SLOT_NAMES[window]
+        return {**values, "chart": stats_views.runs_chart(runs, window)}
+    finished = throughput.finished_per_minute(connection, since, by_queue=False)
+    failed = activity.failed(connection, activity.Window(since, slots=60))
+    return {
+        **values,
+        "chart": activity_views.per_minute_chart(since, finished.per_minute, failed),
+        "finished": finished,
+        "failed_total": sum(failed),
+    }
 
 
 def jobs() -> str:

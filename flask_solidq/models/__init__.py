@@ -17,6 +17,7 @@ from flask_solidq.models.executions import ReadyExecution as ReadyExecution
 from flask_solidq.models.executions import ScheduledExecution as ScheduledExecution
 from flask_solidq.models.failures import JobFailure as JobFailure
 from flask_solidq.models.job_record import JobRecord as JobRecord
+from flask_solidq.models.job_stats import JobStatsBucket as JobStatsBucket
 from flask_solidq.models.pauses import Pause as Pause
 from flask_solidq.models.processes import ProcessRecord as ProcessRecord
 from flask_solidq.models.rate_limits import RateLimitBudget as RateLimitBudget

@@ -20,6 +20,7 @@ from flask_solidq.models.executions import ReadyExecution
 from flask_solidq.models.executions import ScheduledExecution
 from flask_solidq.models.failures import JobFailure
 from flask_solidq.models.job_record import JobRecord
+from flask_solidq.models.job_stats import TABLE as JOB_STATS_TABLE
 from flask_solidq.models.pauses import Pause
 from flask_solidq.models.processes import ProcessRecord
 from flask_solidq.models.rate_limits import RateLimitBudget
@@ -51,3 +52,4 @@ RECURRING_TASKS = _table(RecurringTask)
 RECURRING_EXECUTIONS = _table(RecurringExecution)
 BATCHES = _table(BatchRecord)
 JOB_FAILURES = _table(JobFailure)
+JOB_STATS = JOB_STATS_TABLE

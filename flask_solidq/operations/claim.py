@@ -365,6 +365,7 @@ CLAIMED_JOB_COLUMNS = (
     JOBS.c.rate_limit_key,
     JOBS.c.batch_id,
     JOBS.c.rate_limit_charges,
+    JOBS.c.scheduled_at,
 )
 
 _SELECT_JOBS = sa.select(*CLAIMED_JOB_COLUMNS).where(

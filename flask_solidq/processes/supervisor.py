@@ -26,6 +26,7 @@ it keeps no threads of its own, and forking never copies a lock held by another 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import time
 import typing as t
@@ -39,10 +40,12 @@ from flask_solidq.logging.fields import describe_jobs
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.processes import interrupts as interrupts_module
+from flask_solidq.processes import job_stats
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
 from flask_solidq.processes.thread_errors import ThreadActivity
+from flask_solidq.timing import utcnow
 from flask_solidq.values import JSONValue
 
 if t.TYPE_CHECKING:
@@ -225,7 +228,7 @@ class Supervisor(Runnable):
         """Heartbeat, and prune processes silent past the threshold, when each is due; then
         handle claims whose process is gone (a row deleted by hand, or claims a process made
         before this release checked its registration), so a live supervisor reaps them
-        without waiting for a restart."""
+        without waiting for a restart; and delete the job statistics past their retention."""
         now = time.monotonic()
         self.heartbeat_if_due()
         if now < self._next_prune:
@@ -250,6 +253,7 @@ class Supervisor(Runnable):
                     row.hostname,
                 )
             self.handle_orphaned_claims()
+            self.prune_job_stats()
         except sa.exc.SQLAlchemyError as error:
             if not self.outage.failed(
                 error, started=started, retry_every=interval, where=ThreadActivity.MAINTENANCE
@@ -257,6 +261,16 @@ class Supervisor(Runnable):
                 logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
         else:
             self.outage.succeeded()
+
+    def prune_job_stats(self) -> None:
+        """Delete the minutes of ``solidq_job_stats`` older than ``SOLIDQ_STATS_RETENTION``,
+        and fold those older than a day into hours (with the pruning of dead processes: every
+        heartbeat interval)."""
+        now = utcnow()
+        job_stats.prune(
+            self.engine, before=now - dt.timedelta(seconds=self.settings.stats_retention)
+        )
+        job_stats.compact(self.engine, now=now)
 
     def heartbeat_if_due(self) -> None:
         """Heartbeat when the interval has passed (the supervisor has no heartbeat thread; it

@@ -29,10 +29,12 @@ from flask_solidq.processes.finisher import Finisher
 from flask_solidq.processes.held_jobs import HeldJobs
 from flask_solidq.processes.held_jobs import StraySweep
 from flask_solidq.processes.host_bell import WORKER
+from flask_solidq.processes.job_stats import JobStats
 from flask_solidq.processes.poller import Poller
 from flask_solidq.processes.pool import Pool
 from flask_solidq.processes.pool import Queued
 from flask_solidq.processes.pool import StartLedger
+from flask_solidq.processes.stats_flusher import StatsFlusher
 from flask_solidq.storage import db
 from flask_solidq.storage import engines
 from flask_solidq.values import JSONValue
@@ -73,6 +75,9 @@ class Worker(Poller):
         self._sizing = ClaimSizing(worker.threads, worker.prefetch)
         #: Shared with the supervisor in fork mode (see pool.StartLedger).
         self.start_ledger: StartLedger | None = None
+        #: The runs counted for ``solidq_job_stats``, and the thread that writes them.
+        self.stats = JobStats()
+        self.stats_flusher: StatsFlusher | None = None
 
     @property
     def metadata(self) -> dict[str, JSONValue]:
@@ -103,10 +108,14 @@ class Worker(Poller):
             outage=self.outage,
             on_stored=self._stored,
         )
+        self.stats_flusher = StatsFlusher(
+            self.engine, self.stats, self.settings.stats_flush_interval
+        )
         self._strays.schedule()
         # One connection per thread, open before the first claim (see engines.warm).
         engines.warm(self.engine, self.worker.threads)
         self.finisher.start()
+        self.stats_flusher.start()
         job_notices.listen_ready(self.wake_up)
         self._subscription = job_notices.Subscription(
             self.state.claim_engine,
@@ -212,6 +221,7 @@ class Worker(Poller):
             outcome = execute.escaped(job, error)
         t.cast(Finisher, self.finisher).add(outcome)
         seconds = time.monotonic() - started
+        self.stats.record(outcome, ended_at=time.time(), duration=seconds)
         self._sizing.timed(seconds)
         log_subscriber.log_performed(outcome, seconds)
 
@@ -234,6 +244,8 @@ class Worker(Poller):
             self.pool.shutdown(timeout)
         if self.finisher is not None:
             self.finisher.stop(timeout=max(timeout, 5.0))
+        if self.stats_flusher is not None:
+            self.stats_flusher.stop(timeout=5.0)
         if self.process_id is not None:
             self._release_unfinished()
         super().shutdown()

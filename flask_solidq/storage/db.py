@@ -254,6 +254,20 @@ def insert_ignoring_duplicates(
     return dialect(connection).insert_ignoring_duplicates(connection, table, rows)
 
 
+def add_to_rows(
+    connection: sa.Connection,
+    table: sa.Table,
+    rows: t.Sequence[t.Mapping[str, object]],
+    *,
+    keys: t.Sequence[str],
+    maxima: t.Sequence[str] = (),
+) -> None:
+    """Insert ``rows``, or add their values to the rows already there with the same ``keys``
+    (see :meth:`flask_solidq.storage.dialects.base.Dialect.add_to_rows`)."""
+    if rows:
+        dialect(connection).add_to_rows(connection, table, rows, keys=keys, maxima=maxima)
+
+
 def is_deadlock(error: BaseException) -> bool:
     """Whether ``error`` is a deadlock or lock timeout that a fresh transaction may not hit:
     MySQL 1213/1205, PostgreSQL 40P01/40001, SQLite "database is locked"."""

@@ -293,11 +293,15 @@ BATCH_PARENTS = [
     ("add_index", "ix_solidq_batches_parent_id"),
 ]
 
+#: What version 8 adds: the job statistics.
+JOB_STATS = [("add_table", "solidq_job_stats")]
+
 #: What the models have that schema version 3's tables don't, as Alembic names it: version
 #: 4's attempt history and start times, version 5's budgets' admissions, version 6's charges
-#: and back-offs, version 7's batch parents.
+#: and back-offs, version 7's batch parents, version 8's job statistics.
 LATER_THAN_VERSION_3 = [
     *BATCH_PARENTS,
+    *JOB_STATS,
     ("add_table", "solidq_job_failures"),
     ("add_index", "ix_solidq_job_failures_job_id_id"),
     ("add_column", "solidq_jobs.started_at"),

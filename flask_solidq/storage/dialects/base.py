@@ -113,6 +113,21 @@ class Dialect(t.Protocol):
         """Delete the rows of ``table`` whose primary key ``id`` is in ``ids`` (not empty)."""
         ...
 
+    def add_to_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: t.Sequence[t.Mapping[str, object]],
+        *,
+        keys: t.Sequence[str],
+        maxima: t.Sequence[str],
+    ) -> None:
+        """Insert ``rows``; where a row with the same ``keys`` (a unique constraint's
+        columns) exists, add each other column's value to it instead, keeping the greater
+        value for the columns of ``maxima``. One atomic statement per row: writers adding to
+        one row at once all count."""
+        ...
+
     def insert_with_execution(
         self, engine: sa.Engine, statements: EnqueueStatements, row: Row, now: dt.datetime
     ) -> int | None:
@@ -210,3 +225,25 @@ def delete_in(connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]) 
 @functools.cache
 def _delete_in(table: sa.Table) -> sa.Delete:
     return table.delete().where(table.c.id.in_(sa.bindparam("ids", expanding=True)))
+
+
+def added_values(
+    table: sa.Table,
+    new: sa.ColumnCollection[str, t.Any],
+    keys: t.Sequence[str],
+    maxima: t.Sequence[str],
+    greatest: t.Callable[..., sa.ColumnElement[t.Any]],
+) -> dict[str, sa.ColumnElement[t.Any]]:
+    """The assignments of :meth:`Dialect.add_to_rows`' update: each column the stored value
+    plus ``new``'s (the row being inserted), the columns of ``maxima`` the ``greatest`` of
+    the two; the primary key and ``keys`` stay."""
+    fixed = set(keys) | {column.name for column in table.primary_key.columns}
+    return {
+        column.name: (
+            greatest(column, new[column.name])
+            if column.name in maxima
+            else column + new[column.name]
+        )
+        for column in table.columns
+        if column.name not in fixed
+    }

@@ -14,6 +14,7 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from flask_solidq.storage.dialects.base import added_values
 from flask_solidq.storage.dialects.driver import DriverDialect
 
 #: The dialect names SQLAlchemy gives these servers.
@@ -61,6 +62,23 @@ class MySQL(DriverDialect):
         """``INSERT IGNORE``; the driver's rowcount counts what was inserted."""
         statement = mysql.insert(table).prefix_with("IGNORE")
         return int(connection.execute(statement, rows[0] if len(rows) == 1 else rows).rowcount)
+
+    def add_to_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: t.Sequence[t.Mapping[str, object]],
+        *,
+        keys: t.Sequence[str],
+        maxima: t.Sequence[str],
+    ) -> None:
+        """``ON DUPLICATE KEY UPDATE`` (``keys`` is the table's one unique key but its
+        primary key)."""
+        statement = mysql.insert(table)
+        statement = statement.on_duplicate_key_update(
+            added_values(table, statement.inserted, keys, maxima, sa.func.greatest)
+        )
+        connection.execute(statement, list(rows))
 
     def delete_by_ids(
         self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]

@@ -24,6 +24,7 @@ from flask_solidq.storage.dialects.base import SCHEDULED_CHANNEL as SCHEDULED_CH
 from flask_solidq.storage.dialects.base import DriverRow
 from flask_solidq.storage.dialects.base import EnqueueStatements
 from flask_solidq.storage.dialects.base import Row
+from flask_solidq.storage.dialects.base import added_values
 from flask_solidq.storage.dialects.base import delete_in
 from flask_solidq.storage.dialects.base import insert_counted
 from flask_solidq.timing import naive_utc
@@ -96,7 +97,7 @@ def _claim(by_queue: bool, skip_locked: bool, guarded: bool) -> sa.TextClause:
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
     columns = """jobs.id, jobs.active_job_id, jobs.class_name, jobs.queue_name, jobs.priority,
                jobs.arguments, jobs.concurrency_key, jobs.rate_limit_key, jobs.batch_id,
-               jobs.rate_limit_charges"""
+               jobs.rate_limit_charges, jobs.scheduled_at"""
     guard = guard_condition = guard_rows = ""
     if guarded:
         guard = """, checked AS (
@@ -239,6 +240,23 @@ class PostgreSQL:
         self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]
     ) -> None:
         delete_in(connection, table, ids)
+
+    def add_to_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: t.Sequence[t.Mapping[str, object]],
+        *,
+        keys: t.Sequence[str],
+        maxima: t.Sequence[str],
+    ) -> None:
+        """``ON CONFLICT DO UPDATE``."""
+        statement = postgresql.insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=list(keys),
+            set_=added_values(table, statement.excluded, keys, maxima, sa.func.greatest),
+        )
+        connection.execute(statement, list(rows))
 
     def insert_with_execution(
         self, engine: sa.Engine, statements: EnqueueStatements, row: Row, now: dt.datetime

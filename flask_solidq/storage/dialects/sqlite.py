@@ -14,6 +14,7 @@ import typing as t
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
+from flask_solidq.storage.dialects.base import added_values
 from flask_solidq.storage.dialects.base import delete_in
 from flask_solidq.storage.dialects.base import insert_counted
 from flask_solidq.storage.dialects.driver import DriverDialect
@@ -47,6 +48,23 @@ class SQLite(DriverDialect):
         self, connection: sa.Connection, table: sa.Table, ids: t.Sequence[int]
     ) -> None:
         delete_in(connection, table, ids)
+
+    def add_to_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: t.Sequence[t.Mapping[str, object]],
+        *,
+        keys: t.Sequence[str],
+        maxima: t.Sequence[str],
+    ) -> None:
+        """``ON CONFLICT DO UPDATE``; SQLite's ``max()`` of two values is its greatest."""
+        statement = sqlite.insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=list(keys),
+            set_=added_values(table, statement.excluded, keys, maxima, sa.func.max),
+        )
+        connection.execute(statement, list(rows))
 
 
 #: SQLite's dialect.
