@@ -56,7 +56,6 @@ SCREENS = {
     "queue": "/queue/partners",
     "stats": "/stats",
     "jobs": "/jobs?state=failed",
-    "stats": "/stats",
     "job": "/jobs/{job}",
     "batches": "/batches",
     "batch": "/batches/{batch}",
