@@ -9,6 +9,7 @@ import typing as t
 import click
 import sqlalchemy as sa
 
+from flask_solidq.cli import params
 from flask_solidq.errors import ProcessCommandRefused
 from flask_solidq.operations import process_commands
 from flask_solidq.operations.process_commands import ProcessCommand
@@ -27,22 +28,22 @@ def register(group: click.Group, engine: EngineFactory) -> None:
     """Add ``quiet`` and ``stop`` to ``group``; ``engine`` gives the queue's engine."""
 
     @group.command("quiet")
-    @click.argument("process")
-    def quiet_command(process: str) -> None:
+    @click.argument("process", type=params.PROCESS_REFERENCE)
+    def quiet_command(process: int | str) -> None:
         """Quiet PROCESS (an id from `flask solidq status`, or its name): it claims no more
         jobs and finishes the ones it runs. A supervisor quiets all its workers."""
         _give(engine(), process, ProcessCommand.QUIET)
 
     @group.command("stop")
-    @click.argument("process")
-    def stop_command(process: str) -> None:
+    @click.argument("process", type=params.PROCESS_REFERENCE)
+    def stop_command(process: int | str) -> None:
         """Stop PROCESS (an id from `flask solidq status`, or its name) gracefully, as on
         SIGTERM; its supervisor does not restart it. A supervisor stops with all its
         processes."""
         _give(engine(), process, ProcessCommand.STOP)
 
 
-def _give(engine: sa.Engine, process: str, command: ProcessCommand) -> None:
+def _give(engine: sa.Engine, process: int | str, command: ProcessCommand) -> None:
     try:
         target = process_commands.give(engine, process, command)
     except ProcessCommandRefused as error:

@@ -39,7 +39,7 @@ def process_action(process_id: str, action: str) -> Response:
     number = params.record_id(process_id, "process id", "process")
     command = ProcessCommand(action)
     try:
-        target = process_commands.give(reading.engine(), str(number), command)
+        target = process_commands.give(reading.engine(), number, command)
     except ProcessCommandRefused as error:
         return flash.redirect_saying(url_for(".processes"), str(error))
     message = f"Told {target.kind} {target.name} to {command.value}."

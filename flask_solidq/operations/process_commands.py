@@ -64,9 +64,9 @@ class Order(t.NamedTuple):
     command: ProcessCommand
 
 
-def give(engine: sa.Engine, reference: str, command: ProcessCommand) -> Target:
-    """Write ``command`` for the process ``reference`` names (its id, its name, or a prefix
-    of its name that only it has) and, for a supervisor, for its tree.
+def give(engine: sa.Engine, reference: int | str, command: ProcessCommand) -> Target:
+    """Write ``command`` for the process ``reference`` names (its id, or its name or a
+    prefix of its name that only it has) and, for a supervisor, for its tree.
 
     :raises ProcessCommandRefused: no such process, an ambiguous name, a process already
         stopping (or already quiet, for quiet), or quiet given to a dispatcher or scheduler.
@@ -109,18 +109,20 @@ _COLUMNS = (
 )
 
 
-def _find(connection: sa.Connection, reference: str) -> _Process:
-    """The one process ``reference`` names: an id when it is all digits, else a name or the
-    start of one."""
-    reference = reference.strip()
-    if reference.isdigit():
-        rows = _select(connection, PROCESSES.c.id == int(reference))
+def _find(connection: sa.Connection, reference: int | str) -> _Process:
+    """The one process ``reference`` names: an id, or a name or the start of one."""
+    if isinstance(reference, int):
+        rows = _select(connection, PROCESSES.c.id == reference)
     else:
         rows = _by_name(connection, reference)
     if not rows:
+        which = (
+            f"has the id {reference}"
+            if isinstance(reference, int)
+            else f"is named {reference!r} or has a name starting so"
+        )
         raise ProcessCommandRefused(
-            f"No registered process has the id or name {reference!r}; `flask solidq status`"
-            " lists the processes."
+            f"No registered process {which}; `flask solidq status` lists the processes."
         )
     if len(rows) > 1:
         names = ", ".join(f"{row.name} (id {row.id}, {row.kind})" for row in rows)

@@ -110,14 +110,32 @@ def test_a_worker_is_named_by_its_id_its_name_or_the_start_of_its_name(app, engi
 def test_an_unknown_process_is_an_error_that_points_to_status(app, engine):
     a_tree(engine)
 
-    for reference in ("999999", "worker-zz"):
-        result = run(app, "stop", reference)
+    by_id = run(app, "stop", "999999")
+    by_name = run(app, "stop", "worker-zz")
 
-        assert result.exit_code == 1
-        assert result.output == (
-            f"Error: No registered process has the id or name {reference!r}; `flask solidq"
-            " status` lists the processes.\n"
-        )
+    assert by_id.exit_code == by_name.exit_code == 1
+    assert by_id.output == (
+        "Error: No registered process has the id 999999; `flask solidq status` lists the"
+        " processes.\n"
+    )
+    assert by_name.output == (
+        "Error: No registered process is named 'worker-zz' or has a name starting so;"
+        " `flask solidq status` lists the processes.\n"
+    )
+    assert set(commands(engine).values()) == {None}
+
+
+def test_a_process_that_cant_be_an_id_or_a_name_is_a_usage_error(app, engine):
+    a_tree(engine)
+
+    signed = run(app, "quiet", "+3")
+    too_big = run(app, "stop", str(2**63))
+    nul = run(app, "stop", "worker\x00")
+
+    assert signed.exit_code == too_big.exit_code == nul.exit_code == 2
+    assert "'+3' is not a process id" in signed.output
+    assert f"'{2**63}' is not a process id" in too_big.output
+    assert "NUL" in nul.output
     assert set(commands(engine).values()) == {None}
 
 
@@ -172,4 +190,4 @@ def test_a_name_with_like_wildcards_matches_only_itself(app, engine):
     result = run(app, "stop", "worker-b_")
 
     assert result.exit_code == 1
-    assert "No registered process has the id or name 'worker-b_'" in result.output
+    assert "No registered process is named 'worker-b_'" in result.output

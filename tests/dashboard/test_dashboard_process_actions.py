@@ -117,7 +117,7 @@ def test_a_refused_command_says_why_on_the_page_and_changes_nothing(app, engine,
     malformed = post(client, "/processes/abc/stop")
 
     assert f"Worker worker-1 (id {ids['worker']}) is already stopping." in already
-    assert "No registered process has the id or name &#39;999999999&#39;" in gone
+    assert "No registered process has the id 999999999;" in gone
     assert malformed.status_code == 400 and "is not a process id" in malformed.text
     assert set(commands(engine).values()) == {"stop"}
 
