@@ -181,7 +181,12 @@ class Supervisor(Runnable):
             self.kind,
             self.name,
             timeout,
-            extra={"event": LogEvent.STOPPING.value, "shutdown_timeout": timeout},
+            extra={
+                "event": LogEvent.STOPPING.value,
+                "signal": None,
+                "command": command.value,
+                "shutdown_timeout": timeout,
+            },
         )
         self.stop()
 

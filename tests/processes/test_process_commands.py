@@ -6,6 +6,8 @@ with a hostname of its own) through the database alone."""
 
 from __future__ import annotations
 
+import os
+import signal
 import typing as t
 
 import pytest
@@ -93,6 +95,28 @@ def test_quiet_stops_the_workers_claiming_while_their_running_job_finishes_then_
     assert work.output().count("SolidQ started Worker") == 1
     assert work.process.poll() is None
     assert [row.job_id for row in support.rows(engine, READY)] == [waiting]
+
+
+def test_a_quiet_supervisor_starts_the_worker_replacing_a_dead_one_quiet(app, engine, launcher):
+    work = launcher.start()
+    runtime_support.wait_for_kinds(engine, ALL_KINDS)
+    (supervisor,) = runtime_support.processes(engine, "Supervisor(fork)")
+    (dead,) = runtime_support.processes(engine, "Worker")
+    command(app, "quiet", supervisor.name)
+    support.wait_until(lambda: "is quiet: it claims" in work.output(), timeout=OBEYED_WITHIN)
+    waiting = enqueue_sleep(app, "waiting", 0)
+
+    os.kill(dead.pid, signal.SIGKILL)
+
+    def replacement() -> t.Any:
+        workers = runtime_support.processes(engine, "Worker")
+        return workers[0] if workers and workers[0].id != dead.id else None
+
+    worker = support.wait_until(replacement, timeout=15)
+    assert worker.command == ProcessCommand.QUIET.value
+    support.wait_until(lambda: work.output().count("is quiet: it claims") == 2, timeout=10)
+    assert [row.job_id for row in support.rows(engine, READY)] == [waiting]
+    assert not started(engine, "waiting")
 
 
 @pytest.mark.parametrize("mode", ["fork", "thread"])
