@@ -52,12 +52,12 @@ def test_quiet_and_stop_from_the_processes_page_in_a_browser(
         page.on("dialog", accept)
         page.goto("/solidq/processes")
         worker_row = page.locator(f"#process-{worker.id}")
-        expect(worker_row.locator("td").nth(4)).to_have_text("running")
+        expect(worker_row.locator("td").nth(5)).to_have_text("running")
 
         worker_row.get_by_role("button", name="Quiet").click()
 
         expect(page.get_by_role("status")).to_have_text(f"Told Worker {worker.name} to quiet.")
-        expect(worker_row.locator("td").nth(4)).to_have_text("quieting")
+        expect(worker_row.locator("td").nth(5)).to_have_text("quieting")
         expect(worker_row.get_by_role("button", name="Quiet")).to_have_count(0)
         support.wait_until(lambda: "is quiet: it claims no more jobs" in work.output(), timeout=10)
 
