@@ -34,8 +34,8 @@ launcher = runtime_support.launcher
 
 ALL_KINDS = ["Dispatcher", "Supervisor(fork)", "Worker"]
 #: Seconds a command may take to be carried out: the supervisor reads its tree's commands
-#: every second; the rest is a signal and a poll.
-OBEYED_WITHIN = 5.0
+#: every second, the rest is a signal and a poll; the margin is for a loaded machine.
+OBEYED_WITHIN = 15.0
 
 
 def enqueue_sleep(app: Flask, value: str, seconds: float) -> int:
@@ -79,7 +79,7 @@ def test_quiet_stops_the_workers_claiming_while_their_running_job_finishes_then_
     # A job enqueued now waits, though two of the worker's three threads are idle (it polls
     # every 0.05 s): still ready once the running job has finished.
     waiting = enqueue_sleep(app, "waiting", 0)
-    support.wait_until(lambda: runtime_support.finished_ids(engine) == {long}, timeout=10)
+    support.wait_until(lambda: runtime_support.finished_ids(engine) == {long}, timeout=20)
     assert [row.job_id for row in support.rows(engine, READY)] == [waiting]
     assert not started(engine, "waiting")
 
@@ -112,9 +112,11 @@ def test_a_quiet_supervisor_starts_the_worker_replacing_a_dead_one_quiet(app, en
         workers = runtime_support.processes(engine, "Worker")
         return workers[0] if workers and workers[0].id != dead.id else None
 
-    worker = support.wait_until(replacement, timeout=15)
+    worker = support.wait_until(replacement, timeout=runtime_support.START_TIMEOUT)
     assert worker.command == ProcessCommand.QUIET.value
-    support.wait_until(lambda: work.output().count("is quiet: it claims") == 2, timeout=10)
+    support.wait_until(
+        lambda: work.output().count("is quiet: it claims") == 2, timeout=OBEYED_WITHIN
+    )
     assert [row.job_id for row in support.rows(engine, READY)] == [waiting]
     assert not started(engine, "waiting")
 
@@ -190,7 +192,7 @@ def test_a_command_reaches_a_worker_on_another_host_through_the_database(
 
             assert f"on {OTHER_HOSTNAME})" in said
             support.wait_until(
-                lambda: runtime_support.kinds(engine) == ["Supervisor(fork)"], timeout=10
+                lambda: runtime_support.kinds(engine) == ["Supervisor(fork)"], timeout=OBEYED_WITHIN
             )
             assert runtime_support.finished_ids(engine) == {job_id}
             command(app, "stop", work_supervisor(engine))
