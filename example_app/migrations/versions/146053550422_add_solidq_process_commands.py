@@ -1,11 +1,11 @@
-"""Add process commands to ${database}: solidq_processes.command.
+"""Add process commands to the default database: solidq_processes.command.
 
-Revision ID: ${revision}
-Revises: ${revises}
-Create Date: ${create_date}
+Revision ID: 146053550422
+Revises: b03598756422
+Create Date: 2026-12-06 20:42:13+00:00
 
-Written by `flask solidq install` from flask-solidq's template 0008_add_solidq_process_commands
-(schema version 8). It is a frozen snapshot of that change: it imports nothing from
+Written by `flask solidq install` from flask-solidq's template 0009_add_solidq_process_commands
+(schema version 9). It is a frozen snapshot of that change: it imports nothing from
 flask_solidq, so it means the same thing whatever version of the package is installed later.
 Keep the three solidq_* lines below: `flask solidq install` reads them to tell which schema
 versions this history already has.
@@ -23,15 +23,15 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = ${revision_literal}
-down_revision = ${down_revision_literal}
+revision = "146053550422"
+down_revision = "b03598756422"
 branch_labels = None
 depends_on = None
 
 # Read by `flask solidq install`.
-solidq_schema_version = 8
-solidq_template = "0008_add_solidq_process_commands"
-solidq_target = ${target_literal}
+solidq_schema_version = 9
+solidq_template = "0009_add_solidq_process_commands"
+solidq_target = ""
 
 # The database this revision acts on: "" is the default one, anything else an SQLALCHEMY_BINDS
 # name. Flask-Migrate's multi-database env.py calls upgrade(engine_name) once per database, the
