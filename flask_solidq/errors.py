@@ -81,6 +81,12 @@ class StepsChanged(SolidQError):
     running it again changes nothing), its progress kept."""
 
 
+class ProcessCommandRefused(SolidQError):
+    """A quiet or stop command was not given: no such process, a name that matches more
+    than one, a process already stopping, or one the command doesn't apply to. The message
+    says which; ``flask solidq status`` lists the processes with their ids."""
+
+
 class RateLimited(SolidQError):
     """The API a job calls said "too many requests" (HTTP 429): raise it from the job's
     ``perform`` with how long to wait, and every rate-limit budget the job was admitted by

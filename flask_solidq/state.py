@@ -158,12 +158,14 @@ def _missing_tables(engine: sa.Engine) -> set[str]:
 
 
 #: Columns later schema versions added to the first version's tables, by table (version 3:
-#: batches; 4: start times; 5: the budgets' admissions; 6: charges and back-offs), checked
+#: batches; 4: start times; 5: the budgets' admissions; 6: charges and back-offs; then the
+#: process commands), checked
 #: with the tables so an app that upgraded the package but not its tables is told to migrate
 #: instead of meeting SQL errors.
 _LATER_COLUMNS = {
     "solidq_jobs": frozenset({"batch_id", "started_at", "rate_limit_charges"}),
     "solidq_rate_limits": frozenset({"admissions", "backed_off_until"}),
+    "solidq_processes": frozenset({"command"}),
 }
 
 

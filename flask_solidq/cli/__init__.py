@@ -15,6 +15,7 @@ from flask_solidq.cli import batches as cli_batches
 from flask_solidq.cli import jobs as cli_jobs
 from flask_solidq.cli import monitoring as cli_monitoring
 from flask_solidq.cli import params
+from flask_solidq.cli import processes as cli_processes
 from flask_solidq.cli import stats as cli_stats
 from flask_solidq.cli import status as status_module
 from flask_solidq.config import parse_queues
@@ -222,6 +223,7 @@ cli_jobs.register(solidq_group, lambda: _queue_engine())  # jobs, job, retry, di
 cli_batches.register(solidq_group, lambda: _queue_engine())  # batches, batch
 cli_monitoring.register(solidq_group, lambda: _queue_engine())  # health, metrics
 cli_stats.register(solidq_group, lambda: _queue_engine())  # stats
+cli_processes.register(solidq_group, lambda: _queue_engine())  # quiet, stop
 
 
 @solidq_group.command("pause")

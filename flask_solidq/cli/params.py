@@ -72,6 +72,28 @@ class JobReference(click.ParamType["int | str"]):
         return parsed
 
 
+class ProcessReference(click.ParamType["int | str"]):
+    """A registered process named by its id (as :class:`RecordId`) or its name (as
+    :class:`Name`), or the start of its name. Text written as a number is taken as an id (no
+    process name is one) and refused when it can't be one."""
+
+    name = "process"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | str:
+        text = str(value)
+        if identifiers.looks_like_number(text):
+            parsed = identifiers.parse_id(text)
+            if parsed is None:
+                self.fail(f"{shown(text)} is not a process id: {identifiers.ID_RULE}.")
+            return parsed
+        problem = identifiers.name_problem(text, f"process name {shown(text)}")
+        if problem is not None:
+            self.fail(problem)
+        return text
+
+
 class Name(click.ParamType[str]):
     """A queue name, job name or other text stored in a ``VARCHAR(255)`` column: no NUL,
     at most :data:`~flask_solidq.identifiers.MAX_NAME_LENGTH` characters."""
@@ -139,6 +161,7 @@ class Count(click.IntRange):
 #: The types most options share.
 JOB_REFERENCE = JobReference()
 JOB_ID = RecordId("job")
+PROCESS_REFERENCE = ProcessReference()
 BATCH_ID = RecordId("batch")
 QUEUE_NAME = Name("queue name")
 JOB_NAME = Name("job name")

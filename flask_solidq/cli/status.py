@@ -14,6 +14,7 @@ from flask_solidq.formatting import format_duration
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_table
 from flask_solidq.formatting import format_when
+from flask_solidq.operations.process_commands import state_of
 from flask_solidq.operations.processes import process_rows
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
@@ -103,21 +104,24 @@ def _state_sizes(queue: queue_figures.QueueCounts) -> tuple[int, ...]:
 
 
 def render_processes(rows: t.Sequence[ProcessRow], now: dt.datetime) -> str:
-    """Each registered process and how long ago it last heartbeat."""
+    """Each registered process: its id (what ``quiet`` and ``stop`` take), its state
+    (running, quieting, stopping) and how long ago it last heartbeat."""
     if not rows:
         return "Processes: none running."
     table = [
         [
+            str(row.id),
             row.kind,
             row.name,
             row.hostname or "-",
             str(row.pid),
+            state_of(row.command),
             format_age(row.last_heartbeat_at, now),
         ]
         for row in rows
     ]
-    headers = ["KIND", "NAME", "HOST", "PID", "HEARTBEAT"]
-    return "Processes\n" + format_table(headers, table, right={3})
+    headers = ["ID", "KIND", "NAME", "HOST", "PID", "STATE", "HEARTBEAT"]
+    return "Processes\n" + format_table(headers, table, right={0, 4})
 
 
 def render_failed_jobs(failed: t.Sequence[queue_figures.FailedJob], now: dt.datetime) -> str:

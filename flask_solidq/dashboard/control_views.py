@@ -24,6 +24,8 @@ from flask_solidq.formatting import count_of
 from flask_solidq.formatting import format_age
 from flask_solidq.formatting import format_expiry
 from flask_solidq.formatting import format_when
+from flask_solidq.operations.process_commands import claims_jobs
+from flask_solidq.operations.process_commands import state_of
 from flask_solidq.reads import control_reads
 from flask_solidq.reads import queue_figures
 from flask_solidq.state import get_state
@@ -182,8 +184,9 @@ def concurrency_page() -> str:
 
 
 def processes_page() -> str:
-    """The registered processes: kind, name, host, pid, heartbeat age; those silent past
-    ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
+    """The registered processes: kind, name, host, pid, state (running, quieting,
+    stopping), heartbeat age, and the Quiet and Stop buttons (:mod:`.process_views`); those
+    silent past ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` marked (a supervisor prunes them)."""
     now = utcnow()
     after = params.int_cursor("after")
     with reading.page() as connection:
@@ -196,6 +199,8 @@ def processes_page() -> str:
         next_after=rows[-1].id if len(rows) == PAGE_SIZE else None,
         age=lambda moment: format_age(moment, now),
         silent=lambda row: (now - row.last_heartbeat_at).total_seconds() > threshold,
+        state=lambda row: state_of(row.command),
+        quietable=lambda row: row.command is None and claims_jobs(row.kind),
         now=now,
         done=params.done(),
     )

@@ -22,6 +22,7 @@ from flask_solidq.dashboard import batch_views
 from flask_solidq.dashboard import control_views
 from flask_solidq.dashboard import flash
 from flask_solidq.dashboard import params
+from flask_solidq.dashboard import process_views
 from flask_solidq.dashboard import reading
 from flask_solidq.dashboard import recurring_views
 from flask_solidq.dashboard import selection_views
@@ -65,6 +66,7 @@ MOVING = (
 
 def add_routes(blueprint: Blueprint) -> None:
     control_views.add_routes(blueprint)
+    process_views.add_routes(blueprint)
     selection_views.add_routes(blueprint)
     batch_views.add_routes(blueprint)
     blueprint.add_url_rule("/", "overview", overview)

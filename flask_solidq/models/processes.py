@@ -19,7 +19,8 @@ from flask_solidq.models.base import timestamp
 
 class ProcessRecord(Base):
     """A registered process. It heartbeats every ``SOLIDQ_PROCESS_HEARTBEAT_INTERVAL``; one
-    silent past ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` is pruned by any supervisor."""
+    silent past ``SOLIDQ_PROCESS_ALIVE_THRESHOLD`` is pruned by any supervisor; its supervisor
+    carries out the ``command`` an operator wrote (quiet, stop)."""
 
     __tablename__ = "solidq_processes"
 
@@ -32,6 +33,9 @@ class ProcessRecord(Base):
     metadata_json: Mapped[str | None] = mapped_column("metadata", LongText)
     name: Mapped[str] = mapped_column(Key, nullable=False)
     created_at: Mapped[dt.datetime] = timestamp()
+    #: What an operator asked of the process (``"quiet"`` or ``"stop"``, see
+    #: :mod:`flask_solidq.operations.process_commands`); None while it just runs.
+    command: Mapped[str | None] = mapped_column(sa.String(16))
 
     __table_args__ = (
         sa.Index("ix_solidq_processes_last_heartbeat_at", "last_heartbeat_at"),

@@ -38,14 +38,16 @@ def register(
     pid: int,
     supervisor_id: int | None,
     metadata: t.Mapping[str, t.Any],
+    command: str | None = None,
 ) -> int:
     """Insert a starting process's row (on this host, heartbeat now by the database's
-    clock); return its id."""
+    clock, with the operator's ``command`` it starts under, if any); return its id."""
     with db.write(engine) as connection:
         now = database_clock.now(connection)
-        return db.insert_returning_id(
-            connection, PROCESSES.insert(), _row(kind, name, pid, supervisor_id, metadata, now)
-        )
+        row = _row(kind, name, pid, supervisor_id, metadata, now)
+        if command is not None:
+            row["command"] = command
+        return db.insert_returning_id(connection, PROCESSES.insert(), row)
 
 
 def _row(

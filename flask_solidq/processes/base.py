@@ -71,6 +71,8 @@ class Runnable:
         # A plain flag and a pipe, not Events: stop() runs in signal handlers (see
         # signal_safe_waker.py).
         self._stopping = False
+        #: Told to quiet (see :meth:`quiet`); a plain flag too, set from a signal handler.
+        self._quiet = False
         self._waker = Waker()
         self._heartbeat_stopped = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -157,6 +159,18 @@ class Runnable:
         self._stopping = True
         self.wake_up()
 
+    def quiet(self) -> None:
+        """Ask the process to take no more work and finish what it runs (any thread, or a
+        signal handler). Only a worker has work to refuse: :class:`~flask_solidq.processes.
+        worker.Worker` acts on it; the others ignore it."""
+        self._quiet = True
+        self.wake_up()
+
+    @property
+    def registered_command(self) -> str | None:
+        """The command the process's row starts with: a worker started quiet says so."""
+        return None
+
     def wake_up(self) -> None:
         """End the current sleep at once (any thread, or a signal handler)."""
         self._waker.ring()
@@ -217,6 +231,7 @@ class Runnable:
             pid=self.pid,
             supervisor_id=self.supervisor_id,
             metadata=self.metadata,
+            command=self.registered_command,
         )
 
     def deregister(self) -> None:

@@ -7,6 +7,9 @@ processes: forking (with no thread of the supervisor's running and no pooled con
 with the child), the child's own signal handlers, ``waitpid`` and exit statuses, the TERM /
 QUIT / KILL sequence that stops the children.
 
+The operator's commands reach a child as signals: TERM to stop (then it is not replaced),
+:data:`~flask_solidq.processes.commands.QUIET_SIGNAL` to quiet.
+
 A worker child lists the jobs it claimed ahead and hasn't started in a
 :class:`~flask_solidq.processes.pool.StartLedger`, memory this supervisor makes before the
 fork and so shares with it. When the child dies, those jobs go back to ready first, whatever
@@ -27,6 +30,9 @@ import typing as t
 import sqlalchemy as sa
 
 from flask_solidq.operations import processes as process_roll
+from flask_solidq.operations.process_commands import Order
+from flask_solidq.operations.process_commands import ProcessCommand
+from flask_solidq.processes.commands import QUIET_SIGNAL
 from flask_solidq.processes.pool import StartLedger
 from flask_solidq.processes.pool import UsesStartLedger
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
@@ -50,6 +56,8 @@ class ForkSupervisor(Supervisor):
         self.children: dict[int, RunnerSpec] = {}
         #: Each worker child's start ledger, by pid (see pool.StartLedger).
         self.ledgers: dict[int, StartLedger] = {}
+        #: The children TERMed on the operator's stop command: not replaced when they end.
+        self.stopped: set[int] = set()
 
     def start_runner(self, spec: RunnerSpec) -> None:
         # Close the pooled connections first: a forked child must never share one.
@@ -89,6 +97,9 @@ class ForkSupervisor(Supervisor):
             signal.signal(signal.SIGTERM, lambda *_: runner.stop())
             signal.signal(signal.SIGINT, lambda *_: runner.stop())
             signal.signal(signal.SIGQUIT, lambda *_: os._exit(1))
+            signal.signal(QUIET_SIGNAL, lambda *_: runner.quiet())
+            if self.quieted:
+                runner.quiet()
             runner.run()
             code = 0
         except BaseException:  # noqa: BLE001 - a child reports and exits, whatever happened
@@ -104,6 +115,8 @@ class ForkSupervisor(Supervisor):
             if spec is None:
                 continue
             done = self.is_done(spec)
+            stopped = pid in self.stopped
+            self.stopped.discard(pid)
             label = f"{spec.label} (pid {pid})"
             if not done:
                 self.handle_unexpected_exit(
@@ -111,11 +124,23 @@ class ForkSupervisor(Supervisor):
                     label,
                     _describe_status(status),
                     never_started=ledger.listed() if ledger is not None else (),
+                    stopped=stopped,
                 )
             if ledger is not None:
                 ledger.close()
-            if not done:
+            if not done and not stopped:
                 self.after_unexpected_exit(spec, f"{label} {_describe_status(status)}")
+
+    def command_runner(self, order: Order) -> None:
+        if order.pid not in self.children:
+            return
+        if order.command is ProcessCommand.STOP:
+            self.stopped.add(order.pid)
+        signum = signal.SIGTERM if order.command is ProcessCommand.STOP else QUIET_SIGNAL
+        try:
+            os.kill(order.pid, signum)
+        except ProcessLookupError:  # it just exited: check_runners reaps it
+            pass
 
     def has_runners(self) -> bool:
         return bool(self.children)

@@ -15,6 +15,10 @@ it keeps no threads of its own, and forking never copies a lock held by another 
   back to ready (and say which); then everyone deregisters.
 * QUIT, or a second TERM / INT while stopping (a second Ctrl-C): stop at once. The claims of
   processes that had no time to clean up are released, and the jobs named.
+* The operator's ``flask solidq stop`` / ``quiet`` (or the dashboard's buttons), read from
+  the database about once a second (:mod:`~flask_solidq.processes.commands`): a stopped
+  supervisor stops as on TERM; a stopped runner is TERMed and not replaced; a quiet worker
+  claims no more jobs.
 * A child that exits unexpectedly is replaced, after its claims follow
   ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released). In
   fork mode the jobs a dead worker had claimed ahead and never started go back to ready
@@ -39,9 +43,11 @@ from flask_solidq.logging.events import LogEvent
 from flask_solidq.logging.fields import describe_jobs
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
+from flask_solidq.operations.process_commands import ProcessCommand
 from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes import job_stats
 from flask_solidq.processes.base import Runnable
+from flask_solidq.processes.commands import CommandWatch
 from flask_solidq.processes.interrupts import GRACEFUL
 from flask_solidq.processes.interrupts import Interrupts
 from flask_solidq.processes.thread_errors import ThreadActivity
@@ -51,6 +57,7 @@ from flask_solidq.values import JSONValue
 if t.TYPE_CHECKING:
     from flask import Flask
 
+    from flask_solidq.operations.process_commands import Order
     from flask_solidq.processes.tally import Tally
     from flask_solidq.values import JobRef
 
@@ -92,6 +99,10 @@ class Supervisor(Runnable):
         self.interrupted_by: int | None = None
         #: ``--once``: the runners that ended without finding their work done (died).
         self.lost: list[str] = []
+        #: The operator's commands for this tree, read from the database (commands.py).
+        self.commands = CommandWatch()
+        #: Told to quiet: the workers it starts from now on start quiet.
+        self.quieted = False
 
     @property
     def metadata(self) -> dict[str, JSONValue]:
@@ -135,8 +146,49 @@ class Supervisor(Runnable):
             if not self.stopping:
                 self.check_runners()
                 self.maintain()
+                self.obey_commands()
                 if self.once and not self.has_runners():
                     self.stop()
+
+    def obey_commands(self) -> None:
+        """Read the operator's commands for this tree when due, and carry out the new ones:
+        stop or quiet itself, or hand a runner its command (:meth:`command_runner`)."""
+        if self.process_id is None or not self.commands.due():
+            return
+        try:
+            orders = self.commands.new_orders(self.engine, self.process_id)
+        except sa.exc.SQLAlchemyError:
+            logger.warning("SolidQ couldn't read the process commands; trying again", exc_info=True)
+            return
+        for order in orders:
+            if order.process_id == self.process_id:
+                self.obey(order.command)
+            else:
+                self.command_runner(order)
+
+    def obey(self, command: ProcessCommand) -> None:
+        """Carry out a command given to the supervisor itself: stop gracefully, as on TERM
+        (its runners stop and are not replaced), or start its future workers quiet (its
+        running workers have the command on their own rows)."""
+        if command is ProcessCommand.QUIET:
+            self.quieted = True
+            logger.info("SolidQ %s %s was told to quiet its workers", self.kind, self.name)
+            return
+        timeout = self.settings.shutdown_timeout
+        logger.info(
+            "SolidQ %s %s was told to stop: stopping, waiting up to %g s"
+            " (SOLIDQ_SHUTDOWN_TIMEOUT) for running jobs",
+            self.kind,
+            self.name,
+            timeout,
+            extra={
+                "event": LogEvent.STOPPING.value,
+                "signal": None,
+                "command": command.value,
+                "shutdown_timeout": timeout,
+            },
+        )
+        self.stop()
 
     def handle_interrupts(self, arrived: t.Iterable[int]) -> None:
         """The first TERM or INT stops gracefully; QUIT, or a TERM or INT while stopping,
@@ -327,12 +379,18 @@ class Supervisor(Runnable):
         label: str,
         description: str,
         never_started: t.Collection[int] = (),
+        *,
+        stopped: bool = False,
     ) -> None:
-        """A runner died on its own: the claims of its row (if it is still registered) on
-        ``never_started`` jobs (its start ledger's) go back to ready, the others follow
+        """A runner died on its own (or, ``stopped``, ended after the operator's stop
+        command): the claims of its row (if it is still registered) on ``never_started``
+        jobs (its start ledger's) go back to ready, the others follow
         ``SOLIDQ_ON_WORKER_DEATH``, and the row goes."""
-        then = "not replaced (--once)" if self.once else "replacing it"
-        logger.warning("SolidQ %s %s; %s", label, description, then)
+        if stopped:
+            logger.info("SolidQ %s %s after the stop command; not replacing it", label, description)
+        else:
+            then = "not replaced (--once)" if self.once else "replacing it"
+            logger.warning("SolidQ %s %s; %s", label, description, then)
         if self.process_id is None:
             return
         try:
@@ -393,4 +451,9 @@ class Supervisor(Runnable):
 
     def stop_runners(self, *, immediately: bool) -> None:
         """Stop the runners: gracefully unless ``immediately``."""
+        raise NotImplementedError
+
+    def command_runner(self, order: Order) -> None:
+        """Hand the runner ``order`` names its command, if it is one of this supervisor's:
+        a stopped runner is not replaced."""
         raise NotImplementedError

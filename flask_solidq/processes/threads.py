@@ -17,6 +17,8 @@ import time
 import typing as t
 
 from flask_solidq.operations import processes as process_roll
+from flask_solidq.operations.process_commands import Order
+from flask_solidq.operations.process_commands import ProcessCommand
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.supervisor import CLEANUP_GRACE
 from flask_solidq.processes.supervisor import RunnerSpec
@@ -37,9 +39,13 @@ class ThreadSupervisor(Supervisor):
     def __init__(self, app: Flask, specs: t.Sequence[RunnerSpec], *, once: bool = False) -> None:
         super().__init__(app, specs, once=once)
         self.runners: dict[threading.Thread, tuple[RunnerSpec, Runnable]] = {}
+        #: The runners stopped on the operator's stop command: not replaced when they end.
+        self.stopped: set[Runnable] = set()
 
     def start_runner(self, spec: RunnerSpec) -> None:
         runner = spec.build(self.app, self.process_id)
+        if self.quieted:
+            runner.quiet()
         thread = threading.Thread(
             target=self._run_runner, args=(runner,), name=f"solidq-{spec.label}", daemon=True
         )
@@ -58,10 +64,26 @@ class ThreadSupervisor(Supervisor):
                 del self.runners[thread]
                 if self.is_done(spec):
                     continue
+                stopped = runner in self.stopped
+                self.stopped.discard(runner)
                 self.handle_unexpected_exit(
-                    functools.partial(_has_id, process_id=runner.process_id), spec.label, "stopped"
+                    functools.partial(_has_id, process_id=runner.process_id),
+                    spec.label,
+                    "stopped",
+                    stopped=stopped,
                 )
-                self.after_unexpected_exit(spec, f"{spec.label} stopped")
+                if not stopped:
+                    self.after_unexpected_exit(spec, f"{spec.label} stopped")
+
+    def command_runner(self, order: Order) -> None:
+        for _spec, runner in self.runners.values():
+            if runner.process_id != order.process_id:
+                continue
+            if order.command is ProcessCommand.STOP:
+                self.stopped.add(runner)
+                runner.stop()
+            else:
+                runner.quiet()
 
     def has_runners(self) -> bool:
         return bool(self.runners)

@@ -23,6 +23,7 @@ from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import claim as claim_operation
 from flask_solidq.operations import execute
 from flask_solidq.operations import release
+from flask_solidq.operations.process_commands import ProcessCommand
 from flask_solidq.processes import job_notices
 from flask_solidq.processes.claim_sizing import ClaimSizing
 from flask_solidq.processes.finisher import Finisher
@@ -73,6 +74,8 @@ class Worker(Poller):
         self.held = HeldJobs()
         self._strays = StraySweep(self.settings.process_heartbeat_interval)
         self._sizing = ClaimSizing(worker.threads, worker.prefetch)
+        #: Whether the worker acted on :meth:`quiet` (see :meth:`_stay_quiet`).
+        self._quieted = False
         #: Shared with the supervisor in fork mode (see pool.StartLedger).
         self.start_ledger: StartLedger | None = None
         #: The runs counted for ``solidq_job_stats``, and the thread that writes them.
@@ -138,11 +141,17 @@ class Worker(Poller):
         if job_notices.concerns(payload, self.selector.matches):
             self.wake_up()
 
+    @property
+    def registered_command(self) -> str | None:
+        return ProcessCommand.QUIET.value if self._quiet else None
+
     def poll(self) -> float:
         pool = t.cast(Pool, self.pool)
         self._sizing.gather(pool)
         if self.process_id is None:
             return self.worker.polling_interval
+        if self._quiet:
+            return self._stay_quiet(pool)
         if self._strays.due():
             self._strays.sweep(self.engine, self.process_id, self.held, f"{self.kind} {self.name}")
         try:
@@ -153,6 +162,23 @@ class Worker(Poller):
         if pool.idle_threads:
             return self.worker.polling_interval
         return min(BUSY_SLEEP, max(0.0, self._strays.next_at - time.monotonic()))
+
+    def _stay_quiet(self, pool: Pool) -> float:
+        """Claim nothing more: the first time, put the jobs claimed ahead and not started
+        back to ready and let the threads end with their current jobs; then sleep until
+        stopped (the heartbeat goes on)."""
+        self.reached_database = False
+        if not self._quieted:
+            self._quieted = True
+            queued = pool.close()
+            logger.info(
+                "SolidQ %s %s is quiet: it claims no more jobs and finishes the %s it runs",
+                self.kind,
+                self.name,
+                pool.size - pool.idle_threads,
+            )
+            self._release_queued(pool, queued)
+        return BUSY_SLEEP
 
     def _claim(self, pool: Pool) -> None:
         """Claim what :class:`~flask_solidq.processes.claim_sizing.ClaimSizing` says and post

@@ -9,7 +9,7 @@ import typing as t
 
 class ProcessRow(t.Protocol):
     """A registered process: what it is, where it runs, who supervises it, and when it last
-    heartbeat."""
+    heartbeat, and the operator's command it carries out (quiet, stop), if any."""
 
     @property
     def id(self) -> int: ...
@@ -25,3 +25,5 @@ class ProcessRow(t.Protocol):
     def supervisor_id(self) -> int | None: ...
     @property
     def last_heartbeat_at(self) -> dt.datetime: ...
+    @property
+    def command(self) -> str | None: ...

@@ -115,17 +115,14 @@ def test_status_prints_queues_processes_failed_and_blocked_jobs(app, engine):
     ]
     assert lines[lines.index("Queues") + 3].split() == ["mail", *"0000000", "-", "paused"]
     assert lines[lines.index("Processes") + 1].split() == [
-        "KIND",
-        "NAME",
-        "HOST",
-        "PID",
-        "HEARTBEAT",
+        *("ID", "KIND", "NAME", "HOST", "PID", "STATE", "HEARTBEAT")
     ]
-    assert lines[lines.index("Processes") + 2].split()[:4] == [
+    assert lines[lines.index("Processes") + 2].split()[1:6] == [
         "Worker",
         "worker-ab12",
         "box",
         "4242",
+        "running",
     ]
     failed_header = lines[lines.index("Failed jobs (latest 1)") + 1]
     assert failed_header.split() == ["ID", "JOB", "QUEUE", "ERROR", "FAILED", "AT"]

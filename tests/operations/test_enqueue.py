@@ -262,6 +262,7 @@ def test_enqueueing_before_the_tables_exist_raises_pending_migrations(database_u
         ("solidq_jobs", "rate_limit_charges"),
         ("solidq_rate_limits", "admissions"),
         ("solidq_rate_limits", "backed_off_until"),
+        ("solidq_processes", "command"),
     ],
 )
 def test_a_column_of_a_later_schema_version_missing_raises_pending_migrations(

@@ -287,6 +287,10 @@ def test_install_chains_every_schema_version_after_the_apps_head_creating_exactl
     assert table_names(engine) == {"notes", "alembic_version"}
 
 
+#: What the process commands' version adds to solidq_processes (tests/storage/
+#: test_install_process_commands.py).
+PROCESS_COMMANDS = [("add_column", "solidq_processes.command")]
+
 #: What version 7 adds to version 3's solidq_batches: a batch's parent.
 BATCH_PARENTS = [
     ("add_column", "solidq_batches.parent_id"),
@@ -298,10 +302,12 @@ JOB_STATS = [("add_table", "solidq_job_stats")]
 
 #: What the models have that schema version 3's tables don't, as Alembic names it: version
 #: 4's attempt history and start times, version 5's budgets' admissions, version 6's charges
-#: and back-offs, version 7's batch parents, version 8's job statistics.
+#: and back-offs, version 7's batch parents, version 8's job statistics, and the process
+#: commands.
 LATER_THAN_VERSION_3 = [
     *BATCH_PARENTS,
     *JOB_STATS,
+    *PROCESS_COMMANDS,
     ("add_table", "solidq_job_failures"),
     ("add_index", "ix_solidq_job_failures_job_id_id"),
     ("add_column", "solidq_jobs.started_at"),

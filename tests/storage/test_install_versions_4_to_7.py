@@ -1,8 +1,8 @@
 """Schema versions 4 (attempt history, start times), 5 (the budgets' admissions), 6 (a job's
 charges, a budget's back-off) and 7 (a batch's parent) on an app that has version 3's tables:
-`flask solidq install` writes those four revisions, `flask db upgrade` adds them keeping the
-jobs (a job finished before has no start time and no charges), and `flask db downgrade` takes
-them off again.
+`flask solidq install` writes those four revisions (and the later ones), `flask db upgrade`
+adds them keeping the jobs (a job finished before has no start time and no charges), and
+`flask db downgrade` takes them off again.
 On SQLite always, PostgreSQL and MySQL/MariaDB when their URLs are set (as test_install.py).
 """
 
