@@ -72,10 +72,21 @@ def browser() -> t.Iterator[Browser]:
         _missing("Playwright is not installed (pip install -e '.[test]')")
     if shutil.which(CHROMIUM) is None:
         _missing(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    before = set(threading.enumerate())
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+    _join_executor_threads(before)
+
+
+def _join_executor_threads(before: set[threading.Thread]) -> None:
+    """Wait for the threads of the default executor of Playwright's event loop ("asyncio_N"),
+    which its exit leaves to end on their own, so a loaded machine doesn't fail the next
+    check for threads a test left running."""
+    for thread in set(threading.enumerate()) - before:
+        if thread.name.startswith("asyncio_"):
+            thread.join(timeout=10)
 
 
 @pytest.fixture
