@@ -15,8 +15,9 @@ import typing as t
 from flask_solidq import argument_filter
 from flask_solidq import identifiers
 from flask_solidq.config import keys as read
+from flask_solidq.config.recurring import RecurringSettings as RecurringSettings
+from flask_solidq.config.recurring import parse_recurring
 from flask_solidq.timing import to_seconds
-from flask_solidq.values import JobArgument
 
 
 class Adapter(str, enum.Enum):
@@ -114,20 +115,6 @@ class DispatcherSettings:
     batch_size: int
     concurrency_maintenance: bool
     concurrency_maintenance_interval: float
-
-
-@dataclasses.dataclass(frozen=True)
-class RecurringSettings:
-    """One entry of ``SOLIDQ_RECURRING``; the schedule is parsed when the scheduler starts."""
-
-    key: str
-    job: str
-    schedule: str
-    args: tuple[JobArgument, ...] = ()
-    kwargs: dict[str, JobArgument] = dataclasses.field(default_factory=dict)
-    queue: str | None = None
-    priority: int | None = None
-    description: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +253,7 @@ def load_settings(config: t.MutableMapping[str, object]) -> Settings:
             _dispatcher(entry, f"SOLIDQ_DISPATCHERS[{index}]")
             for index, entry in enumerate(read.list_of_dicts(config, "SOLIDQ_DISPATCHERS"))
         ),
-        recurring=_recurring(config["SOLIDQ_RECURRING"]),
+        recurring=parse_recurring(config["SOLIDQ_RECURRING"]),
         process_heartbeat_interval=read.seconds(config, "SOLIDQ_PROCESS_HEARTBEAT_INTERVAL"),
         process_alive_threshold=read.seconds(config, "SOLIDQ_PROCESS_ALIVE_THRESHOLD"),
         shutdown_timeout=read.seconds(config, "SOLIDQ_SHUTDOWN_TIMEOUT", allow_zero=True),
@@ -360,51 +347,3 @@ def _dispatcher(entry: dict[str, object], name: str) -> DispatcherSettings:
             name=f"{name}['concurrency_maintenance_interval']",
         ),
     )
-
-
-RECURRING_KEYS = ("job", "schedule", "args", "kwargs", "queue", "priority", "description")
-
-
-def _recurring(value: object) -> tuple[RecurringSettings, ...]:
-    if not isinstance(value, dict):
-        raise TypeError(
-            "SOLIDQ_RECURRING must be a dict of task name -> "
-            '{"job": "module:attr", "schedule": "every minute", ...}, '
-            f"not {type(value).__name__}."
-        )
-    tasks = []
-    for key, entry in value.items():
-        name = f"SOLIDQ_RECURRING[{key!r}]"
-        problem = identifiers.name_problem(str(key), "task name")
-        if problem is not None:
-            raise ValueError(f"{name}: {problem}")
-        if not isinstance(entry, dict):
-            raise TypeError(f"{name} must be a dict, not {type(entry).__name__}.")
-        unknown = sorted(set(entry) - set(RECURRING_KEYS))
-        if unknown:
-            raise ValueError(f"{name} has unknown keys {unknown}; it takes {list(RECURRING_KEYS)}.")
-        for required in ("job", "schedule"):
-            if not isinstance(entry.get(required), str) or not entry[required].strip():
-                raise ValueError(f"{name} needs {required!r}, a non-empty string.")
-        args = entry.get("args", ())
-        if not isinstance(args, (list, tuple)):
-            args = (args,)
-        kwargs = entry.get("kwargs", {})
-        if not isinstance(kwargs, dict):
-            raise TypeError(f"{name}['kwargs'] must be a dict.")
-        priority = entry.get("priority")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise TypeError(f"{name}['priority'] must be an int.")
-        tasks.append(
-            RecurringSettings(
-                key=str(key),
-                job=entry["job"].strip(),
-                schedule=entry["schedule"].strip(),
-                args=tuple(args),
-                kwargs=dict(kwargs),
-                queue=entry.get("queue"),
-                priority=priority,
-                description=entry.get("description"),
-            )
-        )
-    return tuple(tasks)

@@ -1,30 +1,21 @@
 """The supervisor: starts the configured processes, watches them, replaces those that die,
 prunes processes gone silent anywhere, and stops everything on TERM, INT or QUIT.
 
-This module holds what both modes share: :class:`RunnerSpec` (what to keep running) and
-:class:`Supervisor`, its own process row and heartbeats, the pruning of silent processes,
-the signals and the shutdown sequence, and what becomes of a dead runner's claims. How a
-runner runs is a mode's: :mod:`flask_solidq.processes.forks` (the default) runs each worker
-(times its ``processes``), dispatcher and scheduler as an OS process of its own;
-:mod:`flask_solidq.processes.threads` runs them all as threads of this process, for
-development and tests. The supervisor heartbeats and prunes from its loop, so in fork mode
-it keeps no threads of its own, and forking never copies a lock held by another thread.
+What both modes share is here (:class:`RunnerSpec`, :class:`Supervisor`: its process row and
+heartbeats, pruning, the signals, the shutdown, a dead runner's claims); how a runner runs is a
+mode's: :mod:`~flask_solidq.processes.forks` (an OS process each, the default) or
+:mod:`~flask_solidq.processes.threads` (threads of this process, for development and tests).
+In fork mode the supervisor keeps no threads, so forking never copies a held lock.
 
-* TERM / INT: stop gracefully, saying how many jobs are running and how long they get. Workers
-  stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT`` for running jobs and release the rest
-  back to ready (and say which); then everyone deregisters.
-* QUIT, or a second TERM / INT while stopping (a second Ctrl-C): stop at once. The claims of
-  processes that had no time to clean up are released, and the jobs named.
-* The operator's ``flask solidq stop`` / ``quiet`` (or the dashboard's buttons), read from
-  the database about once a second (:mod:`~flask_solidq.processes.commands`): a stopped
-  supervisor stops as on TERM; a stopped runner is TERMed and not replaced; a quiet worker
-  claims no more jobs.
+* TERM / INT stop gracefully: workers stop claiming, wait up to ``SOLIDQ_SHUTDOWN_TIMEOUT``
+  for running jobs and release the rest back to ready. QUIT, or a second TERM / INT, stops at
+  once, releasing the claims of processes that had no time to clean up.
+* ``flask solidq stop`` / ``quiet`` (or the dashboard's buttons) are read from the database
+  about once a second (:mod:`~flask_solidq.processes.commands`): a stopped supervisor stops as
+  on TERM, a stopped runner is TERMed and not replaced, a quiet worker claims no more jobs.
 * A child that exits unexpectedly is replaced, after its claims follow
-  ``SOLIDQ_ON_WORKER_DEATH`` (failed with the exit status as the reason, or released). In
-  fork mode the jobs a dead worker had claimed ahead and never started go back to ready
-  first, whatever the policy (see :mod:`~flask_solidq.processes.forks`).
-  A worker lost where no supervisor sees it die (its machine, say) is pruned for silence,
-  and then the policy applies to all its claims, since nobody can tell which had started.
+  ``SOLIDQ_ON_WORKER_DEATH``; in fork mode the jobs it claimed ahead and never started go back
+  to ready first. A worker lost where no supervisor sees it die is pruned for silence.
 """
 
 from __future__ import annotations
@@ -39,13 +30,11 @@ import sqlalchemy as sa
 
 from flask_solidq.config import OnWorkerDeath
 from flask_solidq.logging import subscriber as log_subscriber
-from flask_solidq.logging.events import LogEvent
-from flask_solidq.logging.fields import describe_jobs
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.operations.process_commands import ProcessCommand
-from flask_solidq.processes import interrupts as interrupts_module
 from flask_solidq.processes import job_stats
+from flask_solidq.processes import stop_lines
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.commands import CommandWatch
 from flask_solidq.processes.interrupts import GRACEFUL
@@ -108,6 +97,11 @@ class Supervisor(Runnable):
     def metadata(self) -> dict[str, JSONValue]:
         runners: dict[str, JSONValue] = {"runners": ",".join(spec.label for spec in self.specs)}
         return {**runners, "once": True} if self.once else runners
+
+    @property
+    def who(self) -> str:
+        """The supervisor as its log lines name it: its kind and name."""
+        return f"{self.kind} {self.name}"
 
     def run(self) -> None:
         """Supervise until stopped; in the main thread (it installs signal handlers)."""
@@ -174,20 +168,7 @@ class Supervisor(Runnable):
             self.quieted = True
             logger.info("SolidQ %s %s was told to quiet its workers", self.kind, self.name)
             return
-        timeout = self.settings.shutdown_timeout
-        logger.info(
-            "SolidQ %s %s was told to stop: stopping, waiting up to %g s"
-            " (SOLIDQ_SHUTDOWN_TIMEOUT) for running jobs",
-            self.kind,
-            self.name,
-            timeout,
-            extra={
-                "event": LogEvent.STOPPING.value,
-                "signal": None,
-                "command": command.value,
-                "shutdown_timeout": timeout,
-            },
-        )
+        stop_lines.commanded(self.who, command, self.settings.shutdown_timeout)
         self.stop()
 
     def handle_interrupts(self, arrived: t.Iterable[int]) -> None:
@@ -206,47 +187,15 @@ class Supervisor(Runnable):
             self.stop()
 
     def announce_graceful_stop(self, signum: int) -> None:
-        """Say what the stop waits for: the running jobs (how many, which) and the shutdown
-        timeout, and how to stop at once instead."""
-        running = self.running_jobs()
+        """Say what the stop waits for (see :func:`stop_lines.graceful`)."""
         timeout = self.settings.shutdown_timeout
-        if running == []:
-            waits = "no jobs are running"
-        else:
-            jobs = "running jobs" if running is None else describe_jobs(running)
-            waits = (
-                f"waiting up to {timeout:g} s (SOLIDQ_SHUTDOWN_TIMEOUT) for {jobs};"
-                f" {interrupts_module.stop_now_hint(signum)}"
-            )
-        logger.info(
-            "SolidQ %s %s received %s: stopping, %s",
-            self.kind,
-            self.name,
-            interrupts_module.name(signum),
-            waits,
-            extra={
-                "event": LogEvent.STOPPING.value,
-                "signal": interrupts_module.name(signum),
-                "shutdown_timeout": timeout,
-                "job_ids": None if running is None else [job.id for job in running],
-            },
-        )
+        stop_lines.graceful(self.who, signum, self.running_jobs(), timeout)
 
     def announce_immediate_stop(self, signum: int) -> None:
         """Say the stop no longer waits (the jobs put back to ready are named once they are:
         :meth:`release_supervisees`)."""
-        again = " again" if self.stopping and signum in GRACEFUL else ""
-        logger.warning(
-            "SolidQ %s %s received %s%s: stopping now; running jobs go back to ready",
-            self.kind,
-            self.name,
-            interrupts_module.name(signum),
-            again,
-            extra={
-                "event": LogEvent.STOPPING_NOW.value,
-                "signal": interrupts_module.name(signum),
-            },
-        )
+        again = self.stopping and signum in GRACEFUL
+        stop_lines.immediate(self.who, signum, again=again)
 
     def running_jobs(self) -> list[JobRef] | None:
         """The jobs this supervisor's processes have claimed; None when it can't tell (the
@@ -370,8 +319,7 @@ class Supervisor(Runnable):
             return
         if claimed:
             reason = "stopped at once" if self._stop_now else "their process didn't stop in time"
-            who = f"{self.kind} {self.name}"
-            log_subscriber.log_released(logger, who, reason, claimed, len(claimed))
+            log_subscriber.log_released(logger, self.who, reason, claimed, len(claimed))
 
     def handle_unexpected_exit(
         self,
