@@ -149,11 +149,22 @@ class Supervisor(Runnable):
         stop or quiet itself, or hand a runner its command (:meth:`command_runner`)."""
         if self.process_id is None or not self.commands.due():
             return
+        started = time.monotonic()
         try:
             orders = self.commands.new_orders(self.engine, self.process_id)
-        except sa.exc.SQLAlchemyError:
-            logger.warning("SolidQ couldn't read the process commands; trying again", exc_info=True)
+        except sa.exc.SQLAlchemyError as error:
+            # An outage is said once, by the outage's own lines; any other error each time.
+            if not self.outage.failed(
+                error,
+                started=started,
+                retry_every=self.commands.interval,
+                where=ThreadActivity.MAINTENANCE,
+            ):
+                logger.warning(
+                    "SolidQ couldn't read the process commands; trying again", exc_info=True
+                )
             return
+        self.outage.succeeded()
         for order in orders:
             if order.process_id == self.process_id:
                 self.obey(order.command)

@@ -162,6 +162,7 @@ ARGUMENTS = {
     "queue": "alpha",
     "key": "nightly",
     "batch_id": "1",
+    "process_id": "1",
     "filename": "dashboard.js",
 }
 

@@ -5,7 +5,6 @@ writing the same buckets at once losing no count, and the pruning of old minutes
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 import sys
 import textwrap
 import typing as t
@@ -21,6 +20,7 @@ from flask_solidq.operations.outcomes import OutcomeKind
 from flask_solidq.processes import job_stats
 from flask_solidq.values import ClaimedJob
 from tests import support
+from tests.support import processes
 from tests.support.runtime import ROOT
 
 UTC = dt.timezone.utc
@@ -130,10 +130,14 @@ def test_two_processes_adding_to_the_same_buckets_at_once_lose_no_count(
     engine: sa.Engine, database_url: str
 ) -> None:
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, database_url, str(WRITES)], cwd=ROOT)
+        processes.start([sys.executable, "-c", WRITER, database_url, str(WRITES)], cwd=ROOT)
         for _ in range(2)
     ]
-    assert [writer.wait(60) for writer in writers] == [0, 0]
+    try:
+        assert [writer.wait(60) for writer in writers] == [0, 0]
+    finally:
+        for writer in writers:
+            processes.end(writer)
 
     rows = sorted(stored(engine), key=lambda row: row["queue_name"])
     assert [row["queue_name"] for row in rows] == ["a", "b", "c"]

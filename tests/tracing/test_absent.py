@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests.support import processes
 from tests.support.runtime import ROOT
 
 SCRIPT = "tests/tracing/absent_script.py"
 
 
 def run_script(database_url: str, mode: str, **environ: str) -> dict:
-    completed = subprocess.run(
+    completed = processes.run(
         [sys.executable, SCRIPT, database_url, mode],
         cwd=ROOT,
         env={

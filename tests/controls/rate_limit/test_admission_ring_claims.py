@@ -85,7 +85,8 @@ def test_the_budgets_page_draws_the_admissions_against_the_limit(app, engine):
 
     text = app.test_client().get("/solidq/budgets").get_data(as_text=True)
 
-    (svg,) = re.findall(r'<svg class="bars".*?</svg>', text, flags=re.S)
+    # The chart to its figure's end (its plot is an <svg> of its own inside).
+    (svg,) = re.findall(r'<svg class="bars".*?</figure>', text, flags=re.S)
     assert (
         f'aria-label="Admissions per second of {KEY} over the last 3 minutes: 5 in all;'
         ' limit 0.0833333 per second"'
