@@ -28,12 +28,11 @@ import typing as t
 
 import sqlalchemy as sa
 
-from flask_solidq.config import OnWorkerDeath
-from flask_solidq.logging import subscriber as log_subscriber
 from flask_solidq.operations import processes as process_roll
 from flask_solidq.operations import release
 from flask_solidq.operations.process_commands import ProcessCommand
 from flask_solidq.processes import job_stats
+from flask_solidq.processes import runner_claims
 from flask_solidq.processes import stop_lines
 from flask_solidq.processes.base import Runnable
 from flask_solidq.processes.commands import CommandWatch
@@ -153,16 +152,10 @@ class Supervisor(Runnable):
         try:
             orders = self.commands.new_orders(self.engine, self.process_id)
         except sa.exc.SQLAlchemyError as error:
-            # An outage is said once, by the outage's own lines; any other error each time.
-            if not self.outage.failed(
-                error,
-                started=started,
-                retry_every=self.commands.interval,
-                where=ThreadActivity.MAINTENANCE,
-            ):
-                logger.warning(
-                    "SolidQ couldn't read the process commands; trying again", exc_info=True
-                )
+            interval = self.commands.interval
+            self._failed(
+                error, "reading process commands", started, interval, ThreadActivity.MAINTENANCE
+            )
             return
         self.outage.succeeded()
         for order in orders:
@@ -267,12 +260,22 @@ class Supervisor(Runnable):
             self.handle_orphaned_claims()
             self.prune_job_stats()
         except sa.exc.SQLAlchemyError as error:
-            if not self.outage.failed(
-                error, started=started, retry_every=interval, where=ThreadActivity.MAINTENANCE
-            ):
-                logger.warning("SolidQ supervisor maintenance failed; trying again", exc_info=True)
+            self._failed(error, "maintenance", started, interval, ThreadActivity.MAINTENANCE)
         else:
             self.outage.succeeded()
+
+    def _failed(
+        self,
+        error: sa.exc.SQLAlchemyError,
+        what: str,
+        started: float,
+        retry_every: float,
+        where: ThreadActivity,
+    ) -> None:
+        """A database step begun at ``started`` failed: an outage is said once, by the
+        outage's own lines; any other error each time, with its traceback."""
+        if not self.outage.failed(error, started=started, retry_every=retry_every, where=where):
+            logger.warning("SolidQ supervisor %s failed; trying again", what, exc_info=True)
 
     def prune_job_stats(self) -> None:
         """Delete the minutes of ``solidq_job_stats`` older than ``SOLIDQ_STATS_RETENTION``,
@@ -295,10 +298,7 @@ class Supervisor(Runnable):
         try:
             self.heartbeat()
         except sa.exc.SQLAlchemyError as error:
-            if not self.outage.failed(
-                error, started=now, retry_every=interval, where=ThreadActivity.HEARTBEAT
-            ):
-                logger.warning("SolidQ supervisor heartbeat failed; trying again", exc_info=True)
+            self._failed(error, "heartbeat", now, interval, ThreadActivity.HEARTBEAT)
         else:
             self.outage.succeeded()
 
@@ -315,22 +315,11 @@ class Supervisor(Runnable):
             logger.warning("SolidQ handled %s claims of missing process %s", count, process_id)
 
     def release_supervisees(self) -> None:
-        """Release the claims of this supervisor's processes that didn't deregister (quit or
-        killed while stopping) and delete their rows: their jobs run again, and the log names
-        them."""
-        if self.process_id is None:
-            return
-        try:
-            rows = process_roll.supervisees(self.engine, self.process_id)
-            claimed = release.claimed_jobs(self.engine, [row.id for row in rows]) if rows else []
-            for row in rows:
-                process_roll.remove(self.engine, row, policy=OnWorkerDeath.RELEASE, error="")
-        except sa.exc.SQLAlchemyError:
-            logger.warning("SolidQ couldn't release the claims of stopped processes", exc_info=True)
-            return
-        if claimed:
+        """Release the claims of this supervisor's processes that didn't deregister (see
+        :func:`runner_claims.release_supervisees`)."""
+        if self.process_id is not None:
             reason = "stopped at once" if self._stop_now else "their process didn't stop in time"
-            log_subscriber.log_released(logger, self.who, reason, claimed, len(claimed))
+            runner_claims.release_supervisees(self.engine, self.process_id, self.who, reason)
 
     def handle_unexpected_exit(
         self,
@@ -350,35 +339,16 @@ class Supervisor(Runnable):
         else:
             then = "not replaced (--once)" if self.once else "replacing it"
             logger.warning("SolidQ %s %s; %s", label, description, then)
-        if self.process_id is None:
-            return
-        try:
-            for row in process_roll.supervisees(self.engine, self.process_id):
-                if is_runner(row):
-                    self._release_never_started(row, label, never_started)
-                    error = process_roll.exit_error(row, description)
-                    process_roll.remove(
-                        self.engine, row, policy=self.settings.on_worker_death, error=error
-                    )
-        except sa.exc.SQLAlchemyError:
-            logger.warning("SolidQ couldn't handle the claims of a dead runner", exc_info=True)
-
-    def _release_never_started(
-        self, row: process_roll.ProcessRow, label: str, job_ids: t.Collection[int]
-    ) -> None:
-        """Put back to ready the dead runner's claims on ``job_ids`` (claimed ahead, never
-        started): committed before the policy applies to the rest, so a crash in between
-        leaves them ready, never failed."""
-        released = release.release_never_started(
-            self.engine, row.id, job_ids, reason=release.ReleaseReason.PROCESS_GONE
-        )
-        if released:
-            log_subscriber.log_released(
-                logger,
-                f"{self.kind} {self.name}",
-                f"{label} died before starting them",
-                released,
-                len(released),
+        if self.process_id is not None:
+            runner_claims.handle_dead_runner(
+                self.engine,
+                self.process_id,
+                is_runner,
+                who=self.who,
+                label=label,
+                description=description,
+                never_started=never_started,
+                policy=self.settings.on_worker_death,
             )
 
     def is_done(self, spec: RunnerSpec) -> bool:
